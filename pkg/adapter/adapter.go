@@ -1,0 +1,128 @@
+// Package adapter defines the boundary every provider adapter implements:
+// an immutable capability declaration, strict validation of its typed
+// request, the runtime keys it accepts, and one normalized chunk stream.
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sort"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// Call is one attempt of a run as an adapter sees it.
+type Call struct {
+	RunID string
+	// Request is the value Validate returned for the run's request.
+	Request any
+	// Runtime holds the runtime-only keys the adapter declared.
+	Runtime map[string]any
+	// SessionID is the session the router injected, if any.
+	SessionID string
+	// Attempt is 1 for the first attempt.
+	Attempt int
+	// Model is the pinned model id.
+	Model string
+}
+
+// Adapter is one provider. Implementations are safe for concurrent use; each
+// Stream call owns its own transport resources.
+type Adapter interface {
+	// Name is the adapter key (the pin's provider and the work subject's last token).
+	Name() string
+	// Capabilities is the immutable declaration of DESIGN §1.
+	Capabilities() wire.Capabilities
+	// RuntimeKeys lists the runtime-only keys the adapter accepts.
+	RuntimeKeys() []string
+	// Validate decodes the msgpack request strictly into the adapter's typed
+	// request. Any problem is a *wire.Error of class
+	// AgenticRequestValidationError. It starts nothing.
+	Validate(request []byte) (any, error)
+	// Stream runs one attempt. It yields chunks in order; a non-nil error is
+	// the attempt's failure and the last value yielded. Breaking out of the
+	// loop, or ctx ending, tears the transport down before Stream returns.
+	// Stream yields no synthetic chunk on cancellation.
+	Stream(ctx context.Context, call Call) iter.Seq2[wire.Chunk, error]
+}
+
+// ErrDuplicate is returned by Registry.Add for a second adapter of one name.
+var ErrDuplicate = errors.New("duplicate adapter")
+
+// Registry holds the adapters a process serves, by name. It is not safe for
+// concurrent mutation; build it at startup, then only read it.
+type Registry struct {
+	m map[string]Adapter
+}
+
+// NewRegistry validates and registers the adapters.
+func NewRegistry(adapters ...Adapter) (*Registry, error) {
+	r := &Registry{m: map[string]Adapter{}}
+	for _, a := range adapters {
+		if err := r.Add(a); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Add validates a's declaration and registers it.
+func (r *Registry) Add(a Adapter) error {
+	name := a.Name()
+	if _, ok := r.m[name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicate, name)
+	}
+	if err := CheckCapabilities(name, a.Capabilities()); err != nil {
+		return err
+	}
+	r.m[name] = a
+	return nil
+}
+
+// CheckCapabilities rejects an incomplete or contradictory declaration.
+func CheckCapabilities(name string, c wire.Capabilities) error {
+	if !c.Transport.Valid() {
+		return wire.Errorf(wire.ProfileError, "adapter %s: capabilities: transport %q is not subprocess, in_process or remote", name, c.Transport)
+	}
+	if c.Resumable != (c.ResumeField != "") {
+		return wire.Errorf(wire.ProfileError, "adapter %s: capabilities: resumable=%t contradicts resume_field %q", name, c.Resumable, c.ResumeField)
+	}
+	return nil
+}
+
+// Get returns the adapter named name.
+func (r *Registry) Get(name string) (Adapter, bool) {
+	a, ok := r.m[name]
+	return a, ok
+}
+
+// Names returns the registered adapter names, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.m))
+	for n := range r.m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SplitRuntime checks that every key of runtime is one a declared; an
+// undeclared key is an AgenticHandlerError.
+func SplitRuntime(a Adapter, runtime map[string]any) error {
+	allowed := a.RuntimeKeys()
+	for k := range runtime {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return wire.Errorf(wire.AgenticHandlerError, "adapter %s does not accept runtime key %q (accepted: %v)", a.Name(), k, allowed)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,183 @@
+// Package client is the Go API for programs that run work on agentmesh:
+// submit a run, stream its events from the start or from a seq, cancel it,
+// wait for its terminal status, and read its record.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// ErrNotFound is returned for a run the mesh has no record of.
+var ErrNotFound = errors.New("run not found")
+
+// Client talks to one deployment. It is safe for concurrent use; the caller
+// owns and closes the connection.
+type Client struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	names subject.Names
+}
+
+// New returns a client on nc for the deployment with the given names.
+func New(nc *nats.Conn, names subject.Names) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return &Client{nc: nc, js: js, names: names}, nil
+}
+
+// NewRunID returns a fresh run id.
+func NewRunID() string { return nuid.Next() }
+
+// Submit validates the request's identity at the edge and publishes it. It
+// blocks until JetStream has stored it. Submitting the same RunID again is
+// idempotent: the mesh runs it once. An empty RunID is filled in; the id
+// used is returned.
+func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error) {
+	if req.RunID == "" {
+		req.RunID = NewRunID()
+	}
+	req.V = wire.Version
+	for _, f := range []struct{ name, v string }{{"run_id", req.RunID}, {"tenant", req.Tenant}, {"principal", req.Principal}} {
+		if err := subject.ValidToken(f.name, f.v); err != nil {
+			return "", err
+		}
+	}
+	if req.Conversation != "" {
+		if err := subject.ValidToken("conversation", req.Conversation); err != nil {
+			return "", err
+		}
+	}
+	b, err := wire.Marshal(&req)
+	if err != nil {
+		return "", err
+	}
+	msg := nats.NewMsg(c.names.Submit(req.Tenant))
+	msg.Data = b
+	msg.Header.Set(jetstream.MsgIDHeader, req.RunID)
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
+	}
+	return req.RunID, nil
+}
+
+// Events yields a run's events in order, starting at seq from (1 for the
+// whole run), and ends after the terminal status. It waits for events that
+// have not been published yet. Breaking out of the loop releases the
+// consumer. A non-nil error is the last value yielded.
+func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
+	return func(yield func(wire.Event, error) bool) {
+		cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{c.names.Events(tenant, runID)},
+		})
+		if err != nil {
+			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
+			return
+		}
+		msgs, err := cons.Messages()
+		if err != nil {
+			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
+			return
+		}
+		defer msgs.Stop()
+		stop := context.AfterFunc(ctx, msgs.Stop)
+		defer stop()
+		next := from
+		if next == 0 {
+			next = 1
+		}
+		for {
+			msg, err := msgs.Next()
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
+				return
+			}
+			ev, err := wire.Decode[wire.Event](msg.Data())
+			if err != nil {
+				yield(wire.Event{}, fmt.Errorf("event of %s: %w", runID, err))
+				return
+			}
+			if ev.Seq < next {
+				continue
+			}
+			if ev.Seq > next {
+				yield(ev, fmt.Errorf("event of %s: seq %d, want %d", runID, ev.Seq, next))
+				return
+			}
+			next++
+			if !yield(ev, nil) || ev.Terminal() {
+				return
+			}
+		}
+	}
+}
+
+// Wait blocks until the run ends and returns its terminal status.
+func (c *Client) Wait(ctx context.Context, tenant, runID string) (wire.Status, error) {
+	for ev, err := range c.Events(ctx, tenant, runID, 1) {
+		if err != nil {
+			return wire.Status{}, err
+		}
+		if ev.Terminal() {
+			return *ev.Status, nil
+		}
+	}
+	return wire.Status{}, fmt.Errorf("follow %s: stream ended without a terminal status", runID)
+}
+
+// Cancel asks the mesh to cancel a run, queued or running, and returns the
+// answer: Cancelled if this request ended it, Ended if it had already ended.
+// It blocks until a router answered (a running run answers once its
+// transport is torn down).
+func (c *Client) Cancel(ctx context.Context, tenant, runID string) (wire.CancelReply, error) {
+	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
+		return wire.CancelReply{}, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, c.names.Cancel(tenant, runID), nil)
+	if err != nil {
+		return wire.CancelReply{}, fmt.Errorf("cancel %s: %w", runID, err)
+	}
+	reply, err := wire.Decode[wire.CancelReply](msg.Data)
+	if err != nil {
+		return wire.CancelReply{}, fmt.Errorf("cancel %s: reply: %w", runID, err)
+	}
+	if reply.Error != nil {
+		return reply, reply.Error
+	}
+	return reply, nil
+}
+
+// Status returns the run's record.
+func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunRecord, error) {
+	kv, err := c.js.KeyValue(ctx, c.names.RunsBucket())
+	if err != nil {
+		return wire.RunRecord{}, fmt.Errorf("open bucket %s: %w", c.names.RunsBucket(), err)
+	}
+	e, err := kv.Get(ctx, subject.RunKey(tenant, runID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
+	}
+	if err != nil {
+		return wire.RunRecord{}, fmt.Errorf("read run %s: %w", runID, err)
+	}
+	return wire.Decode[wire.RunRecord](e.Value())
+}

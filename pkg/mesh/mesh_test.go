@@ -1,0 +1,506 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const tenant = "acme"
+
+// node is one mesh process's worth of services on its own connection.
+type node struct {
+	d    service.Deps
+	stop context.CancelFunc
+	done chan error
+}
+
+func startNode(t *testing.T, srv *server.Server, cfg mesh.Config) *node {
+	t.Helper()
+	nc, js := natstest.Connect(t, srv)
+	reg := prometheus.NewRegistry()
+	d := service.Deps{
+		NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: service.NewMetrics(reg), Health: &service.Health{},
+	}
+	if testing.Verbose() {
+		d.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := adapter.NewRegistry(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &node{d: d, stop: cancel, done: make(chan error, 1)}
+	go func() { n.done <- mesh.Run(ctx, d, profile.Builtin(), adapters, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-n.done:
+			if err != nil {
+				t.Errorf("mesh: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("mesh did not stop")
+		}
+	})
+	// Ready once the router's consumer exists (the topology is then complete).
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if cfg.WithoutRouter {
+			_, err := js.Stream(context.Background(), d.Names.EventsStream())
+			return err
+		}
+		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
+		return err
+	})
+	return n
+}
+
+type fixtureReq struct {
+	Prompt  string `msgpack:"prompt"`
+	Script  string `msgpack:"script,omitempty"`
+	DelayMS int    `msgpack:"delay_ms,omitempty"`
+}
+
+func request(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func runReq(t *testing.T, req any) wire.RunRequest {
+	return wire.RunRequest{
+		RunID: client.NewRunID(), Tenant: tenant, Principal: "alice", Profile: "fixture",
+		Request: request(t, req),
+	}
+}
+
+func newClient(t *testing.T, srv *server.Server) *client.Client {
+	nc, _ := natstest.Connect(t, srv)
+	c, err := client.New(nc, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// collect returns every event of a run up to its terminal status.
+func collect(t *testing.T, c *client.Client, runID string) []wire.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []wire.Event
+	for ev, err := range c.Events(ctx, tenant, runID, 1) {
+		if err != nil {
+			t.Fatalf("events of %s: %v (got %s)", runID, err, describe(out))
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// describe renders events as "accepted routed running text ... succeeded".
+func describe(evs []wire.Event) string {
+	var s []string
+	for _, ev := range evs {
+		if ev.Kind == wire.KindChunk {
+			s = append(s, string(ev.Chunk.Type))
+		} else {
+			s = append(s, string(ev.Status.State))
+		}
+	}
+	return fmt.Sprint(s)
+}
+
+func checkGapless(t *testing.T, evs []wire.Event) {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, describe(evs))
+		}
+	}
+}
+
+func last(evs []wire.Event) wire.Status { return *evs[len(evs)-1].Status }
+
+func TestRunEventsArriveInOrder(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	got := describe(evs)
+	want := "[accepted routed running system thinking text tool_use tool_result result succeeded]"
+	if got != want {
+		t.Fatalf("events = %s, want %s", got, want)
+	}
+	checkGapless(t, evs)
+	st := last(evs)
+	if st.Pin == nil || st.Pin.Provider != "fixture" || st.Summary == nil || st.Summary.Usage == nil || st.Summary.Chunks != 6 {
+		t.Fatalf("terminal status = %+v, want pin, usage and 6 chunks", st)
+	}
+	rec, err := c.Status(context.Background(), tenant, id)
+	if err != nil || rec.State != wire.StateSucceeded {
+		t.Fatalf("record = %+v, %v; want succeeded", rec, err)
+	}
+}
+
+func TestSameRunIDTwiceIsOneRun(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	n := startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	req := runReq(t, fixtureReq{Prompt: "once"})
+	ctx := context.Background()
+	for range 2 { // the second is dropped by the stream's dedupe window
+		if _, err := c.Submit(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := collect(t, c, req.RunID)
+	// Past the dedupe window (here: no Nats-Msg-Id), the run record makes
+	// a resubmission a no-op too.
+	b := request(t, func() wire.RunRequest { r := req; r.V = wire.Version; return r }())
+	if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), b); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		info, err := n.d.JS.Stream(ctx, n.d.Names.SubmitStream())
+		if err != nil {
+			return err
+		}
+		if msgs := info.CachedInfo().State.Msgs; msgs != 0 {
+			return fmt.Errorf("%d submissions not yet handled", msgs)
+		}
+		return nil
+	})
+	again := collect(t, c, req.RunID)
+	if len(again) != len(first) {
+		t.Fatalf("after resubmission: %s, want %s", describe(again), describe(first))
+	}
+	if got := describe(first); got != "[accepted routed running system thinking text tool_use tool_result result succeeded]" {
+		t.Fatalf("events = %s", got)
+	}
+}
+
+func TestRejections(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	n := startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	ctx := context.Background()
+	good := func() wire.RunRequest { return runReq(t, fixtureReq{Prompt: "x"}) }
+	tests := []struct {
+		name string
+		in   func() wire.RunRequest
+		want wire.Class
+	}{
+		{"bad principal token", func() wire.RunRequest { r := good(); r.Principal = "bob smith"; return r }, wire.AgenticRequestValidationError},
+		{"bad conversation token", func() wire.RunRequest { r := good(); r.Conversation = "a.b"; return r }, wire.AgenticRequestValidationError},
+		{"tenant differs from subject", func() wire.RunRequest { r := good(); r.Tenant = "other"; return r }, wire.AgenticRequestValidationError},
+		{"unknown profile", func() wire.RunRequest { r := good(); r.Profile = "nope"; return r }, wire.ProfileError},
+		{"unknown request field", func() wire.RunRequest {
+			r := good()
+			r.Request = request(t, map[string]any{"prompt": "x", "temperature": 0.2})
+			return r
+		}, wire.AgenticRequestValidationError},
+		{"unknown runtime key", func() wire.RunRequest { r := good(); r.Runtime = map[string]any{"workspace": "x"}; return r }, wire.AgenticHandlerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.in()
+			r.V = wire.Version
+			// Publish directly: the client would refuse some of these at the edge.
+			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), request(t, &r)); err != nil {
+				t.Fatal(err)
+			}
+			evs := collect(t, c, r.RunID)
+			if got := describe(evs); got != "[accepted rejected]" {
+				t.Fatalf("events = %s, want [accepted rejected]", got)
+			}
+			st := last(evs)
+			if st.Error == nil || !errors.Is(st.Error, tt.want) {
+				t.Fatalf("error = %v, want class %s", st.Error, tt.want)
+			}
+		})
+	}
+
+	t.Run("undecodable payload is dropped and counted", func(t *testing.T) {
+		dropped := func() float64 { return counter(t, n.d.Metrics.Dropped.WithLabelValues("router", "decode")) }
+		before := dropped()
+		for _, garbage := range [][]byte{[]byte("not msgpack"), {0xc1}, {0x81, 0xa1}} {
+			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), garbage); err != nil {
+				t.Fatal(err)
+			}
+		}
+		natstest.Eventually(t, 10*time.Second, func() error {
+			if got := dropped() - before; got != 3 {
+				return fmt.Errorf("dropped %v, want 3", got)
+			}
+			return nil
+		})
+		id, err := c.Submit(ctx, good())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := last(collect(t, c, id)); st.State != wire.StateSucceeded {
+			t.Fatalf("run after garbage: %s", st.State)
+		}
+	})
+}
+
+func counter(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	m := <-ch
+	var pb dtoMetric
+	if err := m.Write(&pb.Metric); err != nil {
+		t.Fatal(err)
+	}
+	return pb.GetCounter().GetValue()
+}
+
+func TestFullQueueRejectsAtOnce(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	cfg.Topology.WorkQueueMax = 1
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	queued, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "waits"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, queued, wire.StateRouted)
+	full, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "no room"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, full)
+	if got := describe(evs); got != "[accepted rejected]" {
+		t.Fatalf("events = %s", got)
+	}
+	if st := last(evs); !errors.Is(st.Error, wire.AdmissionRejected) {
+		t.Fatalf("error = %v, want AdmissionRejected", st.Error)
+	}
+}
+
+// waitFor waits until a run's record reaches state.
+func waitFor(t *testing.T, c *client.Client, runID string, state wire.State) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, func() error {
+		rec, err := c.Status(context.Background(), tenant, runID)
+		if err != nil {
+			return err
+		}
+		if rec.State != state {
+			return fmt.Errorf("run %s is %s, want %s", runID, rec.State, state)
+		}
+		return nil
+	})
+}
+
+func TestDeadlineEndsTimedOut(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	r := runReq(t, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: 100})
+	r.DeadlineMS = 500
+	id, err := c.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	st := last(evs)
+	if st.State != wire.StateTimedOut || !errors.Is(st.Error, wire.DeadlineExceeded) {
+		t.Fatalf("terminal = %+v (%s), want timed_out with DeadlineExceeded", st, describe(evs))
+	}
+	checkGapless(t, evs)
+}
+
+func TestCancel(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("queued", func(t *testing.T) {
+		srv := natstest.RunJetStream(t)
+		startNode(t, srv, mesh.Config{WithoutRunner: true})
+		c := newClient(t, srv)
+		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "queued"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c, id, wire.StateRouted)
+		reply, err := c.Cancel(ctx, tenant, id)
+		if err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
+			t.Fatalf("cancel = %+v, %v", reply, err)
+		}
+		if got := describe(collect(t, c, id)); got != "[accepted routed cancelled]" {
+			t.Fatalf("events = %s", got)
+		}
+	})
+
+	t.Run("running", func(t *testing.T) {
+		srv := natstest.RunJetStream(t)
+		startNode(t, srv, mesh.Config{})
+		c := newClient(t, srv)
+		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "long", Script: "slow", DelayMS: 200}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev, err := range c.Events(ctx, tenant, id, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == wire.KindChunk {
+				break // it is running and has output
+			}
+		}
+		reply, err := c.Cancel(ctx, tenant, id)
+		if err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
+			t.Fatalf("cancel = %+v, %v", reply, err)
+		}
+		evs := collect(t, c, id)
+		if st := last(evs); st.State != wire.StateCancelled {
+			t.Fatalf("events = %s", describe(evs))
+		}
+		checkGapless(t, evs)
+		again, err := c.Cancel(ctx, tenant, id)
+		if err != nil || !again.Ended || again.State != wire.StateCancelled {
+			t.Fatalf("cancel of an ended run = %+v, %v; want ended", again, err)
+		}
+	})
+}
+
+func TestRetryBeforeFirstOutputOnly(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{}
+	cfg.Runner.RetryBackoff = 10 * time.Millisecond
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	ctx := context.Background()
+
+	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "retry-then-ok"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	if st := last(evs); st.State != wire.StateSucceeded || st.Attempt != 2 {
+		t.Fatalf("retry: terminal %+v, events %s; want succeeded on attempt 2", st, describe(evs))
+	}
+	if evs[2].Status.Attempt != 1 || evs[3].Status.State != wire.StateRunning || evs[3].Status.Attempt != 2 {
+		t.Fatalf("retry: events %s, want running attempt 1 then 2", describe(evs))
+	}
+	checkGapless(t, evs)
+
+	id, err = c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "fail-after-output"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = collect(t, c, id)
+	if got := describe(evs); got != "[accepted routed running text failed]" {
+		t.Fatalf("failure after output: events %s, want one text and no replay", got)
+	}
+	if st := last(evs); st.Attempt != 1 || !errors.Is(st.Error, wire.ProviderTransportError) {
+		t.Fatalf("failure after output: terminal %+v", st)
+	}
+}
+
+func TestProviderErrorChunkFailsRun(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "provider-error"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	if got := describe(evs); got != "[accepted routed running text error failed]" {
+		t.Fatalf("events = %s", got)
+	}
+	if st := last(evs); !errors.Is(st.Error, wire.ProviderStreamError) {
+		t.Fatalf("terminal error = %v, want ProviderStreamError", st.Error)
+	}
+}
+
+// Two routers and two runner hosts share the streams: every run completes
+// exactly once.
+func TestManyRunsTwoRoutersTwoRunners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 runs")
+	}
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{}
+	cfg.Runner.DefaultMaxActive = 16
+	cfg.Topology.WorkQueueMax = 2000
+	startNode(t, srv, cfg)
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	const n = 1000
+	ids := make([]string, n)
+	for i := range ids {
+		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: fmt.Sprint("run ", i), Script: "hello"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	_, js := natstest.Connect(t, srv)
+	var want string
+	for _, id := range ids {
+		evs := collect(t, c, id)
+		got := describe(evs)
+		if want == "" {
+			want = got
+			if last(evs).State != wire.StateSucceeded {
+				t.Fatalf("run %s: %s", id, got)
+			}
+		}
+		if got != want {
+			t.Fatalf("run %s: events %s, want %s", id, got, want)
+		}
+		checkGapless(t, evs)
+		// Nothing was stored after the terminal status: count the subject.
+		st, err := js.Stream(ctx, "AGENTMESH_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject.Names{}.Events(tenant, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := info.State.Subjects[subject.Names{}.Events(tenant, id)]; got != uint64(len(evs)) {
+			t.Fatalf("run %s: %d events stored, %d expected", id, got, len(evs))
+		}
+	}
+}

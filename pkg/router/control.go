@@ -1,0 +1,150 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// forwardTimeout bounds a cancel forwarded to the owning runner, which
+// answers once the run's transport is torn down (5 s grace at most).
+const forwardTimeout = 15 * time.Second
+
+// cancelHandler answers agentmesh.control.<tenant>.<run_id>.cancel. One
+// router of the queue group answers each request: it cancels a queued run
+// itself, forwards a running run's cancel to the runner that owns it, and
+// answers for a run that has ended. Each request is handled on its own
+// goroutine, owned by wg.
+func (r *Router) cancelHandler(ctx context.Context, wg *sync.WaitGroup) micro.HandlerFunc {
+	return func(req micro.Request) {
+		wg.Go(func() {
+			reply := r.cancel(context.WithoutCancel(ctx), req.Subject())
+			b, err := wire.Marshal(&reply)
+			if err != nil {
+				r.d.Log.Error("encode cancel reply", "err", err)
+				return
+			}
+			_ = req.Respond(b)
+		})
+	}
+}
+
+func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
+	// subject: [prefix.]agentmesh.control.<tenant>.<run_id>.cancel
+	toks := strings.Split(subj, ".")
+	tenant, runID := toks[len(toks)-3], toks[len(toks)-2]
+	reply := wire.CancelReply{V: wire.Version, RunID: runID}
+	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
+		reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
+		return reply
+	}
+	key := subject.RunKey(tenant, runID)
+	for attempt := 0; attempt < 100; attempt++ {
+		entry, err := r.runs.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "no run %s for tenant %s", runID, tenant)
+			return reply
+		}
+		if err != nil {
+			reply.Error = wire.Errorf(wire.ProviderTransportError, "read run %s: %v", runID, err).Retry()
+			return reply
+		}
+		rec, err := wire.Decode[wire.RunRecord](entry.Value())
+		if err != nil {
+			reply.Error = wire.Errorf(wire.ProviderProtocolError, "run record %s: %v", runID, err)
+			return reply
+		}
+		reply.State = rec.State
+		switch {
+		case rec.State.Terminal():
+			reply.Ended = true
+			return reply
+		case rec.State == wire.StateAccepted:
+			// The router is routing it right now: ask again shortly.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		case rec.State == wire.StateRouted:
+			// Queued: no runner owns it; whoever changes the record first wins.
+			done, err := r.endRun(ctx, key, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+			if err != nil {
+				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel queued run %s: %v", runID, err).Retry()
+				return reply
+			}
+			if done {
+				reply.State, reply.Cancelled = wire.StateCancelled, true
+				return reply
+			}
+			continue
+		default: // running: the owner tears its transport down and answers
+			msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(rec.Owner), []byte(runID), forwardTimeout)
+			if errors.Is(err, nats.ErrNoResponders) {
+				// The owner is gone. Before output its work is redelivered,
+				// after output the sweeper would fail it; a cancel ends it now.
+				done, err := r.endRun(ctx, key, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+				if err != nil {
+					reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
+					return reply
+				}
+				if done {
+					reply.State, reply.Cancelled = wire.StateCancelled, true
+					return reply
+				}
+				continue
+			}
+			if err != nil {
+				reply.Error = wire.Errorf(wire.ProviderTransportError, "forward cancel of %s to runner %s: %v", runID, rec.Owner, err).Retry()
+				return reply
+			}
+			fwd, err := wire.Decode[wire.CancelReply](msg.Data)
+			if err != nil {
+				reply.Error = wire.Errorf(wire.ProviderProtocolError, "runner %s reply: %v", rec.Owner, err)
+				return reply
+			}
+			if fwd.Error != nil && fwd.State == "" {
+				// The runner no longer holds it (it just ended or moved): look again.
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			return fwd
+		}
+	}
+	reply.Error = wire.Errorf(wire.ProviderTransportError, "run %s kept changing state; try again", runID).Retry()
+	return reply
+}
+
+// endRun ends a run no runner holds. It first claims the record at rev, so a
+// runner picking the work up finds it ended, then publishes the terminal
+// status. It reports false if the record changed first.
+func (r *Router) endRun(ctx context.Context, key string, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
+	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
+	if err := r.update(ctx, key, rec, rev); errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	w, err := r.log.Open(ctx, rec.Tenant, rec.RunID)
+	if errors.Is(err, events.ErrEnded) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := w.Terminal(ctx, st); err != nil && !errors.Is(err, events.ErrFenced) {
+		return false, err
+	}
+	adapterName := rec.Adapter
+	if adapterName == "" {
+		adapterName = "none"
+	}
+	r.d.Metrics.Runs.WithLabelValues(string(st.State), adapterName).Inc()
+	return true, nil
+}

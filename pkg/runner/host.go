@@ -1,0 +1,263 @@
+// Package runner is the runner host both runner services use: it pulls work
+// for its adapters through the pool's shared durable consumers, admits at
+// most max_active runs per adapter per process, and drives each run through
+// its adapter with a deadline, cancellation, a lease heartbeat, retry before
+// first output, ack at the first-output boundary, a gapless per-run seq and
+// exactly one fenced terminal status.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
+)
+
+// ErrInvalidConfig is returned by Config.Validate.
+var ErrInvalidConfig = errors.New("invalid runner config")
+
+// Config configures a runner host.
+type Config struct {
+	// ID names this runner process in run records and on its cancel subject
+	// (default: a random id).
+	ID string
+	// MaxActive is the number of runs of one adapter this process executes
+	// at once, by adapter name (default DefaultMaxActive).
+	MaxActive map[string]int
+	// DefaultMaxActive applies to adapters not in MaxActive (default 1, the
+	// record's in-process default).
+	DefaultMaxActive int
+	// AckWait is the work consumers' ack wait; before its first output a
+	// run's work is kept in progress every AckWait/3 (default 30s).
+	AckWait time.Duration
+	// RetryBackoff is the delay before a retryable attempt is redelivered,
+	// multiplied by the attempt number (default 250ms).
+	RetryBackoff time.Duration
+	// DrainTimeout is how long Run waits, once its context ends, for runs in
+	// hand to finish before cancelling them (default 10s).
+	DrainTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.ID == "" {
+		c.ID = nuid.Next()
+	}
+	if c.DefaultMaxActive == 0 {
+		c.DefaultMaxActive = 1
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 250 * time.Millisecond
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	if c.DefaultMaxActive < 1 {
+		return fmt.Errorf("%w: default max active must be > 0, got %d", ErrInvalidConfig, c.DefaultMaxActive)
+	}
+	for a, n := range c.MaxActive {
+		if n < 1 {
+			return fmt.Errorf("%w: max active of %s must be > 0, got %d", ErrInvalidConfig, a, n)
+		}
+	}
+	if c.AckWait < time.Second {
+		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
+	}
+	return nil
+}
+
+// Host executes work for a set of adapters.
+type Host struct {
+	d        service.Deps
+	cfg      Config
+	adapters *adapter.Registry
+	runs     jetstream.KeyValue
+	leases   jetstream.KeyValue
+	log      *events.Log
+	leaseTTL time.Duration
+	cons     map[string]jetstream.Consumer
+
+	mu     sync.Mutex
+	active map[string]*run
+}
+
+// New binds a host to the topology, which must exist, and ensures the
+// durable consumer of each adapter's pool.
+func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Config) (*Host, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Host{d: d, cfg: cfg, adapters: adapters, cons: map[string]jetstream.Consumer{}, active: map[string]*run{}}
+	var err error
+	if h.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
+	}
+	if h.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
+	}
+	if h.leaseTTL, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
+		return nil, err
+	}
+	if h.log, err = events.NewLog(ctx, d.JS, d.Names); err != nil {
+		return nil, err
+	}
+	for _, name := range adapters.Names() {
+		a, _ := adapters.Get(name)
+		c, err := d.JS.CreateOrUpdateConsumer(ctx, d.Names.WorkStream(), jetstream.ConsumerConfig{
+			Durable:       d.Names.WorkConsumer(name),
+			FilterSubject: d.Names.Work(string(a.Capabilities().Transport), name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       cfg.AckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: -1,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.WorkConsumer(name), err)
+		}
+		h.cons[name] = c
+	}
+	return h, nil
+}
+
+// ID is the runner's id.
+func (h *Host) ID() string { return h.cfg.ID }
+
+func (h *Host) maxActive(name string) int {
+	if n, ok := h.cfg.MaxActive[name]; ok {
+		return n
+	}
+	return h.cfg.DefaultMaxActive
+}
+
+// Run executes work until ctx ends. It then stops taking work, lets runs in
+// hand finish for up to DrainTimeout, cancels the rest (work without output
+// goes back to the pool; a run with output ends failed) and returns once
+// every goroutine it started has returned.
+func (h *Host) Run(ctx context.Context) error {
+	execCtx, stopExec := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopExec(nil)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	svc, err := service.Register(h.d.NC, "agentmesh-runner", "executes runs for its adapters",
+		map[string]string{"runner_id": h.cfg.ID},
+		service.Endpoint{Name: "cancel", Subject: h.d.Names.RunnerCancel(h.cfg.ID), Handler: h.cancelHandler(&wg)})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+
+	var workers sync.WaitGroup
+	for _, name := range h.adapters.Names() {
+		a, _ := h.adapters.Get(name)
+		cons := h.cons[name]
+		for range h.maxActive(name) {
+			workers.Go(func() {
+				for ctx.Err() == nil {
+					msg, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+					if err != nil {
+						if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+							h.d.Log.Warn("fetch work", "adapter", name, "err", err)
+							select {
+							case <-ctx.Done():
+							case <-time.After(time.Second):
+							}
+						}
+						continue
+					}
+					h.execute(execCtx, a, msg)
+				}
+			})
+		}
+	}
+	h.d.Health.Add("runner-"+h.cfg.ID, service.ConnCheck(h.d.NC))
+	<-ctx.Done()
+	finished := make(chan struct{})
+	go func() { workers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(h.cfg.DrainTimeout):
+		stopExec(errShutdown)
+		<-finished
+	}
+	return nil
+}
+
+// cancelHandler answers the control responder's forwarded cancel for a run
+// this process holds, once the run has ended.
+func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
+	return func(req micro.Request) {
+		runID := string(req.Data())
+		h.mu.Lock()
+		r := h.active[runID]
+		h.mu.Unlock()
+		reply := wire.CancelReply{V: wire.Version, RunID: runID}
+		if r == nil {
+			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "runner %s does not hold run %s", h.cfg.ID, runID)
+			respond(req, &reply)
+			return
+		}
+		wg.Go(func() {
+			r.requestCancel()
+			<-r.done
+			reply.State = r.final
+			switch r.final {
+			case "":
+				reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "runner %s released run %s", h.cfg.ID, runID)
+			case wire.StateCancelled:
+				reply.Cancelled = true
+			default:
+				reply.Ended = true
+			}
+			respond(req, &reply)
+		})
+	}
+}
+
+func respond(req micro.Request, reply *wire.CancelReply) {
+	b, err := wire.Marshal(reply)
+	if err == nil {
+		_ = req.Respond(b)
+	}
+}
+
+func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg) {
+	work, err := wire.Decode[wire.Work](msg.Data())
+	if err != nil {
+		h.d.Metrics.Dropped.WithLabelValues("runner", "decode").Inc()
+		h.d.Log.Error("dropping undecodable work", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+		h.d.Metrics.Redeliveries.WithLabelValues(a.Name()).Inc()
+	}
+	r := &run{h: h, a: a, msg: msg, work: work, done: make(chan struct{})}
+	h.mu.Lock()
+	h.active[work.RunID] = r
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.active, work.RunID)
+		h.mu.Unlock()
+		close(r.done)
+	}()
+	r.exec(ctx)
+}

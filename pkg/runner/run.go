@@ -1,0 +1,390 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Causes with which a run's context is cancelled.
+var (
+	errCancelled = errors.New("cancelled by request")
+	errDeadline  = errors.New("run deadline passed")
+	errShutdown  = errors.New("runner shutting down")
+	errLeaseLost = errors.New("lease lost")
+	errNotOwner  = errors.New("run is no longer held by this runner")
+)
+
+// endTimeout bounds the publishing of a terminal status and the record
+// update after the run's own context has ended.
+const endTimeout = 10 * time.Second
+
+// run is one delivery of one work item.
+type run struct {
+	h       *Host
+	a       adapter.Adapter
+	msg     jetstream.Msg
+	work    wire.Work
+	attempt int // set by claim
+	key     string
+
+	rec       wire.RunRecord
+	rev       uint64
+	w         *events.Writer
+	committed bool
+	summary   wire.Summary
+	started   time.Time
+
+	mu              sync.Mutex
+	cancel          context.CancelCauseFunc
+	cancelRequested bool
+
+	stopLease func() // stops the lease heartbeat and waits for it
+
+	done  chan struct{} // closed when the run has been handled
+	final wire.State    // the terminal state this runner published, if any
+}
+
+func (r *run) requestCancel() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancelRequested = true
+	if r.cancel != nil {
+		r.cancel(errCancelled)
+	}
+}
+
+func (r *run) logger() []any {
+	return []any{"run_id", r.work.RunID, "tenant", r.work.Tenant, "adapter", r.a.Name(), "attempt", r.attempt}
+}
+
+// claim takes the run record for this attempt. It settles the message and
+// reports false when the run is not to be executed here.
+func (r *run) claim(ctx context.Context) bool {
+	for {
+		entry, err := r.h.runs.Get(ctx, r.key)
+		if err != nil {
+			r.h.d.Log.Warn("read run record", append(r.logger(), "err", err)...)
+			_ = r.msg.NakWithDelay(time.Second)
+			return false
+		}
+		rec, err := wire.Decode[wire.RunRecord](entry.Value())
+		if err != nil {
+			r.h.d.Log.Error("undecodable run record; dropping work", append(r.logger(), "err", err)...)
+			_ = r.msg.Term()
+			return false
+		}
+		switch {
+		case rec.State.Terminal() || rec.Committed:
+			// Cancelled while queued, or held by the runner that produced output.
+			_ = r.msg.Ack()
+			return false
+		case rec.State == wire.StateAccepted:
+			// The router has not finished routing it yet.
+			_ = r.msg.NakWithDelay(50 * time.Millisecond)
+			return false
+		}
+		// Attempts are counted on the record, not from deliveries: a delivery
+		// that finds the run still being routed is not an attempt.
+		rec.State, rec.Owner, rec.Attempt, rec.Updated = wire.StateRunning, r.h.cfg.ID, rec.Attempt+1, time.Now().UnixMilli()
+		rev, err := r.put(ctx, rec, entry.Revision())
+		if isConflict(err) {
+			continue
+		}
+		if err != nil {
+			r.h.d.Log.Warn("claim run record", append(r.logger(), "err", err)...)
+			_ = r.msg.NakWithDelay(time.Second)
+			return false
+		}
+		r.rec, r.rev, r.attempt = rec, rev, rec.Attempt
+		return true
+	}
+}
+
+func (r *run) put(ctx context.Context, rec wire.RunRecord, rev uint64) (uint64, error) {
+	b, err := wire.Marshal(&rec)
+	if err != nil {
+		return 0, err
+	}
+	return r.h.runs.Update(ctx, r.key, b, rev)
+}
+
+func isConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+}
+
+func (r *run) exec(parent context.Context) {
+	r.key = subject.RunKey(r.work.Tenant, r.work.RunID)
+	if !r.claim(parent) {
+		return
+	}
+	var hb sync.WaitGroup
+	defer hb.Wait() // deferred first, so it runs after the run's context is cancelled
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	if r.work.Deadline > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, time.UnixMilli(r.work.Deadline), errDeadline)
+		defer stop()
+	}
+	r.mu.Lock()
+	r.cancel = cancel
+	if r.cancelRequested {
+		cancel(errCancelled)
+	}
+	r.mu.Unlock()
+
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	hb.Go(func() { r.keepInProgress(hbCtx) })
+
+	var err error
+	r.w, err = r.h.log.Open(ctx, r.work.Tenant, r.work.RunID)
+	if errors.Is(err, events.ErrEnded) {
+		_ = r.msg.Ack()
+		return
+	}
+	if err != nil {
+		r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
+		_ = r.msg.NakWithDelay(time.Second)
+		return
+	}
+	if ctx.Err() != nil {
+		r.conclude(ctx, nil, nil)
+		return
+	}
+	if r.attempt > r.work.Policy.MaxAttempts {
+		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderTransportError,
+			"run %s was attempted %d times; the attempt policy allows %d", r.work.RunID, r.attempt, r.work.Policy.MaxAttempts)})
+		return
+	}
+	if err := r.w.Status(ctx, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
+		r.conclude(ctx, err, nil)
+		return
+	}
+	req, err := r.a.Validate(r.work.Request)
+	if err != nil {
+		r.end(wire.Status{State: wire.StateFailed, Error: wire.AsError(err)})
+		return
+	}
+	call := adapter.Call{RunID: r.work.RunID, Request: req, Runtime: r.work.Runtime, SessionID: r.work.SessionID, Attempt: r.attempt, Model: r.work.Pin.Model}
+	r.started = time.Now()
+	var streamErr error
+	var failure *wire.Chunk
+	for c, err := range r.a.Stream(ctx, call) {
+		if err != nil {
+			streamErr = err
+			break
+		}
+		if !r.committed {
+			stopHB()
+			if err := r.commit(ctx, &hb, cancel, c); err != nil {
+				streamErr = err
+				break
+			}
+		} else if err := r.w.ChunkAsync(ctx, c); err != nil {
+			streamErr = err
+			break
+		}
+		r.account(c)
+		if c.Type == wire.ChunkError {
+			failure = &c
+			break // nothing may follow a provider-declared failure
+		}
+	}
+	r.conclude(ctx, streamErr, failure)
+}
+
+// keepInProgress stops the work from being redelivered while this attempt
+// has not produced output yet.
+func (r *run) keepInProgress(ctx context.Context) {
+	t := time.NewTicker(r.h.cfg.AckWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = r.msg.InProgress()
+		}
+	}
+}
+
+// commit crosses the first-output boundary: from here the run is never
+// replayed. The record and the lease say so before the chunk is published,
+// so a runner dying in between is failed by the sweeper, never re-executed.
+func (r *run) commit(ctx context.Context, hb *sync.WaitGroup, cancel context.CancelCauseFunc, first wire.Chunk) error {
+	lease, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.work.RunID, Tenant: r.work.Tenant, Owner: r.h.cfg.ID})
+	if err != nil {
+		return err
+	}
+	leaseRev, err := r.h.leases.Put(ctx, r.key, lease)
+	if err != nil {
+		return fmt.Errorf("write lease: %w", err)
+	}
+	rec := r.rec
+	rec.Committed, rec.Updated = true, time.Now().UnixMilli()
+	rev, err := r.put(ctx, rec, r.rev)
+	if isConflict(err) {
+		_ = r.h.leases.Delete(ctx, r.key)
+		cancel(errNotOwner)
+		return errNotOwner
+	}
+	if err != nil {
+		_ = r.h.leases.Delete(ctx, r.key)
+		return fmt.Errorf("commit run record: %w", err)
+	}
+	r.rec, r.rev, r.committed = rec, rev, true
+	leaseCtx, stop := context.WithCancel(ctx)
+	leaseDone := make(chan struct{})
+	r.stopLease = func() { stop(); <-leaseDone }
+	hb.Go(func() { defer close(leaseDone); r.keepLease(leaseCtx, cancel, lease, leaseRev) })
+	if err := r.w.Chunk(ctx, first); err != nil {
+		return err
+	}
+	if err := r.msg.DoubleAck(ctx); err != nil {
+		// The record is committed, so a redelivery is dropped unexecuted.
+		r.h.d.Log.Warn("ack work at first output", append(r.logger(), "err", err)...)
+	}
+	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.rec.Created)).Seconds())
+	return nil
+}
+
+// keepLease renews the lease every TTL/3. If a renewal fails the run is
+// cancelled with errLeaseLost: it stops publishing and tears down.
+func (r *run) keepLease(ctx context.Context, cancel context.CancelCauseFunc, lease []byte, rev uint64) {
+	t := time.NewTicker(r.h.leaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			next, err := r.h.leases.Update(ctx, r.key, lease, rev)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
+					cancel(errLeaseLost)
+				}
+				return
+			}
+			rev = next
+		}
+	}
+}
+
+func (r *run) account(c wire.Chunk) {
+	r.summary.Chunks++
+	r.h.d.Metrics.Chunks.WithLabelValues(r.a.Name()).Inc()
+	if c.Type == wire.ChunkResult {
+		if u := c.Metadata.Usage; u != nil {
+			r.summary.Usage = u
+		}
+		if c.Metadata.TotalCostUSD != nil {
+			r.summary.TotalCostUSD = c.Metadata.TotalCostUSD
+		}
+	}
+}
+
+// conclude decides how an attempt that has stopped ends.
+func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk) {
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errLeaseLost), errors.Is(cause, errNotOwner):
+		// Another writer (the sweeper, or a cancel of an orphaned run) owns
+		// the run's end now; this runner publishes nothing more.
+		r.h.d.Log.Warn("abandoned run", append(r.logger(), "cause", cause)...)
+		if !r.committed {
+			_ = r.msg.Ack()
+		}
+	case errors.Is(cause, errCancelled):
+		r.end(wire.Status{State: wire.StateCancelled})
+	case errors.Is(cause, errDeadline):
+		r.end(wire.Status{State: wire.StateTimedOut, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline", r.work.RunID)})
+	case errors.Is(cause, errShutdown):
+		if !r.committed {
+			_ = r.msg.Nak() // another runner of the pool takes it
+			return
+		}
+		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderTransportError, "runner %s shut down during the run", r.h.cfg.ID)})
+	case failure != nil:
+		msg := failure.Content
+		if msg == "" {
+			msg = "provider reported an error"
+		}
+		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderStreamError, "%s", msg)})
+	case streamErr != nil:
+		we := wire.AsError(streamErr)
+		if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
+			r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
+			_ = r.msg.NakWithDelay(time.Duration(r.attempt) * r.h.cfg.RetryBackoff)
+			return
+		}
+		r.end(wire.Status{State: wire.StateFailed, Error: we})
+	default:
+		r.end(wire.Status{State: wire.StateSucceeded})
+	}
+}
+
+// end publishes the run's terminal status, fenced, then records it and
+// releases the work and the lease.
+func (r *run) end(st wire.Status) {
+	if r.stopLease != nil {
+		r.stopLease()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), endTimeout)
+	defer cancel()
+	st.Pin, st.Attempt = &r.work.Pin, r.attempt
+	if !r.started.IsZero() {
+		r.summary.DurationMS = time.Since(r.started).Milliseconds()
+	}
+	sum := r.summary
+	st.Summary = &sum
+	err := r.w.Terminal(ctx, st)
+	if errors.Is(err, events.ErrFenced) {
+		r.h.d.Log.Warn("run was ended by another writer", r.logger()...)
+		if !r.committed {
+			_ = r.msg.Ack()
+		}
+		return
+	}
+	if err != nil {
+		r.h.d.Log.Error("publish terminal status", append(r.logger(), "err", err)...)
+		if !r.committed {
+			_ = r.msg.NakWithDelay(time.Second)
+		}
+		return
+	}
+	r.final = st.State
+	r.h.d.Metrics.Runs.WithLabelValues(string(st.State), r.a.Name()).Inc()
+	rec := r.rec
+	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
+	if _, err := r.put(ctx, rec, r.rev); isConflict(err) {
+		// Someone touched the record since our last write: write the end on
+		// top of what is there now, keeping its other fields.
+		if entry, gerr := r.h.runs.Get(ctx, r.key); gerr == nil {
+			if cur, derr := wire.Decode[wire.RunRecord](entry.Value()); derr == nil {
+				cur.State, cur.Error, cur.Updated = st.State, st.Error, rec.Updated
+				_, err = r.put(ctx, cur, entry.Revision())
+			}
+		}
+		if err != nil && !isConflict(err) {
+			r.h.d.Log.Error("record terminal state", append(r.logger(), "err", err)...)
+		}
+	} else if err != nil {
+		r.h.d.Log.Error("record terminal state", append(r.logger(), "err", err)...)
+	}
+	if r.committed {
+		_ = r.h.leases.Delete(ctx, r.key)
+	} else {
+		_ = r.msg.Ack()
+	}
+}

@@ -1,0 +1,48 @@
+package service
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/kelseyhightower/envconfig"
+)
+
+// Config is the environment configuration common to every service, read
+// with the prefix AGENTMESH (AGENTMESH_NATS_URL, AGENTMESH_HTTP_ADDR, ...).
+type Config struct {
+	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
+	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:0"`
+	Prefix          string        `envconfig:"PREFIX"`
+	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s"`
+	Replicas        int           `envconfig:"REPLICAS" default:"1"`
+	EventsMaxAge    time.Duration `envconfig:"EVENTS_MAX_AGE" default:"24h"`
+	WorkQueueMax    int64         `envconfig:"WORK_QUEUE_MAX" default:"1024"`
+	LeaseTTL        time.Duration `envconfig:"LEASE_TTL" default:"30s"`
+	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info"`
+}
+
+// Topology is the topology configuration c describes.
+func (c Config) Topology() topology.Config {
+	return topology.Config{
+		Names:        subject.Names{Prefix: c.Prefix},
+		Replicas:     c.Replicas,
+		EventsMaxAge: c.EventsMaxAge,
+		WorkQueueMax: c.WorkQueueMax,
+		LeaseTTL:     c.LeaseTTL,
+	}
+}
+
+// Load reads spec (a pointer to a struct that embeds Config) from the
+// environment with the prefix AGENTMESH and returns an error naming the bad
+// variable.
+func Load(spec any) error {
+	if err := envconfig.Process("AGENTMESH", spec); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// Usage prints the variables spec reads, with types and defaults.
+func Usage(spec any) error { return envconfig.Usage("AGENTMESH", spec) }

@@ -1,0 +1,20 @@
+package service
+
+import (
+	"log/slog"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Deps is what a service component is built from. The caller owns the
+// connection, and every component only reads these.
+type Deps struct {
+	NC      *nats.Conn
+	JS      jetstream.JetStream
+	Names   subject.Names
+	Log     *slog.Logger
+	Metrics *Metrics
+	Health  *Health
+}

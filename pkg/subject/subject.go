@@ -1,0 +1,124 @@
+// Package subject builds every NATS subject, stream and bucket name of
+// agentmesh (shared/DESIGN.md §2), so no call site concatenates them.
+//
+// A Names value is immutable and safe for concurrent use. The zero value
+// gives the default names; Names{Prefix: "acme"} prefixes every subject with
+// "acme." and every stream and bucket with "acme_".
+package subject
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalidToken is returned for a tenant, run id, conversation or principal
+// that is not a single subject token of [A-Za-z0-9_-]{1,64}.
+var ErrInvalidToken = errors.New("invalid token")
+
+// MaxTokenLen bounds a subject token.
+const MaxTokenLen = 64
+
+// ValidToken checks that s is [A-Za-z0-9_-]{1,64}. field names what s is in
+// the error.
+func ValidToken(field, s string) error {
+	if len(s) == 0 || len(s) > MaxTokenLen {
+		return fmt.Errorf("%w: %s must be 1 to %d characters of [A-Za-z0-9_-], got %d characters", ErrInvalidToken, field, MaxTokenLen, len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: %s %q has %q at %d; allowed are [A-Za-z0-9_-]", ErrInvalidToken, field, s, c, i)
+		}
+	}
+	return nil
+}
+
+// Names derives the names of one deployment.
+type Names struct {
+	// Prefix, when set, is a subject token put before every subject and,
+	// with "_", before every stream and bucket name.
+	Prefix string
+}
+
+func (n Names) subj(s string) string {
+	if n.Prefix == "" {
+		return s
+	}
+	return n.Prefix + "." + s
+}
+
+func (n Names) res(s string) string {
+	if n.Prefix == "" {
+		return s
+	}
+	return n.Prefix + "_" + s
+}
+
+// Streams.
+func (n Names) SubmitStream() string { return n.res("AGENTMESH_SUBMIT") }
+func (n Names) WorkStream() string   { return n.res("AGENTMESH_WORK") }
+func (n Names) EventsStream() string { return n.res("AGENTMESH_EVENTS") }
+
+// Buckets and the object store.
+func (n Names) RunsBucket() string        { return n.res("agentmesh_runs") }
+func (n Names) SessionsBucket() string    { return n.res("agentmesh_sessions") }
+func (n Names) CheckpointsBucket() string { return n.res("agentmesh_checkpoints") }
+func (n Names) LeasesBucket() string      { return n.res("agentmesh_leases") }
+func (n Names) ConsentBucket() string     { return n.res("agentmesh_consent") }
+func (n Names) ExportsBucket() string     { return n.res("agentmesh_exports") }
+func (n Names) TrajectoryStore() string   { return n.res("agentmesh_trajectories") }
+
+// Submit is where a client publishes a tenant's run requests.
+func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
+
+// SubmitAll matches every tenant's submissions.
+func (n Names) SubmitAll() string { return n.subj("agentmesh.submit.*") }
+
+// Events is a run's event subject.
+func (n Names) Events(tenant, runID string) string {
+	return n.subj("agentmesh.events." + tenant + "." + runID)
+}
+
+// EventsAll matches every run's events.
+func (n Names) EventsAll() string { return n.subj("agentmesh.events.*.*") }
+
+// Work is where the router dispatches runs for one adapter.
+func (n Names) Work(transport, adapter string) string {
+	return n.subj("agentmesh.work." + transport + "." + adapter)
+}
+
+// WorkAll matches all dispatched work.
+func (n Names) WorkAll() string { return n.subj("agentmesh.work.*.*") }
+
+// WorkConsumer is the durable consumer shared by an adapter's runner pool.
+func (n Names) WorkConsumer(adapter string) string { return "runner-" + adapter }
+
+// RouterConsumer is the durable consumer shared by all routers.
+func (n Names) RouterConsumer() string { return "router" }
+
+// Cancel is the request/reply subject that cancels one run.
+func (n Names) Cancel(tenant, runID string) string {
+	return n.subj("agentmesh.control." + tenant + "." + runID + ".cancel")
+}
+
+// CancelAll matches every cancel request.
+func (n Names) CancelAll() string { return n.subj("agentmesh.control.*.*.cancel") }
+
+// RunnerCancel is the request/reply subject on which the runner process
+// runnerID stops a run it owns; the control responder forwards to it.
+func (n Names) RunnerCancel(runnerID string) string {
+	return n.subj("agentmesh.runner." + runnerID + ".cancel")
+}
+
+// RunKey is a run's key in the runs and exports buckets.
+func RunKey(tenant, runID string) string { return tenant + "." + runID }
+
+// ConversationKey is a conversation's key in the sessions and checkpoints buckets.
+func ConversationKey(tenant, conversation string) string { return tenant + "." + conversation }
+
+// EventMsgID is the Nats-Msg-Id of a run's seq-th event.
+func EventMsgID(runID string, seq uint64) string { return fmt.Sprintf("%s:%d", runID, seq) }
+
+// SweeperReconcile is the request/reply subject that makes a sweeper scan
+// every run record now; it answers with the number of runs it ended.
+func (n Names) SweeperReconcile() string { return n.subj("agentmesh.sweeper.reconcile") }

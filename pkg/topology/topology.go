@@ -1,0 +1,161 @@
+// Package topology creates or updates every JetStream stream, key-value
+// bucket and object store of shared/DESIGN.md §2. Ensure is idempotent, so
+// whichever service starts first creates the topology and the others find it.
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrInvalidConfig is returned by Config.Validate.
+var ErrInvalidConfig = errors.New("invalid topology config")
+
+// Config sizes the resources. The zero value is completed by Ensure with the
+// defaults noted on each field.
+type Config struct {
+	Names subject.Names
+	// Replicas of every stream and bucket (default 1; 3 on a cluster).
+	Replicas int
+	// SubmitDuplicates is the dedupe window of submissions (default and minimum 2m).
+	SubmitDuplicates time.Duration
+	// EventsMaxAge is how long run events are kept (default 24h).
+	EventsMaxAge time.Duration
+	// EventsDuplicates is the dedupe window of events (default 2m).
+	EventsDuplicates time.Duration
+	// WorkQueueMax bounds the queued work per adapter subject; a full queue
+	// discards new work, which the router reports as AdmissionRejected
+	// (default 1024).
+	WorkQueueMax int64
+	// LeaseTTL is how long a lease lives without a heartbeat (default 30s).
+	LeaseTTL time.Duration
+	// Storage of every resource (default file).
+	Storage jetstream.StorageType
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.SubmitDuplicates == 0 {
+		c.SubmitDuplicates = 2 * time.Minute
+	}
+	if c.EventsMaxAge == 0 {
+		c.EventsMaxAge = 24 * time.Hour
+	}
+	if c.EventsDuplicates == 0 {
+		c.EventsDuplicates = 2 * time.Minute
+	}
+	if c.WorkQueueMax == 0 {
+		c.WorkQueueMax = 1024
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("%w: replicas must be 1 to 5, got %d", ErrInvalidConfig, c.Replicas)
+	case c.SubmitDuplicates < 2*time.Minute:
+		return fmt.Errorf("%w: submit dedupe window must be at least 2m, got %s", ErrInvalidConfig, c.SubmitDuplicates)
+	case c.EventsDuplicates > c.EventsMaxAge:
+		return fmt.Errorf("%w: events dedupe window %s exceeds events max age %s", ErrInvalidConfig, c.EventsDuplicates, c.EventsMaxAge)
+	case c.WorkQueueMax < 1:
+		return fmt.Errorf("%w: work queue max must be > 0, got %d", ErrInvalidConfig, c.WorkQueueMax)
+	case c.LeaseTTL < time.Second:
+		return fmt.Errorf("%w: lease TTL must be at least 1s, got %s", ErrInvalidConfig, c.LeaseTTL)
+	}
+	if c.Names.Prefix != "" {
+		if err := subject.ValidToken("prefix", c.Names.Prefix); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// Ensure creates or updates every resource. It is idempotent and safe to
+// call concurrently from several processes. It blocks until all resources
+// exist or ctx ends.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	n := cfg.Names
+	streams := []jetstream.StreamConfig{{
+		Name:       n.SubmitStream(),
+		Subjects:   []string{n.SubmitAll()},
+		Retention:  jetstream.WorkQueuePolicy,
+		Duplicates: cfg.SubmitDuplicates,
+		Storage:    cfg.Storage,
+		Replicas:   cfg.Replicas,
+	}, {
+		Name:                 n.WorkStream(),
+		Subjects:             []string{n.WorkAll()},
+		Retention:            jetstream.WorkQueuePolicy,
+		Discard:              jetstream.DiscardNew,
+		DiscardNewPerSubject: true,
+		MaxMsgsPerSubject:    cfg.WorkQueueMax,
+		Duplicates:           2 * time.Minute,
+		Storage:              cfg.Storage,
+		Replicas:             cfg.Replicas,
+	}, {
+		Name:        n.EventsStream(),
+		Subjects:    []string{n.EventsAll()},
+		Retention:   jetstream.LimitsPolicy,
+		MaxAge:      cfg.EventsMaxAge,
+		Duplicates:  cfg.EventsDuplicates,
+		Storage:     cfg.Storage,
+		Replicas:    cfg.Replicas,
+		AllowDirect: true,
+	}}
+	for _, sc := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+		}
+	}
+	buckets := []jetstream.KeyValueConfig{
+		{Bucket: n.RunsBucket(), History: 1, Description: "run records"},
+		{Bucket: n.SessionsBucket(), History: 1, Description: "confirmed provider session per conversation"},
+		{Bucket: n.CheckpointsBucket(), History: 1, Description: "pin and provider-only continuation state per conversation"},
+		{Bucket: n.LeasesBucket(), History: 1, TTL: cfg.LeaseTTL, LimitMarkerTTL: cfg.LeaseTTL, Description: "heartbeats of running runs"},
+		{Bucket: n.ConsentBucket(), History: 1, Description: "export consent per principal"},
+		{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"},
+	}
+	for _, kc := range buckets {
+		kc.Storage, kc.Replicas = cfg.Storage, cfg.Replicas
+		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
+		}
+	}
+	oc := jetstream.ObjectStoreConfig{Bucket: n.TrajectoryStore(), Description: "redacted trajectories", Storage: cfg.Storage, Replicas: cfg.Replicas}
+	if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+		return fmt.Errorf("ensure object store %s: %w", oc.Bucket, err)
+	}
+	return nil
+}
+
+// LeaseTTL reads the lease TTL the leases bucket was created with, so every
+// service heartbeats and sweeps against the same value.
+func LeaseTTL(ctx context.Context, js jetstream.JetStream, n subject.Names) (time.Duration, error) {
+	kv, err := js.KeyValue(ctx, n.LeasesBucket())
+	if err != nil {
+		return 0, fmt.Errorf("open bucket %s: %w", n.LeasesBucket(), err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("status of bucket %s: %w", n.LeasesBucket(), err)
+	}
+	if st.TTL() <= 0 {
+		return 0, fmt.Errorf("bucket %s has no TTL", n.LeasesBucket())
+	}
+	return st.TTL(), nil
+}

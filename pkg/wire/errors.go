@@ -1,0 +1,154 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Class is the wire name of an error class (DESIGN §1). A Class is itself an
+// error, so errors.Is(err, wire.ProviderTransportError) reports whether err is
+// an *Error of that class or of one of its subclasses.
+type Class string
+
+// The error classes of DESIGN §1.
+const (
+	ProviderError              Class = "ProviderError"
+	ProviderQuotaError         Class = "ProviderQuotaError"
+	ProviderAuthError          Class = "ProviderAuthError"
+	ProviderContextError       Class = "ProviderContextError"
+	ProviderTransportError     Class = "ProviderTransportError"
+	ProviderExecutableNotFound Class = "ProviderExecutableNotFound"
+	ProviderProcessError       Class = "ProviderProcessError"
+	ProviderProtocolError      Class = "ProviderProtocolError"
+	ProviderStreamError        Class = "ProviderStreamError"
+
+	AgenticRequestValidationError Class = "AgenticRequestValidationError"
+	AgenticHandlerError           Class = "AgenticHandlerError"
+	AgenticOperationUnsupported   Class = "AgenticOperationUnsupported"
+	AdmissionRejected             Class = "AdmissionRejected"
+	DeadlineExceeded              Class = "DeadlineExceeded"
+	ProfileError                  Class = "ProfileError"
+	PinMismatch                   Class = "PinMismatch"
+	ProviderUnavailable           Class = "ProviderUnavailable"
+)
+
+var parents = map[Class]Class{
+	ProviderQuotaError:         ProviderError,
+	ProviderAuthError:          ProviderError,
+	ProviderContextError:       ProviderError,
+	ProviderTransportError:     ProviderError,
+	ProviderExecutableNotFound: ProviderTransportError,
+	ProviderProcessError:       ProviderTransportError,
+	ProviderProtocolError:      ProviderError,
+	ProviderStreamError:        ProviderError,
+}
+
+var roots = map[Class]bool{
+	ProviderError: true, AgenticRequestValidationError: true, AgenticHandlerError: true,
+	AgenticOperationUnsupported: true, AdmissionRejected: true, DeadlineExceeded: true,
+	ProfileError: true, PinMismatch: true, ProviderUnavailable: true,
+}
+
+// Known reports whether c is one of the classes of DESIGN §1.
+func (c Class) Known() bool { _, ok := parents[c]; return ok || roots[c] }
+
+// IsA reports whether c is ancestor or one of its subclasses.
+func (c Class) IsA(ancestor Class) bool {
+	for cur := c; cur != ""; cur = parents[cur] {
+		if cur == ancestor {
+			return true
+		}
+	}
+	return false
+}
+
+func (c Class) Error() string { return string(c) }
+
+// MaxErrorText bounds Error.Message and Error.StderrTail on the wire.
+const MaxErrorText = 4 << 10
+
+// Error is a typed error as it crosses NATS: {class, message, retryable,
+// returncode?, stderr_tail?}. Message and StderrTail are bounded to
+// MaxErrorText and redacted by New and Bound.
+type Error struct {
+	Class      Class  `msgpack:"class" json:"class"`
+	Message    string `msgpack:"message" json:"message"`
+	Retryable  bool   `msgpack:"retryable" json:"retryable"`
+	ReturnCode *int   `msgpack:"returncode,omitempty" json:"returncode,omitempty"`
+	StderrTail string `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+}
+
+// Errorf returns a non-retryable *Error of class c with a formatted,
+// redacted and bounded message.
+func Errorf(c Class, format string, args ...any) *Error {
+	e := &Error{Class: c, Message: fmt.Sprintf(format, args...)}
+	e.Bound()
+	return e
+}
+
+// Retry marks e retryable and returns it.
+func (e *Error) Retry() *Error { e.Retryable = true; return e }
+
+// Bound redacts Message and StderrTail and cuts each to MaxErrorText bytes
+// (on a UTF-8 boundary). It is idempotent.
+func (e *Error) Bound() {
+	e.Message = boundText(Redact(e.Message), MaxErrorText, false)
+	e.StderrTail = boundText(Redact(e.StderrTail), MaxErrorText, true)
+}
+
+func (e *Error) Error() string {
+	if e.ReturnCode != nil {
+		return fmt.Sprintf("%s: %s (returncode %d)", e.Class, e.Message, *e.ReturnCode)
+	}
+	return fmt.Sprintf("%s: %s", e.Class, e.Message)
+}
+
+// Is lets errors.Is match an *Error against a Class (with inheritance) or
+// another *Error of the same class.
+func (e *Error) Is(target error) bool {
+	switch t := target.(type) {
+	case Class:
+		return e.Class.IsA(t)
+	case *Error:
+		return t.Class == e.Class
+	}
+	return false
+}
+
+// AsError converts err into a wire error. An *Error anywhere in the chain is
+// returned as is; context.DeadlineExceeded becomes DeadlineExceeded; anything
+// else becomes a non-retryable ProviderError carrying err's text.
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var we *Error
+	if errors.As(err, &we) {
+		return we
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(DeadlineExceeded, "%v", err)
+	}
+	return Errorf(ProviderError, "%v", err)
+}
+
+// boundText cuts s to at most n bytes without splitting a UTF-8 sequence.
+// With keepTail it keeps the last n bytes (a stderr tail), else the first.
+func boundText(s string, n int, keepTail bool) string {
+	if len(s) <= n {
+		return s
+	}
+	if keepTail {
+		i := len(s) - n
+		for i < len(s) && s[i]&0xC0 == 0x80 {
+			i++
+		}
+		return s[i:]
+	}
+	i := n
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i]
+}

@@ -1,0 +1,258 @@
+package wire
+
+import "github.com/vmihailenco/msgpack/v5"
+
+// Version is the schema version every message carries in its field v.
+const Version = 1
+
+// ChunkType is the type of a Chunk.
+type ChunkType string
+
+// The chunk types of DESIGN §1.
+const (
+	ChunkSystem     ChunkType = "system"
+	ChunkThinking   ChunkType = "thinking"
+	ChunkText       ChunkType = "text"
+	ChunkToolUse    ChunkType = "tool_use"
+	ChunkToolResult ChunkType = "tool_result"
+	ChunkResult     ChunkType = "result"
+	ChunkError      ChunkType = "error"
+)
+
+// Valid reports whether t is one of the seven chunk types.
+func (t ChunkType) Valid() bool {
+	switch t {
+	case ChunkSystem, ChunkThinking, ChunkText, ChunkToolUse, ChunkToolResult, ChunkResult, ChunkError:
+		return true
+	}
+	return false
+}
+
+// Chunk is the only public stream item. An empty Content, ToolName or ToolID
+// is the contract's nil.
+type Chunk struct {
+	Type       ChunkType      `msgpack:"type" json:"type"`
+	Content    string         `msgpack:"content,omitempty" json:"content,omitempty"`
+	ToolName   string         `msgpack:"tool_name,omitempty" json:"tool_name,omitempty"`
+	ToolID     string         `msgpack:"tool_id,omitempty" json:"tool_id,omitempty"`
+	ToolInput  map[string]any `msgpack:"tool_input,omitempty" json:"tool_input,omitempty"`
+	ToolOutput any            `msgpack:"tool_output,omitempty" json:"tool_output,omitempty"`
+	IsError    bool           `msgpack:"is_error" json:"is_error"`
+	IsDelta    bool           `msgpack:"is_delta" json:"is_delta"`
+	Metadata   Metadata       `msgpack:"metadata" json:"metadata"`
+}
+
+// Metadata is the closed metadata key set of DESIGN §1. Being a struct, it
+// cannot carry any other key, and strict decoding refuses one.
+type Metadata struct {
+	Provider          string        `msgpack:"provider,omitempty" json:"provider,omitempty"`
+	Model             string        `msgpack:"model,omitempty" json:"model,omitempty"`
+	SessionID         string        `msgpack:"session_id,omitempty" json:"session_id,omitempty"`
+	ProviderSessionID string        `msgpack:"provider_session_id,omitempty" json:"provider_session_id,omitempty"`
+	Capabilities      *Capabilities `msgpack:"capabilities,omitempty" json:"capabilities,omitempty"`
+	Usage             *Usage        `msgpack:"usage,omitempty" json:"usage,omitempty"`
+	TotalCostUSD      *float64      `msgpack:"total_cost_usd,omitempty" json:"total_cost_usd,omitempty"`
+	Cost              string        `msgpack:"cost,omitempty" json:"cost,omitempty"`
+	NumTurns          *int          `msgpack:"num_turns,omitempty" json:"num_turns,omitempty"`
+	DurationMS        *int64        `msgpack:"duration_ms,omitempty" json:"duration_ms,omitempty"`
+	DurationAPIMS     *int64        `msgpack:"duration_api_ms,omitempty" json:"duration_api_ms,omitempty"`
+	ErrorClass        Class         `msgpack:"error_class,omitempty" json:"error_class,omitempty"`
+	StopReason        string        `msgpack:"stop_reason,omitempty" json:"stop_reason,omitempty"`
+}
+
+// Usage counts tokens by class.
+type Usage struct {
+	InputTokens      int64 `msgpack:"input_tokens" json:"input_tokens"`
+	OutputTokens     int64 `msgpack:"output_tokens" json:"output_tokens"`
+	CacheReadTokens  int64 `msgpack:"cache_read_tokens,omitempty" json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64 `msgpack:"cache_write_tokens,omitempty" json:"cache_write_tokens,omitempty"`
+	ReasoningTokens  int64 `msgpack:"reasoning_tokens,omitempty" json:"reasoning_tokens,omitempty"`
+}
+
+// Transport says how an adapter reaches its provider.
+type Transport string
+
+// The transports of DESIGN §1.
+const (
+	TransportSubprocess Transport = "subprocess"
+	TransportInProcess  Transport = "in_process"
+	TransportRemote     Transport = "remote"
+)
+
+// Valid reports whether t is one of the three transports.
+func (t Transport) Valid() bool {
+	return t == TransportSubprocess || t == TransportInProcess || t == TransportRemote
+}
+
+// Capabilities is an adapter's immutable capability declaration.
+type Capabilities struct {
+	Transport       Transport `msgpack:"transport" json:"transport"`
+	Resumable       bool      `msgpack:"resumable" json:"resumable"`
+	EmitsToolEvents bool      `msgpack:"emits_tool_events" json:"emits_tool_events"`
+	ReportsUsage    bool      `msgpack:"reports_usage" json:"reports_usage"`
+	ResumeField     string    `msgpack:"resume_field,omitempty" json:"resume_field,omitempty"`
+}
+
+// State is a run state.
+type State string
+
+// The run states of DESIGN §1.
+const (
+	StateAccepted  State = "accepted"
+	StateRouted    State = "routed"
+	StateRunning   State = "running"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	StateCancelled State = "cancelled"
+	StateTimedOut  State = "timed_out"
+	StateRejected  State = "rejected"
+)
+
+// Terminal reports whether s ends a run.
+func (s State) Terminal() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateCancelled, StateTimedOut, StateRejected:
+		return true
+	}
+	return false
+}
+
+// EventKind says which of Event.Status and Event.Chunk is set.
+type EventKind string
+
+// The event kinds.
+const (
+	KindStatus EventKind = "status"
+	KindChunk  EventKind = "chunk"
+)
+
+// Event is one item of a run's event stream on
+// agentmesh.events.<tenant>.<run_id>, with a gapless 1-based Seq.
+type Event struct {
+	V      int       `msgpack:"v" json:"v"`
+	RunID  string    `msgpack:"run_id" json:"run_id"`
+	Seq    uint64    `msgpack:"seq" json:"seq"`
+	TS     int64     `msgpack:"ts" json:"ts"`
+	Kind   EventKind `msgpack:"kind" json:"kind"`
+	Status *Status   `msgpack:"status,omitempty" json:"status,omitempty"`
+	Chunk  *Chunk    `msgpack:"chunk,omitempty" json:"chunk,omitempty"`
+}
+
+// Terminal reports whether e is a terminal status.
+func (e *Event) Terminal() bool {
+	return e.Kind == KindStatus && e.Status != nil && e.Status.State.Terminal()
+}
+
+// Status is a run state transition.
+type Status struct {
+	State   State    `msgpack:"state" json:"state"`
+	Pin     *Pin     `msgpack:"pin,omitempty" json:"pin,omitempty"`
+	Error   *Error   `msgpack:"error,omitempty" json:"error,omitempty"`
+	Attempt int      `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
+	Summary *Summary `msgpack:"summary,omitempty" json:"summary,omitempty"`
+}
+
+// Summary is carried by a terminal status.
+type Summary struct {
+	Chunks       int      `msgpack:"chunks" json:"chunks"`
+	Usage        *Usage   `msgpack:"usage,omitempty" json:"usage,omitempty"`
+	Cost         string   `msgpack:"cost,omitempty" json:"cost,omitempty"`
+	TotalCostUSD *float64 `msgpack:"total_cost_usd,omitempty" json:"total_cost_usd,omitempty"`
+	DurationMS   int64    `msgpack:"duration_ms" json:"duration_ms"`
+}
+
+// Pin is the durable resolution of a profile (DESIGN §5).
+type Pin struct {
+	Provider        string            `msgpack:"provider" json:"provider"`
+	Model           string            `msgpack:"model" json:"model"`
+	ProfileHash     string            `msgpack:"profile_hash" json:"profile_hash"`
+	RegistryVersion string            `msgpack:"registry_version" json:"registry_version"`
+	Pricing         map[string]string `msgpack:"pricing,omitempty" json:"pricing,omitempty"`
+}
+
+// RunRequest is what a client publishes on agentmesh.submit.<tenant>, with
+// header Nats-Msg-Id set to RunID.
+type RunRequest struct {
+	V            int                `msgpack:"v" json:"v"`
+	RunID        string             `msgpack:"run_id" json:"run_id"`
+	Tenant       string             `msgpack:"tenant" json:"tenant"`
+	Principal    string             `msgpack:"principal" json:"principal"`
+	Profile      string             `msgpack:"profile" json:"profile"`
+	Request      msgpack.RawMessage `msgpack:"request,omitempty" json:"-"`
+	Runtime      map[string]any     `msgpack:"runtime,omitempty" json:"runtime,omitempty"`
+	Conversation string             `msgpack:"conversation,omitempty" json:"conversation,omitempty"`
+	DeadlineMS   int64              `msgpack:"deadline_ms,omitempty" json:"deadline_ms,omitempty"`
+	Labels       map[string]string  `msgpack:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// AttemptPolicy bounds the attempts of one run.
+type AttemptPolicy struct {
+	MaxAttempts int `msgpack:"max_attempts" json:"max_attempts"`
+}
+
+// DefaultMaxAttempts is the record's default attempt count.
+const DefaultMaxAttempts = 3
+
+// Work is the dispatched, validated run on agentmesh.work.<transport>.<adapter>.
+type Work struct {
+	V            int                `msgpack:"v"`
+	RunID        string             `msgpack:"run_id"`
+	Tenant       string             `msgpack:"tenant"`
+	Principal    string             `msgpack:"principal"`
+	Adapter      string             `msgpack:"adapter"`
+	Request      msgpack.RawMessage `msgpack:"request,omitempty"`
+	Runtime      map[string]any     `msgpack:"runtime,omitempty"`
+	Pin          Pin                `msgpack:"pin"`
+	Conversation string             `msgpack:"conversation,omitempty"`
+	SessionID    string             `msgpack:"session_id,omitempty"`
+	Deadline     int64              `msgpack:"deadline"` // unix ms; 0 means none
+	Policy       AttemptPolicy      `msgpack:"policy"`
+}
+
+// RunRecord is the run's entry in the agentmesh_runs bucket under
+// <tenant>.<run_id>.
+type RunRecord struct {
+	V             int    `msgpack:"v" json:"v"`
+	RunID         string `msgpack:"run_id" json:"run_id"`
+	Tenant        string `msgpack:"tenant" json:"tenant"`
+	Principal     string `msgpack:"principal" json:"principal"`
+	Profile       string `msgpack:"profile" json:"profile"`
+	Adapter       string `msgpack:"adapter,omitempty" json:"adapter,omitempty"`
+	Conversation  string `msgpack:"conversation,omitempty" json:"conversation,omitempty"`
+	RequestDigest string `msgpack:"request_digest" json:"request_digest"`
+	Pin           *Pin   `msgpack:"pin,omitempty" json:"pin,omitempty"`
+	State         State  `msgpack:"state" json:"state"`
+	// Owner is the runner that holds the run while it is running.
+	Owner string `msgpack:"owner,omitempty" json:"owner,omitempty"`
+	// Committed is set at the first-output boundary: the work is acked and
+	// the run's liveness is its lease.
+	Committed bool   `msgpack:"committed,omitempty" json:"committed,omitempty"`
+	Attempt   int    `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
+	Deadline  int64  `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
+	Consent   bool   `msgpack:"consent" json:"consent"`
+	Error     *Error `msgpack:"error,omitempty" json:"error,omitempty"`
+	Created   int64  `msgpack:"created" json:"created"`
+	Updated   int64  `msgpack:"updated" json:"updated"`
+}
+
+// Lease is a running run's entry in agentmesh_leases, kept alive by its
+// owner's heartbeat.
+type Lease struct {
+	V      int    `msgpack:"v"`
+	RunID  string `msgpack:"run_id"`
+	Tenant string `msgpack:"tenant"`
+	Owner  string `msgpack:"owner"`
+}
+
+// CancelReply answers a request on agentmesh.control.<tenant>.<run_id>.cancel.
+type CancelReply struct {
+	V     int    `msgpack:"v" json:"v"`
+	RunID string `msgpack:"run_id" json:"run_id"`
+	// State is the run's state after the request was handled.
+	State State `msgpack:"state,omitempty" json:"state,omitempty"`
+	// Cancelled is true when this request ended the run.
+	Cancelled bool `msgpack:"cancelled" json:"cancelled"`
+	// Ended is true when the run had already ended before the request.
+	Ended bool   `msgpack:"ended" json:"ended"`
+	Error *Error `msgpack:"error,omitempty" json:"error,omitempty"`
+}
