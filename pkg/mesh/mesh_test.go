@@ -25,7 +25,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(childRunnerEnv); url != "" {
+		os.Exit(runChildRunner(url))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 const tenant = "acme"
 

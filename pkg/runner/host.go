@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
@@ -173,7 +174,7 @@ func (h *Host) Run(ctx context.Context) error {
 				for ctx.Err() == nil {
 					msg, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 					if err != nil {
-						if !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+						if !idle(err) && ctx.Err() == nil {
 							h.d.Log.Warn("fetch work", "adapter", name, "err", err)
 							select {
 							case <-ctx.Done():
@@ -260,4 +261,9 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 		close(r.done)
 	}()
 	r.exec(ctx)
+}
+
+// idle reports whether a fetch error only means no work arrived in time.
+func idle(err error) bool {
+	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -1,0 +1,177 @@
+package mesh_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The test binary doubles as a runner process: with this variable set it
+// serves the fixture adapter against the given NATS URL until killed.
+const childRunnerEnv = "AGENTMESH_TEST_CHILD_RUNNER_URL"
+
+func runChildRunner(url string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	nc, js, err := service.Connect(url, "child-runner", log)
+	if err != nil {
+		log.Error("connect", "err", err)
+		return 1
+	}
+	defer nc.Close()
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		log.Error("fixture", "err", err)
+		return 1
+	}
+	adapters, err := adapter.NewRegistry(fx)
+	if err != nil {
+		log.Error("registry", "err", err)
+		return 1
+	}
+	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+	h, err := runner.New(ctx, d, adapters, runner.Config{ID: os.Getenv("AGENTMESH_TEST_CHILD_RUNNER_ID"), AckWait: time.Second})
+	if err != nil {
+		log.Error("runner", "err", err)
+		return 1
+	}
+	if err := h.Run(ctx); err != nil {
+		log.Error("run", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// startRunnerProcess starts a runner in a separate process; it is killed
+// and reaped when the test ends if the test has not killed it.
+func startRunnerProcess(t *testing.T, srv *server.Server, id string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childRunnerEnv+"="+srv.ClientURL(), "AGENTMESH_TEST_CHILD_RUNNER_ID="+id)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-waited
+	})
+	return cmd
+}
+
+func kill(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Fatal(err)
+	}
+}
+
+func TestRunnerKilledBeforeOutputIsRedelivered(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	cfg.Topology.LeaseTTL = 2 * time.Second
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	first := startRunnerProcess(t, srv, "first")
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "hello", DelayMS: 1500}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		rec, err := c.Status(context.Background(), tenant, id)
+		if err != nil {
+			return err
+		}
+		if rec.State != wire.StateRunning || rec.Owner != "first" || rec.Committed {
+			return fmt.Errorf("run is %s owned by %q (committed %t)", rec.State, rec.Owner, rec.Committed)
+		}
+		return nil
+	})
+	kill(t, first)
+	startRunnerProcess(t, srv, "second")
+	evs := collect(t, c, id)
+	if got, want := describe(evs), "[accepted routed running running system text text text result succeeded]"; got != want {
+		t.Fatalf("events = %s, want %s", got, want)
+	}
+	if st := last(evs); st.Attempt != 2 {
+		t.Fatalf("terminal attempt = %d, want 2", st.Attempt)
+	}
+	checkGapless(t, evs)
+	if rec, err := c.Status(context.Background(), tenant, id); err != nil || rec.Owner != "second" {
+		t.Fatalf("record = %+v, %v; want owned by second", rec, err)
+	}
+}
+
+func TestRunnerKilledAfterOutputIsFailedBySweeper(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	const ttl = 2 * time.Second
+	cfg.Topology.LeaseTTL = ttl
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	r := startRunnerProcess(t, srv, "doomed")
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 300}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for ev, err := range c.Events(ctx, tenant, id, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == wire.KindChunk {
+			break
+		}
+	}
+	kill(t, r)
+	killed := time.Now()
+	// A second runner must not pick the run up again: output was published.
+	startRunnerProcess(t, srv, "bystander")
+	var evs []wire.Event
+	natstest.Eventually(t, 3*ttl+5*time.Second, func() error {
+		rec, err := c.Status(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		if !rec.State.Terminal() {
+			return fmt.Errorf("run is %s", rec.State)
+		}
+		return nil
+	})
+	t.Logf("sweeper ended the run %s after the kill (lease TTL %s)", time.Since(killed).Round(time.Millisecond), ttl)
+	evs = collect(t, c, id)
+	st := last(evs)
+	if st.State != wire.StateFailed || !errors.Is(st.Error, wire.ProviderTransportError) {
+		t.Fatalf("terminal = %+v, want failed with ProviderTransportError", st)
+	}
+	checkGapless(t, evs)
+	for _, ev := range evs {
+		if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRunning && ev.Status.Attempt != 1 {
+			t.Fatalf("the run was attempted again after output: %s", describe(evs))
+		}
+	}
+}
