@@ -2,6 +2,7 @@ package mesh_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
@@ -507,5 +509,44 @@ func TestManyRunsTwoRoutersTwoRunners(t *testing.T) {
 		if got := info.State.Subjects[subject.Names{}.Events(tenant, id)]; got != uint64(len(evs)) {
 			t.Fatalf("run %s: %d events stored, %d expected", id, got, len(evs))
 		}
+	}
+}
+
+func TestServicesRegisterWithMicro(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	nc, _ := natstest.Connect(t, srv)
+	c := newClient(t, srv)
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, c, id)
+	if _, err := c.Cancel(context.Background(), tenant, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper"} {
+		msg, err := nc.Request("$SRV.INFO."+name, nil, 5*time.Second)
+		if err != nil {
+			t.Fatalf("info of %s: %v", name, err)
+		}
+		var info micro.Info
+		if err := json.Unmarshal(msg.Data, &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.Name != name || info.Version == "" {
+			t.Errorf("info = %+v", info)
+		}
+	}
+	msg, err := nc.Request("$SRV.STATS.agentmesh-router", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(msg.Data, &stats); err != nil {
+		t.Fatal(err)
+	}
+	if len(stats.Endpoints) != 1 || stats.Endpoints[0].Name != "cancel" || stats.Endpoints[0].NumRequests != 1 {
+		t.Fatalf("router stats = %+v, want one cancel request", stats.Endpoints)
 	}
 }

@@ -1,0 +1,52 @@
+package subject_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
+)
+
+func TestValidToken(t *testing.T) {
+	tests := []struct {
+		in      string
+		wantErr bool
+	}{
+		{"abc-DEF_123", false},
+		{strings.Repeat("a", 64), false},
+		{"", true},
+		{strings.Repeat("a", 65), true},
+		{"a.b", true},
+		{"a*", true},
+		{"a>", true},
+		{"a b", true},
+		{"é", true},
+	}
+	for _, tt := range tests {
+		err := subject.ValidToken("tenant", tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ValidToken(%q) = %v, wantErr %t", tt.in, err, tt.wantErr)
+		}
+		if err != nil && (!errors.Is(err, subject.ErrInvalidToken) || !strings.Contains(err.Error(), "tenant")) {
+			t.Errorf("ValidToken(%q) = %v, want ErrInvalidToken naming the field", tt.in, err)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	var n subject.Names
+	if got := n.Events("t", "r"); got != "agentmesh.events.t.r" {
+		t.Errorf("Events = %q", got)
+	}
+	p := subject.Names{Prefix: "acme"}
+	if got := p.Submit("t"); got != "acme.agentmesh.submit.t" {
+		t.Errorf("prefixed Submit = %q", got)
+	}
+	if got := p.RunsBucket(); got != "acme_agentmesh_runs" {
+		t.Errorf("prefixed bucket = %q", got)
+	}
+	if got := n.Cancel("t", "r"); got != "agentmesh.control.t.r.cancel" {
+		t.Errorf("Cancel = %q", got)
+	}
+}

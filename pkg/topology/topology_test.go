@@ -1,0 +1,121 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	ctx := context.Background()
+	cfg := topology.Config{Names: subject.Names{Prefix: "t1"}, LeaseTTL: 3 * time.Second}
+	// Three services starting at once, each on its own connection by URL.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		nc, err := nats.Connect(srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs[i] = topology.Ensure(ctx, js, cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	_, js := natstest.Connect(t, srv)
+	if err := topology.Ensure(ctx, js, cfg); err != nil {
+		t.Fatalf("second ensure: %v", err)
+	}
+	n := cfg.Names
+	for _, name := range []string{n.SubmitStream(), n.WorkStream(), n.EventsStream()} {
+		if _, err := js.Stream(ctx, name); err != nil {
+			t.Errorf("stream %s: %v", name, err)
+		}
+	}
+	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket()} {
+		if _, err := js.KeyValue(ctx, b); err != nil {
+			t.Errorf("bucket %s: %v", b, err)
+		}
+	}
+	if _, err := js.ObjectStore(ctx, n.TrajectoryStore()); err != nil {
+		t.Errorf("object store: %v", err)
+	}
+	ttl, err := topology.LeaseTTL(ctx, js, n)
+	if err != nil || ttl != 3*time.Second {
+		t.Fatalf("lease TTL = %s, %v; want 3s", ttl, err)
+	}
+
+	// A changed setting updates the resource in place.
+	cfg.WorkQueueMax = 7
+	if err := topology.Ensure(ctx, js, cfg); err != nil {
+		t.Fatalf("update: %v", err)
+	}
+	st, err := js.Stream(ctx, n.WorkStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.MaxMsgsPerSubject; got != 7 {
+		t.Fatalf("work queue max = %d, want 7", got)
+	}
+}
+
+func TestWorkQueueDiscardsNewPerSubject(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	if err := topology.Ensure(ctx, js, topology.Config{WorkQueueMax: 2}); err != nil {
+		t.Fatal(err)
+	}
+	n := subject.Names{}
+	for i := range 2 {
+		if _, err := js.Publish(ctx, n.Work("in_process", "a"), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.Publish(ctx, n.Work("in_process", "a"), []byte("third")); err == nil {
+		t.Fatal("third message on a full subject was stored")
+	}
+	// Another adapter's queue is independent.
+	if _, err := js.Publish(ctx, n.Work("in_process", "b"), []byte("x")); err != nil {
+		t.Fatalf("other subject: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		in   topology.Config
+	}{
+		{"short dedupe window", topology.Config{SubmitDuplicates: time.Minute}},
+		{"zero queue", topology.Config{WorkQueueMax: -1}},
+		{"short lease", topology.Config{LeaseTTL: 10 * time.Millisecond}},
+		{"bad prefix", topology.Config{Names: subject.Names{Prefix: "a.b"}}},
+		{"replicas", topology.Config{Replicas: 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := topology.Ensure(context.Background(), nil, tt.in)
+			if !errors.Is(err, topology.ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
