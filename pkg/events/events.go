@@ -206,3 +206,34 @@ func (w *Writer) Terminal(ctx context.Context, st wire.Status) error {
 	}
 	return err
 }
+
+// ClaimAndEnd ends a run that no runner holds (queued, or orphaned by a
+// runner that is gone). It first claims the run's record in runs at
+// revision rev, so a runner picking the work up later finds it ended, then
+// publishes st, fenced. It reports false, with no error, if the record had
+// changed since rev: the caller should read it again.
+func (l *Log) ClaimAndEnd(ctx context.Context, runs jetstream.KeyValue, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
+	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
+	b, err := wire.Marshal(&rec)
+	if err != nil {
+		return false, err
+	}
+	_, err = runs.Update(ctx, subject.RunKey(rec.Tenant, rec.RunID), b, rev)
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim run record %s: %w", rec.RunID, err)
+	}
+	w, err := l.Open(ctx, rec.Tenant, rec.RunID)
+	if errors.Is(err, ErrEnded) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := w.Terminal(ctx, st); err != nil && !errors.Is(err, ErrFenced) {
+		return false, err
+	}
+	return true, nil
+}

@@ -550,3 +550,44 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 		t.Fatalf("router stats = %+v, want one cancel request", stats.Endpoints)
 	}
 }
+
+func TestQueuedRunPastDeadlineTimesOut(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	cfg.Sweeper.ReconcileEvery = time.Second
+	startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	r := runReq(t, fixtureReq{Prompt: "nobody runs me"})
+	r.DeadlineMS = 200
+	id, err := c.Submit(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	if got := describe(evs); got != "[accepted routed timed_out]" {
+		t.Fatalf("events = %s", got)
+	}
+	if st := last(evs); !errors.Is(st.Error, wire.DeadlineExceeded) {
+		t.Fatalf("error = %v", st.Error)
+	}
+	// A runner arriving later finds the run ended and drops its work.
+	startNode(t, srv, mesh.Config{WithoutRouter: true, WithoutSweeper: true})
+	_, js := natstest.Connect(t, srv)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		st, err := js.Stream(context.Background(), "AGENTMESH_WORK")
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.State.Msgs != 0 {
+			return fmt.Errorf("%d work items left", info.State.Msgs)
+		}
+		return nil
+	})
+	if got := describe(collect(t, c, id)); got != "[accepted routed timed_out]" {
+		t.Fatalf("after a runner came: %s", got)
+	}
+}

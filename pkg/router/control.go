@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -74,7 +73,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			continue
 		case rec.State == wire.StateRouted:
 			// Queued: no runner owns it; whoever changes the record first wins.
-			done, err := r.endRun(ctx, key, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+			done, err := r.endRun(ctx, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
 			if err != nil {
 				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel queued run %s: %v", runID, err).Retry()
 				return reply
@@ -89,7 +88,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			if errors.Is(err, nats.ErrNoResponders) {
 				// The owner is gone. Before output its work is redelivered,
 				// after output the sweeper would fail it; a cancel ends it now.
-				done, err := r.endRun(ctx, key, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+				done, err := r.endRun(ctx, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
 				if err != nil {
 					reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
 					return reply
@@ -121,30 +120,15 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 	return reply
 }
 
-// endRun ends a run no runner holds. It first claims the record at rev, so a
-// runner picking the work up finds it ended, then publishes the terminal
-// status. It reports false if the record changed first.
-func (r *Router) endRun(ctx context.Context, key string, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
-	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
-	if err := r.update(ctx, key, rec, rev); errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return false, nil
-	} else if err != nil {
-		return false, err
+// endRun ends a run no runner holds and counts it.
+func (r *Router) endRun(ctx context.Context, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
+	done, err := r.log.ClaimAndEnd(ctx, r.runs, rec, rev, st)
+	if done {
+		adapterName := rec.Adapter
+		if adapterName == "" {
+			adapterName = "none"
+		}
+		r.d.Metrics.Runs.WithLabelValues(string(st.State), adapterName).Inc()
 	}
-	w, err := r.log.Open(ctx, rec.Tenant, rec.RunID)
-	if errors.Is(err, events.ErrEnded) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := w.Terminal(ctx, st); err != nil && !errors.Is(err, events.ErrFenced) {
-		return false, err
-	}
-	adapterName := rec.Adapter
-	if adapterName == "" {
-		adapterName = "none"
-	}
-	r.d.Metrics.Runs.WithLabelValues(string(st.State), adapterName).Inc()
-	return true, nil
+	return done, err
 }

@@ -24,8 +24,9 @@ import (
 // Config configures a sweeper.
 type Config struct {
 	// ReconcileEvery is how often every run record is scanned for a running,
-	// committed run without a lease, which catches expiries that happened
-	// while no sweeper was watching (default 5m; also once at start).
+	// committed run without a lease (an expiry that happened while no
+	// sweeper was watching) and for a queued run past its deadline
+	// (default 1m; also once at start).
 	ReconcileEvery time.Duration
 }
 
@@ -45,7 +46,7 @@ type Sweeper struct {
 // New binds a sweeper to the topology, which must exist.
 func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	if cfg.ReconcileEvery == 0 {
-		cfg.ReconcileEvery = 5 * time.Minute
+		cfg.ReconcileEvery = time.Minute
 	}
 	if cfg.ReconcileEvery < time.Second {
 		return nil, fmt.Errorf("invalid sweeper config: reconcile interval must be at least 1s, got %s", cfg.ReconcileEvery)
@@ -164,8 +165,9 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 	}
 }
 
-// Reconcile scans every run record and expires running, committed runs that
-// have no lease. It returns how many it ended.
+// Reconcile scans every run record, fails running, committed runs that
+// have no lease and times out queued runs past their deadline. It returns
+// how many it ended.
 func (s *Sweeper) Reconcile(ctx context.Context) (int, error) {
 	lister, err := s.runs.ListKeys(ctx)
 	if err != nil {
@@ -182,7 +184,21 @@ func (s *Sweeper) Reconcile(ctx context.Context) (int, error) {
 			continue
 		}
 		rec, err := wire.Decode[wire.RunRecord](entry.Value())
-		if err != nil || rec.State != wire.StateRunning || !rec.Committed {
+		if err != nil {
+			continue
+		}
+		if rec.State == wire.StateRouted && rec.Deadline > 0 && time.Now().UnixMilli() > rec.Deadline {
+			// Queued past its deadline with no runner to notice.
+			st := wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline while queued", rec.RunID)}
+			if done, err := s.log.ClaimAndEnd(ctx, s.runs, rec, entry.Revision(), st); err != nil {
+				s.d.Log.Warn("time out queued run", "run_id", rec.RunID, "err", err)
+			} else if done {
+				s.d.Metrics.Runs.WithLabelValues(string(wire.StateTimedOut), rec.Adapter).Inc()
+				n++
+			}
+			continue
+		}
+		if rec.State != wire.StateRunning || !rec.Committed {
 			continue
 		}
 		if _, err := s.leases.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {

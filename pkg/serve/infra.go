@@ -1,0 +1,107 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Infra is what a service process runs on: its NATS connection, the
+// topology, its metrics registry and its HTTP server. Build it with Start
+// and release it with Close.
+type Infra struct {
+	// Deps are handed to the service's components.
+	Deps service.Deps
+	// Registry holds the mesh metrics and the Go and process collectors.
+	Registry *prometheus.Registry
+
+	cfg    service.Config
+	http   *service.HTTPServer // nil when HTTP is disabled
+	closed chan struct{}       // closed when the connection is closed
+
+	once     sync.Once
+	closeErr error
+}
+
+// Start connects to cfg.NATSURL as client name, ensures the topology,
+// registers the metrics and, unless cfg.HTTPAddr is empty, serves /metrics,
+// /healthz and /readyz on it. Readiness is what the components add to
+// Deps.Health. On error, whatever was started has been released. It blocks
+// until all of that is done or ctx ends.
+func Start(ctx context.Context, name string, cfg service.Config, log *slog.Logger) (*Infra, error) {
+	nc, js, err := service.Connect(cfg.NATSURL, name, log)
+	if err != nil {
+		return nil, err
+	}
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := topology.Ensure(ctx, js, cfg.Topology()); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("ensure topology: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	i := &Infra{
+		Deps: service.Deps{
+			NC: nc, JS: js, Names: cfg.Topology().Names, Log: log,
+			Metrics: service.NewMetrics(reg), Health: &service.Health{},
+		},
+		Registry: reg,
+		cfg:      cfg,
+		closed:   closed,
+	}
+	if cfg.HTTPAddr == "" {
+		log.Info("http disabled")
+		return i, nil
+	}
+	if i.http, err = service.ServeHTTP(cfg.HTTPAddr, reg, i.Deps.Health, log); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return i, nil
+}
+
+// HTTPAddr is the address /metrics is served on, or "" when disabled.
+func (i *Infra) HTTPAddr() string {
+	if i.http == nil {
+		return ""
+	}
+	return i.http.Addr()
+}
+
+// Close stops the HTTP server, then drains and closes the connection, all
+// within cfg.ShutdownTimeout; past it the connection is closed at once. It
+// blocks until done, is idempotent and returns the same error every time.
+// Call it after the components built on Deps have returned.
+func (i *Infra) Close() error {
+	i.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), i.cfg.ShutdownTimeout)
+		defer cancel()
+		var errs []error
+		if i.http != nil {
+			if err := i.http.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			}
+		}
+		if err := i.Deps.NC.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, fmt.Errorf("drain nats connection: %w", err))
+			i.Deps.NC.Close()
+		}
+		select {
+		case <-i.closed:
+		case <-ctx.Done():
+			i.Deps.NC.Close()
+			errs = append(errs, fmt.Errorf("drain nats connection: %w", ctx.Err()))
+		}
+		i.closeErr = errors.Join(errs...)
+	})
+	return i.closeErr
+}

@@ -1,0 +1,204 @@
+// Package servetest runs a service's run function in a test against an
+// embedded server and checks what every service must do: register with the
+// NATS services framework, serve /metrics, /healthz and /readyz, and shut
+// down cleanly when its context ends.
+package servetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Load sets the environment of a service under test (AGENTMESH_NATS_URL to
+// natsURL, AGENTMESH_HTTP_ADDR to a random loopback port, then env) for the
+// rest of the test and loads spec from it as the service's main would (see
+// serve.LoadConfig).
+func Load(t testing.TB, spec any, common *service.Config, natsURL string, env map[string]string) {
+	t.Helper()
+	t.Setenv("AGENTMESH_NATS_URL", natsURL)
+	t.Setenv("AGENTMESH_HTTP_ADDR", "127.0.0.1:0")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	if err := serve.LoadConfig(spec, common); err != nil {
+		t.Fatalf("servetest: %v", err)
+	}
+}
+
+// CheckConfig loads spec from the environment as the service's main would
+// and checks that it fails naming the variable want, or succeeds when want
+// is "".
+func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
+	t.Helper()
+	err := serve.LoadConfig(spec, common)
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("load config: %v, want no error", err)
+	case want != "" && err == nil:
+		t.Errorf("load config: no error, want one naming %s", want)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Errorf("load config: %v, want an error naming %s", err, want)
+	}
+}
+
+// Proc is a service run function running in the background.
+type Proc struct {
+	cancel context.CancelFunc
+	done   chan error
+	logs   *logBuffer
+}
+
+// Start calls run in the background with a JSON logger whose records Proc
+// reads. The test fails if run has not returned nil once the test ends;
+// call Stop to check it earlier.
+func Start(t testing.TB, run func(ctx context.Context, log *slog.Logger) error) *Proc {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proc{cancel: cancel, done: make(chan error, 1), logs: &logBuffer{}}
+	log := slog.New(slog.NewJSONHandler(p.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	go func() { p.done <- run(ctx, log) }()
+	t.Cleanup(func() { p.Stop(t) })
+	return p
+}
+
+// Stop cancels the run's context and waits up to 30s for run to return,
+// failing the test unless it returns nil. It is idempotent.
+func (p *Proc) Stop(t testing.TB) {
+	t.Helper()
+	p.cancel()
+	select {
+	case err, ok := <-p.done:
+		if ok {
+			close(p.done)
+			if err != nil {
+				t.Errorf("servetest: run returned %v; logs:\n%s", err, p.logs)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("servetest: run did not return within 30s of cancellation; logs:\n%s", p.logs)
+	}
+}
+
+// Log returns the first log record whose msg is msg, waiting up to 10s.
+func (p *Proc) Log(t testing.TB, msg string) map[string]any {
+	t.Helper()
+	var rec map[string]any
+	natstest.Eventually(t, 10*time.Second, func() error {
+		select {
+		case err := <-p.done:
+			p.done <- err
+			return fmt.Errorf("run returned early: %v; logs:\n%s", err, p.logs)
+		default:
+		}
+		if rec = p.logs.find(msg); rec == nil {
+			return fmt.Errorf("no log record %q yet; logs:\n%s", msg, p.logs)
+		}
+		return nil
+	})
+	return rec
+}
+
+// CheckHTTP waits for the service's HTTP server (its "http listening" log
+// record) and checks that /healthz and /readyz answer 200 and that /metrics
+// holds the mesh's metric want.
+func (p *Proc) CheckHTTP(t testing.TB, want string) {
+	t.Helper()
+	addr, _ := p.Log(t, "http listening")["addr"].(string)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		natstest.Eventually(t, 10*time.Second, func() error {
+			body, err := get("http://" + addr + path)
+			if err != nil {
+				return err
+			}
+			if path == "/metrics" && !strings.Contains(body, want) {
+				return fmt.Errorf("GET /metrics has no %s:\n%s", want, body)
+			}
+			return nil
+		})
+	}
+}
+
+func get(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b), nil
+}
+
+// CheckMicro waits until a micro service named name answers $SRV.INFO on
+// nc and returns its info.
+func CheckMicro(t testing.TB, nc *nats.Conn, name string) micro.Info {
+	t.Helper()
+	subj, err := micro.ControlSubject(micro.InfoVerb, name, "")
+	if err != nil {
+		t.Fatalf("servetest: %v", err)
+	}
+	var info micro.Info
+	natstest.Eventually(t, 10*time.Second, func() error {
+		msg, err := nc.Request(subj, nil, time.Second)
+		if err != nil {
+			return fmt.Errorf("%s: %w", subj, err)
+		}
+		return json.Unmarshal(msg.Data, &info)
+	})
+	return info
+}
+
+// Buffer is a bytes.Buffer safe for concurrent use, for the output of
+// code running in the background.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// logBuffer collects JSON log lines.
+type logBuffer struct{ Buffer }
+
+func (b *logBuffer) find(msg string) map[string]any {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+			return rec
+		}
+	}
+	return nil
+}
