@@ -45,6 +45,15 @@ type node struct {
 
 func startNode(t *testing.T, srv *server.Server, cfg mesh.Config) *node {
 	t.Helper()
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startNodeWith(t, srv, cfg, profile.Builtin(), fx)
+}
+
+func startNodeWith(t *testing.T, srv *server.Server, cfg mesh.Config, profiles *profile.Registry, served ...adapter.Adapter) *node {
+	t.Helper()
 	nc, js := natstest.Connect(t, srv)
 	reg := prometheus.NewRegistry()
 	d := service.Deps{
@@ -54,17 +63,13 @@ func startNode(t *testing.T, srv *server.Server, cfg mesh.Config) *node {
 	if testing.Verbose() {
 		d.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := adapter.NewRegistry(fx)
+	adapters, err := adapter.NewRegistry(served...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &node{d: d, stop: cancel, done: make(chan error, 1)}
-	go func() { n.done <- mesh.Run(ctx, d, profile.Builtin(), adapters, cfg) }()
+	go func() { n.done <- mesh.Run(ctx, d, profiles, adapters, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

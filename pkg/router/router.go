@@ -81,6 +81,7 @@ type Router struct {
 	profiles *profile.Registry
 	adapters *adapter.Registry
 	runs     jetstream.KeyValue
+	sessions jetstream.KeyValue
 	log      *events.Log
 	submit   jetstream.Consumer
 }
@@ -94,6 +95,10 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	runs, err := d.JS.KeyValue(ctx, d.Names.RunsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
+	}
+	sessions, err := d.JS.KeyValue(ctx, d.Names.SessionsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.SessionsBucket(), err)
 	}
 	log, err := events.NewLog(ctx, d.JS, d.Names)
 	if err != nil {
@@ -109,7 +114,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, log: log, submit: cons}, nil
+	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, log: log, submit: cons}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -216,7 +221,7 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 		r.retry(msg, err)
 		return
 	}
-	wk, p, verr := r.validate(tenant, &rr, now)
+	wk, p, verr := r.validate(ctx, tenant, &rr, now)
 	if verr == nil {
 		verr = r.dispatch(ctx, p, wk)
 	}
@@ -251,7 +256,7 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 
 // validate checks the request and builds its work item. A returned
 // *wire.Error rejects the run; p is set once the profile resolved.
-func (r *Router) validate(tenant string, rr *wire.RunRequest, now time.Time) (wk wire.Work, p *profile.Profile, err error) {
+func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunRequest, now time.Time) (wk wire.Work, p *profile.Profile, err error) {
 	if rr.Tenant != tenant {
 		return wk, nil, wire.Errorf(wire.AgenticRequestValidationError, "tenant %q in the request differs from tenant %q of the subject", rr.Tenant, tenant)
 	}
@@ -289,15 +294,52 @@ func (r *Router) validate(tenant string, rr *wire.RunRequest, now time.Time) (wk
 	if err := adapter.SplitRuntime(a, rr.Runtime); err != nil {
 		return wk, p, err
 	}
-	if _, err := a.Validate(rr.Request); err != nil {
+	request, sessionID, err := r.injectSession(ctx, tenant, rr, a.Capabilities())
+	if err != nil {
+		return wk, p, err
+	}
+	if _, err := a.Validate(request); err != nil {
 		return wk, p, wire.AsError(err)
 	}
 	wk = wire.Work{
 		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter,
-		Request: rr.Request, Runtime: rr.Runtime, Pin: pin, Conversation: rr.Conversation,
+		Request: request, Runtime: rr.Runtime, Pin: pin, Conversation: rr.Conversation, SessionID: sessionID,
 		Deadline: now.Add(deadline).UnixMilli(), Policy: wire.AttemptPolicy{MaxAttempts: p.MaxAttempts},
 	}
 	return wk, p, nil
+}
+
+// injectSession puts the conversation's stored session id into the
+// adapter's resume field (D3): only for a resumable adapter, only when the
+// request is part of a conversation, and never over a caller's own value,
+// which wins. It returns the request to validate and the session it resumes.
+func (r *Router) injectSession(ctx context.Context, tenant string, rr *wire.RunRequest, caps wire.Capabilities) ([]byte, string, error) {
+	if rr.Conversation == "" || !caps.Resumable || caps.ResumeField == "" {
+		return rr.Request, "", nil
+	}
+	fields := map[string]any{}
+	if len(rr.Request) > 0 {
+		if err := wire.DecodeStrict(rr.Request, &fields); err != nil {
+			return nil, "", wire.Errorf(wire.AgenticRequestValidationError, "request: %v", err)
+		}
+	}
+	if v, ok := fields[caps.ResumeField].(string); ok && v != "" {
+		return rr.Request, v, nil // the caller's explicit value wins
+	}
+	e, err := r.sessions.Get(ctx, subject.ConversationKey(tenant, rr.Conversation))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return rr.Request, "", nil // a fresh conversation
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read session of %s: %w", rr.Conversation, err)
+	}
+	id := string(e.Value())
+	fields[caps.ResumeField] = id
+	b, err := wire.Marshal(fields)
+	if err != nil {
+		return nil, "", wire.Errorf(wire.AgenticRequestValidationError, "request: %v", err)
+	}
+	return b, id, nil
 }
 
 func checkLabels(labels map[string]string) error {

@@ -90,6 +90,7 @@ type Host struct {
 	adapters *adapter.Registry
 	runs     jetstream.KeyValue
 	leases   jetstream.KeyValue
+	sessions jetstream.KeyValue
 	log      *events.Log
 	leaseTTL time.Duration
 	cons     map[string]jetstream.Consumer
@@ -112,6 +113,9 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	}
 	if h.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
+	}
+	if h.sessions, err = d.JS.KeyValue(ctx, d.Names.SessionsBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.SessionsBucket(), err)
 	}
 	if h.leaseTTL, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
 		return nil, err

@@ -42,6 +42,7 @@ type run struct {
 	committed bool
 	summary   wire.Summary
 	started   time.Time
+	session   string // the session id last stored for the conversation
 
 	mu              sync.Mutex
 	cancel          context.CancelCauseFunc
@@ -195,12 +196,30 @@ func (r *run) exec(parent context.Context) {
 			break
 		}
 		r.account(c)
+		if c.Type == wire.ChunkSystem {
+			r.confirmSession(ctx, c.Metadata.SessionID)
+		}
 		if c.Type == wire.ChunkError {
 			failure = &c
 			break // nothing may follow a provider-declared failure
 		}
 	}
 	r.conclude(ctx, streamErr, failure)
+}
+
+// confirmSession stores a resumable adapter's confirmed, non-empty session
+// id under the run's conversation (D3). Only a published system chunk
+// confirms an id, and nothing here ever erases one.
+func (r *run) confirmSession(ctx context.Context, id string) {
+	if id == "" || r.work.Conversation == "" || !r.a.Capabilities().Resumable || id == r.session {
+		return
+	}
+	key := subject.ConversationKey(r.work.Tenant, r.work.Conversation)
+	if _, err := r.h.sessions.Put(ctx, key, []byte(id)); err != nil {
+		r.h.d.Log.Warn("store session", append(r.logger(), "conversation", r.work.Conversation, "err", err)...)
+		return
+	}
+	r.session = id
 }
 
 // keepInProgress stops the work from being redelivered while this attempt
