@@ -26,6 +26,10 @@ type Call struct {
 	Attempt int
 	// Model is the pinned model id.
 	Model string
+	// MaxAttempts is the run's attempt policy. An adapter whose provider
+	// retries on its own (the agent CLIs) maps it onto that retry switch,
+	// so the mesh's policy, not a hidden inner loop, bounds the attempts.
+	MaxAttempts int
 }
 
 // Adapter is one provider. Implementations are safe for concurrent use; each

@@ -176,7 +176,7 @@ func (r *run) exec(parent context.Context) {
 		r.end(wire.Status{State: wire.StateFailed, Error: wire.AsError(err)})
 		return
 	}
-	call := adapter.Call{RunID: r.work.RunID, Request: req, Runtime: r.work.Runtime, SessionID: r.work.SessionID, Attempt: r.attempt, Model: r.work.Pin.Model}
+	call := adapter.Call{RunID: r.work.RunID, Request: req, Runtime: r.work.Runtime, SessionID: r.work.SessionID, Attempt: r.attempt, Model: r.work.Pin.Model, MaxAttempts: r.work.Policy.MaxAttempts}
 	r.started = time.Now()
 	var streamErr error
 	var failure *wire.Chunk

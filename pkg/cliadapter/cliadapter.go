@@ -1,0 +1,228 @@
+// Package cliadapter turns one agent CLI's grammar into an adapter.Adapter
+// on the shared subprocess transport (pkg/proc): it validates the typed
+// request strictly, contains the workspace and file-bearing fields, builds
+// the argv and child environment, runs the CLI and feeds every stdout event
+// to the CLI's parser, enforcing the chunk stream rules of DESIGN §1 at the
+// boundary. Each CLI's package supplies a Spec; nothing here knows a vendor.
+package cliadapter
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/proc"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/workspace"
+)
+
+// RuntimeWorkspace is the runtime key that selects the run's workspace,
+// relative to the runner's workspace root.
+const RuntimeWorkspace = "workspace"
+
+// Parser maps one run's stdout events to chunks. A parser is used by one
+// stream only.
+type Parser interface {
+	// Event maps one event. An unknown content-bearing event is a
+	// ProviderProtocolError; allow-listed telemetry maps to no chunk.
+	Event(ev map[string]any) ([]wire.Chunk, error)
+	// End is called at a clean EOF with exit status 0 and may return the
+	// final chunks (a result) or a failure the CLI reported only in-band.
+	End() ([]wire.Chunk, error)
+}
+
+// Invocation is what a CLI's Spec builds for one attempt.
+type Invocation struct {
+	// Args follow the binary, each its own argv element.
+	Args []string
+	// Env is set in the child on top of the allow-listed environment
+	// (for example a switch that turns the CLI's own retries off).
+	Env map[string]string
+	// Files are request fields that name paths; each must stay inside the
+	// run's workspace.
+	Files []string
+}
+
+// Spec is one CLI's grammar.
+type Spec[R any] struct {
+	Name         string
+	Capabilities wire.Capabilities
+	// Decode validates the msgpack request strictly; any problem is an
+	// AgenticRequestValidationError naming the field.
+	Decode func(b []byte) (R, error)
+	// Invoke builds the argv and environment for one attempt in dir.
+	Invoke func(req R, call adapter.Call, dir string) (Invocation, error)
+	// NewParser returns a parser for one attempt.
+	NewParser func(req R, call adapter.Call) Parser
+	// TailRepair, Classify: see proc.Spec.
+	TailRepair func(tail []byte) (map[string]any, bool)
+	Classify   func(code int, stderr string) wire.Class
+}
+
+// Config is the operator's side: where the binary is and what the child may see.
+type Config struct {
+	// Binary is the executable (default: the Spec's Name).
+	Binary string
+	// InstallHint is shown when the binary is missing.
+	InstallHint string
+	// EnvAllow names runner environment variables the child may receive.
+	EnvAllow []string
+	// EnvSet are fixed values for the child (a base URL, a config dir).
+	EnvSet map[string]string
+	// WorkspaceRoot contains every run's workspace (default ".").
+	WorkspaceRoot string
+	// Grace before SIGKILL (default proc.DefaultGrace).
+	Grace time.Duration
+}
+
+// Adapter is a CLI adapter. It is safe for concurrent use.
+type Adapter[R any] struct {
+	spec Spec[R]
+	cfg  Config
+}
+
+// New checks the spec's declaration and returns the adapter.
+func New[R any](spec Spec[R], cfg Config) (*Adapter[R], error) {
+	if spec.Capabilities.Transport != wire.TransportSubprocess {
+		return nil, fmt.Errorf("cli adapter %s: transport must be subprocess, got %q", spec.Name, spec.Capabilities.Transport)
+	}
+	if err := adapter.CheckCapabilities(spec.Name, spec.Capabilities); err != nil {
+		return nil, err
+	}
+	if cfg.Binary == "" {
+		cfg.Binary = spec.Name
+	}
+	if cfg.WorkspaceRoot == "" {
+		cfg.WorkspaceRoot = "."
+	}
+	return &Adapter[R]{spec: spec, cfg: cfg}, nil
+}
+
+func (a *Adapter[R]) Name() string                    { return a.spec.Name }
+func (a *Adapter[R]) Capabilities() wire.Capabilities { return a.spec.Capabilities }
+func (a *Adapter[R]) RuntimeKeys() []string           { return []string{RuntimeWorkspace} }
+
+// Validate decodes the request strictly; it starts nothing.
+func (a *Adapter[R]) Validate(b []byte) (any, error) {
+	req, err := a.spec.Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// Stream runs the CLI once and yields its normalized chunks. A
+// provider-declared failure is yielded as the one error chunk and nothing
+// follows it; the child is then torn down.
+func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
+	return func(yield func(wire.Chunk, error) bool) {
+		req, ok := call.Request.(R)
+		if !ok {
+			yield(wire.Chunk{}, wire.Errorf(wire.AgenticRequestValidationError, "%s: request is %T, not a validated request", a.spec.Name, call.Request))
+			return
+		}
+		rel, _ := call.Runtime[RuntimeWorkspace].(string)
+		if v, present := call.Runtime[RuntimeWorkspace]; present && rel == "" && v != nil {
+			yield(wire.Chunk{}, wire.Errorf(wire.AgenticRequestValidationError, "runtime %s must be a string, got %T", RuntimeWorkspace, v))
+			return
+		}
+		dir, err := workspace.Resolve(a.cfg.WorkspaceRoot, rel)
+		if err != nil {
+			yield(wire.Chunk{}, err)
+			return
+		}
+		inv, err := a.spec.Invoke(req, call, dir)
+		if err != nil {
+			yield(wire.Chunk{}, wire.AsError(err))
+			return
+		}
+		for _, f := range inv.Files {
+			if _, err := workspace.Contain(dir, f); err != nil {
+				yield(wire.Chunk{}, err)
+				return
+			}
+		}
+		set := make(map[string]string, len(a.cfg.EnvSet)+len(inv.Env))
+		for k, v := range a.cfg.EnvSet {
+			set[k] = v
+		}
+		for k, v := range inv.Env {
+			set[k] = v
+		}
+		ps := proc.Spec{
+			Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: inv.Args, Dir: dir,
+			Env: proc.AllowEnv(a.cfg.EnvAllow, set), TailRepair: a.spec.TailRepair, Classify: a.spec.Classify,
+			Grace: a.cfg.Grace,
+		}
+		p := a.spec.NewParser(req, call)
+		g := guard{yield: yield}
+		for ev, err := range proc.Stream(ctx, ps) {
+			if err != nil {
+				g.fail(err)
+				return
+			}
+			chunks, err := p.Event(ev)
+			if !g.emit(chunks) {
+				return
+			}
+			if err != nil {
+				g.fail(err)
+				return
+			}
+		}
+		chunks, err := p.End()
+		if g.emit(chunks) && err != nil {
+			g.fail(err)
+		}
+	}
+}
+
+// guard enforces the stream rules every parser must obey, so a parser bug
+// surfaces as a protocol error instead of a contract violation: nothing
+// after an error chunk, at most one result and nothing after it, type and
+// is_error agreeing.
+type guard struct {
+	yield   func(wire.Chunk, error) bool
+	result  bool
+	stopped bool
+}
+
+// emit yields chunks and reports whether the stream may go on.
+func (g *guard) emit(chunks []wire.Chunk) bool {
+	for _, c := range chunks {
+		if g.stopped {
+			return false
+		}
+		switch {
+		case !c.Type.Valid():
+			return g.fail(wire.Errorf(wire.ProviderProtocolError, "parser produced chunk type %q", c.Type))
+		case (c.Type == wire.ChunkError) != c.IsError && c.Type != wire.ChunkToolResult:
+			return g.fail(wire.Errorf(wire.ProviderProtocolError, "parser produced a %s chunk with is_error=%t", c.Type, c.IsError))
+		case g.result && c.Type != wire.ChunkError:
+			return g.fail(wire.Errorf(wire.ProviderProtocolError, "%s chunk after the result", c.Type))
+		}
+		if c.Type == wire.ChunkResult {
+			g.result = true
+		}
+		if !g.yield(c, nil) {
+			g.stopped = true
+			return false
+		}
+		if c.Type == wire.ChunkError {
+			g.stopped = true // exactly one error chunk, and nothing after it
+			return false
+		}
+	}
+	return !g.stopped
+}
+
+// fail yields err as the stream's end, unless the stream already ended.
+func (g *guard) fail(err error) bool {
+	if !g.stopped {
+		g.stopped = true
+		g.yield(wire.Chunk{}, err)
+	}
+	return false
+}
