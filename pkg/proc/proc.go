@@ -1,0 +1,309 @@
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// The record's defaults (DESIGN §4).
+const (
+	DefaultStderrLimit  = 256 << 10
+	DefaultDrainTimeout = 2 * time.Second
+	DefaultGrace        = 5 * time.Second
+)
+
+// Spec describes one child process.
+type Spec struct {
+	// Binary is the executable's name or path, found on PATH.
+	Binary string
+	// InstallHint tells the operator how to install Binary; it is the
+	// message of ProviderExecutableNotFound.
+	InstallHint string
+	// Args are the arguments after the binary, each its own argv element.
+	Args []string
+	// Dir is the working directory (already contained by the caller).
+	Dir string
+	// Env is the complete child environment as KEY=VALUE; build it with
+	// AllowEnv. Nil gives the child an empty environment, never the runner's.
+	Env []string
+	// Stdin is the child's standard input. Nil means /dev/null; an adapter
+	// opts in to anything else explicitly.
+	Stdin io.Reader
+	// TailRepair may turn an incomplete final value on stdout into a map.
+	// Without it, or if it returns false, the tail is a ProviderProtocolError.
+	TailRepair func(tail []byte) (map[string]any, bool)
+	// Classify maps a non-zero exit to an error class; nil uses Classify.
+	Classify func(code int, stderr string) wire.Class
+	// StderrLimit, DrainTimeout and Grace default to the record's values.
+	StderrLimit  int
+	DrainTimeout time.Duration
+	Grace        time.Duration
+	// OnStart, if set, is called with the child's pid once it has started.
+	OnStart func(pid int)
+}
+
+func (s *Spec) setDefaults() {
+	if s.StderrLimit <= 0 {
+		s.StderrLimit = DefaultStderrLimit
+	}
+	if s.DrainTimeout <= 0 {
+		s.DrainTimeout = DefaultDrainTimeout
+	}
+	if s.Grace <= 0 {
+		s.Grace = DefaultGrace
+	}
+	if s.Classify == nil {
+		s.Classify = Classify
+	}
+}
+
+// Stream starts the child and yields every JSON map it writes to stdout, in
+// order. The last value yielded may carry an error: ProviderExecutableNotFound
+// (before any process starts), ProviderProtocolError (a value that is not a
+// map, malformed JSON, or an unrepaired incomplete tail),
+// ProviderProcessError or a quota/auth/context subclass (a non-zero exit,
+// after every map already written), or ctx's cause if ctx ended. On every
+// path, including the consumer breaking out of the loop, the process group
+// is sent SIGTERM, given Grace to exit, then SIGKILL, and the child is
+// reaped before Stream returns. A cleanup failure never replaces an error
+// already in flight.
+func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
+	return func(yield func(map[string]any, error) bool) {
+		spec.setDefaults()
+		path, err := exec.LookPath(spec.Binary)
+		if err != nil {
+			yield(nil, notFound(spec, err))
+			return
+		}
+		c, err := start(spec, path)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		stopWatch := context.AfterFunc(ctx, func() { c.terminate() })
+		primary := c.read(ctx, yield)
+		err = c.finish(ctx, primary)
+		stopWatch()
+		if err != nil {
+			yield(nil, err)
+		}
+	}
+}
+
+func notFound(spec Spec, err error) *wire.Error {
+	hint := spec.InstallHint
+	if hint == "" {
+		hint = "install it and make sure it is on PATH"
+	}
+	return wire.Errorf(wire.ProviderExecutableNotFound, "%s not found (%v): %s", spec.Binary, err, hint)
+}
+
+// child is one started process and its pipes.
+type child struct {
+	spec   Spec
+	cmd    *exec.Cmd
+	pgid   int
+	stdout *os.File
+	stderr *os.File
+	drain  chan struct{} // closed when stderr is drained
+	tail   bytes.Buffer  // the first StderrLimit bytes of stderr
+
+	exited  chan struct{} // closed when the leader has been reaped
+	waitErr error         // cmd.Wait's result, set before exited closes
+
+	termOnce sync.Once
+	termDone chan struct{} // closed when terminate has finished
+	termed   bool          // we signalled the group (under termOnce)
+}
+
+func start(spec Spec, path string) (*child, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, wire.Errorf(wire.ProviderTransportError, "stdout pipe: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, wire.Errorf(wire.ProviderTransportError, "stderr pipe: %v", err)
+	}
+	cmd := &exec.Cmd{Path: path, Args: append([]string{spec.Binary}, spec.Args...), Dir: spec.Dir, Env: spec.Env,
+		Stdin: spec.Stdin, Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return nil, notFound(spec, err)
+		}
+		return nil, wire.Errorf(wire.ProviderTransportError, "start %s: %v", spec.Binary, err)
+	}
+	c := &child{spec: spec, cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
+		drain: make(chan struct{}), termDone: make(chan struct{}), exited: make(chan struct{})}
+	if spec.OnStart != nil {
+		spec.OnStart(cmd.Process.Pid)
+	}
+	go c.drainStderr()
+	// The one owner of Wait. Our pipes are plain files, so Wait closes none
+	// of the ends we read, and reaping the leader at once lets terminate
+	// see the moment the group is gone.
+	go func() { c.waitErr = cmd.Wait(); close(c.exited) }()
+	return c, nil
+}
+
+// drainStderr keeps the first StderrLimit bytes and discards the rest, so a
+// chatty child can never block on a full pipe.
+func (c *child) drainStderr() {
+	defer close(c.drain)
+	_, _ = io.Copy(&c.tail, io.LimitReader(c.stderr, int64(c.spec.StderrLimit)))
+	_, _ = io.Copy(io.Discard, c.stderr)
+}
+
+// read frames stdout and yields each map. It returns the error that stops
+// the stream, or nil at a clean EOF; errStop means the consumer stopped.
+func (c *child) read(ctx context.Context, yield func(map[string]any, error) bool) error {
+	dec := NewDecoder(c.stdout)
+	for {
+		m, err := dec.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if errors.Is(err, ErrIncomplete) && c.spec.TailRepair != nil {
+				if fixed, ok := c.spec.TailRepair(dec.Tail()); ok && fixed != nil {
+					if !yield(fixed, nil) {
+						return errStop
+					}
+					return nil
+				}
+			}
+			return wire.Errorf(wire.ProviderProtocolError, "%s stdout: %v", c.spec.Binary, err)
+		}
+		if !yield(m, nil) {
+			return errStop
+		}
+	}
+}
+
+var errStop = errors.New("consumer stopped")
+
+// terminate sends SIGTERM to the group, waits up to Grace for every member
+// to exit, then sends SIGKILL. It is idempotent and safe to call from the
+// context watcher while finish runs.
+func (c *child) terminate() {
+	c.termOnce.Do(func() {
+		defer close(c.termDone)
+		c.termed = true
+		if !groupAlive(c.pgid) {
+			return
+		}
+		_ = syscall.Kill(-c.pgid, syscall.SIGTERM)
+		deadline := time.Now().Add(c.spec.Grace)
+		for time.Now().Before(deadline) {
+			if !groupAlive(c.pgid) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+	})
+	<-c.termDone
+}
+
+// groupAlive reports whether any process of the group still exists (a
+// zombie leader counts until it is reaped).
+func groupAlive(pgid int) bool {
+	return syscall.Kill(-pgid, 0) == nil
+}
+
+// finish tears the group down, reaps the child and turns its exit into the
+// stream's final error, which is primary unless primary is nil.
+func (c *child) finish(ctx context.Context, primary error) error {
+	if primary != nil {
+		c.terminate() // parser failure or early close: stop the child first
+	}
+	<-c.exited
+	werr := c.waitErr
+	// The leader is reaped; end whatever else of its group is left
+	// (grandchildren), politely then by force.
+	c.terminate()
+	c.stdout.Close()
+	select {
+	case <-c.drain:
+	case <-time.After(c.spec.DrainTimeout):
+		c.stderr.Close() // a survivor outside the group holds stderr open
+		<-c.drain
+	}
+	c.stderr.Close()
+	if primary != nil {
+		if primary == errStop {
+			return nil
+		}
+		return primary
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	var exitErr *exec.ExitError
+	if errors.As(werr, &exitErr) {
+		code := exitErr.ExitCode()
+		stderr := c.tail.String()
+		if code < 0 { // killed by a signal we did not send
+			if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+		}
+		we := wire.Errorf(c.spec.Classify(code, stderr), "%s exited with status %d", c.spec.Binary, code)
+		we.ReturnCode = &code
+		we.StderrTail = stderr
+		we.Bound()
+		return we
+	}
+	if werr != nil {
+		return wire.Errorf(wire.ProviderTransportError, "wait for %s: %v", c.spec.Binary, werr)
+	}
+	return nil
+}
+
+// Classify is the default classification of a non-zero exit by its stderr:
+// quota, auth and context-length failures get their classes, anything else
+// is a ProviderProcessError.
+func Classify(_ int, stderr string) wire.Class {
+	s := bytes.ToLower([]byte(stderr))
+	switch {
+	case containsAny(s, "rate limit", "rate_limit", "quota", "429", "too many requests", "resource_exhausted", "overloaded"):
+		return wire.ProviderQuotaError
+	case containsAny(s, "unauthorized", "authentication", "invalid api key", "api key not valid", "401", "403", "permission denied", "forbidden"):
+		return wire.ProviderAuthError
+	case containsAny(s, "context length", "context window", "context_length", "too many tokens", "maximum context", "prompt is too long"):
+		return wire.ProviderContextError
+	}
+	return wire.ProviderProcessError
+}
+
+func containsAny(s []byte, subs ...string) bool {
+	for _, sub := range subs {
+		if bytes.Contains(s, []byte(sub)) {
+			return true
+		}
+	}
+	return false
+}
