@@ -80,6 +80,9 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 	return func(yield func(wire.Event, error) bool) {
 		cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{c.names.Events(tenant, runID)},
+			// The server forgets the consumer soon after we stop pulling,
+			// even if the delete below does not reach it.
+			InactiveThreshold: 5 * time.Second,
 		})
 		if err != nil {
 			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
@@ -90,7 +93,16 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
 			return
 		}
-		defer msgs.Stop()
+		defer func() {
+			msgs.Stop()
+			// Free the server-side consumer now: a stream allows a bounded
+			// number of consumers, and a client may follow many runs.
+			if info := cons.CachedInfo(); info != nil {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), info.Name)
+				cancel()
+			}
+		}()
 		stop := context.AfterFunc(ctx, msgs.Stop)
 		defer stop()
 		next := from

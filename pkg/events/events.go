@@ -149,6 +149,21 @@ func (w *Writer) ChunkAsync(ctx context.Context, c wire.Chunk) error {
 		return err
 	}
 	fut, err := w.js.PublishMsgAsync(msg)
+	if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+		// The connection's async window is full (many runs share it): wait
+		// for this run's own publishes, then send this one synchronously, so
+		// order and the gapless seq hold.
+		if err := w.Flush(ctx); err != nil {
+			return err
+		}
+		ack, err := w.js.PublishMsg(ctx, msg)
+		if err != nil {
+			return fmt.Errorf("publish event %d of %s: %w", w.seq+1, w.runID, err)
+		}
+		w.seq++
+		w.last = max(w.last, ack.Sequence)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("publish event %d of %s: %w", w.seq+1, w.runID, err)
 	}

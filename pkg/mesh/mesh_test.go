@@ -182,10 +182,8 @@ func TestRunEventsArriveInOrder(t *testing.T) {
 	if st.Pin == nil || st.Pin.Provider != "fixture" || st.Summary == nil || st.Summary.Usage == nil || st.Summary.Chunks != 6 {
 		t.Fatalf("terminal status = %+v, want pin, usage and 6 chunks", st)
 	}
-	rec, err := c.Status(context.Background(), tenant, id)
-	if err != nil || rec.State != wire.StateSucceeded {
-		t.Fatalf("record = %+v, %v; want succeeded", rec, err)
-	}
+	// The record follows the terminal event.
+	waitFor(t, c, id, wire.StateSucceeded)
 }
 
 func TestSameRunIDTwiceIsOneRun(t *testing.T) {
@@ -459,8 +457,9 @@ func TestProviderErrorChunkFailsRun(t *testing.T) {
 	if got := describe(evs); got != "[accepted routed running text error failed]" {
 		t.Fatalf("events = %s", got)
 	}
-	if st := last(evs); !errors.Is(st.Error, wire.ProviderStreamError) {
-		t.Fatalf("terminal error = %v, want ProviderStreamError", st.Error)
+	// The error chunk was typed ProviderQuotaError by the provider.
+	if st := last(evs); !errors.Is(st.Error, wire.ProviderQuotaError) {
+		t.Fatalf("terminal error = %v, want ProviderQuotaError", st.Error)
 	}
 }
 

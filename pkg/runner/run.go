@@ -23,6 +23,10 @@ var (
 	errNotOwner  = errors.New("run is no longer held by this runner")
 )
 
+// routingWaits are the pauses before reading again a record the router has
+// not yet marked routed; after them the work is handed back for later.
+var routingWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond}
+
 // endTimeout bounds the publishing of a terminal status and the record
 // update after the run's own context has ended.
 const endTimeout = 10 * time.Second
@@ -70,6 +74,7 @@ func (r *run) logger() []any {
 // claim takes the run record for this attempt. It settles the message and
 // reports false when the run is not to be executed here.
 func (r *run) claim(ctx context.Context) bool {
+	routing := 0
 	for {
 		entry, err := r.h.runs.Get(ctx, r.key)
 		if err != nil {
@@ -82,6 +87,14 @@ func (r *run) claim(ctx context.Context) bool {
 			r.h.d.Log.Error("undecodable run record; dropping work", append(r.logger(), "err", err)...)
 			_ = r.msg.Term()
 			return false
+		}
+		if rec.State == wire.StateAccepted && routing < len(routingWaits) {
+			// The router dispatches before it records the run as routed
+			// (so a full queue is a rejection straight from accepted);
+			// that record follows within a round trip or two.
+			time.Sleep(routingWaits[routing])
+			routing++
+			continue
 		}
 		switch {
 		case rec.State.Terminal() || rec.Committed:
@@ -192,7 +205,7 @@ func (r *run) exec(parent context.Context) {
 				break
 			}
 		} else if err := r.w.ChunkAsync(ctx, c); err != nil {
-			streamErr = err
+			streamErr = wire.Errorf(wire.ProviderTransportError, "publish chunk: %v", err)
 			break
 		}
 		r.account(c)
@@ -339,7 +352,14 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 		if msg == "" {
 			msg = "provider reported an error"
 		}
-		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderStreamError, "%s", msg)})
+		// The terminal error keeps the class the provider's failure was
+		// typed with (auth, quota, context...); an untyped one is a
+		// ProviderStreamError, raised after the error-chunk boundary.
+		class := wire.ProviderStreamError
+		if c := failure.Metadata.ErrorClass; c.Known() && c.IsA(wire.ProviderError) {
+			class = c
+		}
+		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(class, "%s", msg)})
 	case streamErr != nil:
 		we := wire.AsError(streamErr)
 		if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {

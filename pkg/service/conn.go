@@ -14,6 +14,9 @@ import (
 // Version is the agentmesh version reported in micro info.
 const Version = "0.1.0"
 
+// AsyncMaxPending bounds the unacknowledged async publishes of one connection.
+const AsyncMaxPending = 16384
+
 // Connect dials url as client name, with unlimited reconnects, and logs
 // connection changes.
 func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
@@ -30,7 +33,10 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStrea
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", redactURL(url), err)
 	}
-	js, err := jetstream.New(nc)
+	// Every run a runner holds pipelines its chunks on this connection:
+	// allow a deep async window (pkg/events falls back to synchronous
+	// publishing when even this is full).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(AsyncMaxPending))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
