@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of MeshConfig.
+const (
+	DefaultMaxActive    = 32
+	DefaultWorkQueueMax = 100_000
+	// DefaultStopTimeout bounds how long the cleanup waits for the mesh.
+	DefaultStopTimeout = 30 * time.Second
+)
+
+// Tenant is the tenant every measured run is submitted under.
+const Tenant = "bench"
+
+// MeshConfig configures StartMesh.
+type MeshConfig struct {
+	// MaxActive is the runner host's DefaultMaxActive: how many fixture runs
+	// it executes at once (default 32).
+	MaxActive int
+	// WorkQueueMax is the topology's WorkQueueMax, large enough by default
+	// (100,000) that no measured run is refused admission.
+	WorkQueueMax int64
+	// Log receives the services' logs (default: warnings and errors on
+	// stderr, so that a misbehaving mesh says why).
+	Log *slog.Logger
+}
+
+func (c *MeshConfig) setDefaults() {
+	if c.MaxActive == 0 {
+		c.MaxActive = DefaultMaxActive
+	}
+	if c.WorkQueueMax == 0 {
+		c.WorkQueueMax = DefaultWorkQueueMax
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+}
+
+// Mesh is a whole mesh in this process (mesh.Run: router, runner host and
+// sweeper on one connection, with the fixture adapter reading scripts from a
+// temporary directory) and a client on a connection of its own.
+// Measurements must not overlap, on one Mesh or with a Raw on the same
+// server's other stream: each ends by reaping released consumers, and
+// timings taken side by side would measure each other.
+type Mesh struct {
+	client  *client.Client
+	js      jetstream.JetStream // the client's, for reaping its consumers
+	scripts string
+	events  string // the events stream
+
+	mu sync.Mutex // serializes writeScript
+}
+
+// StartMesh starts a mesh on srv and blocks until it accepts submissions.
+// The mesh is stopped when tb ends; tb fails if it returned an error or did
+// not stop within DefaultStopTimeout.
+func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
+	tb.Helper()
+	cfg.setDefaults()
+	m := &Mesh{scripts: tb.TempDir()}
+	fx, err := fixture.New(fixture.Config{ScriptsDir: m.scripts})
+	if err != nil {
+		tb.Fatalf("bench: fixture: %v", err)
+	}
+	adapters, err := adapter.NewRegistry(fx)
+	if err != nil {
+		tb.Fatalf("bench: adapters: %v", err)
+	}
+	nc, js := natstest.Connect(tb, srv)
+	d := service.Deps{
+		NC: nc, JS: js, Log: cfg.Log,
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{},
+	}
+	var mc mesh.Config
+	mc.Runner.DefaultMaxActive = cfg.MaxActive
+	mc.Topology.WorkQueueMax = cfg.WorkQueueMax
+
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(exited)
+		runErr = mesh.Run(ctx, d, profile.Builtin(), adapters, mc)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+			if runErr != nil {
+				tb.Errorf("bench: mesh: %v", runErr)
+			}
+		case <-time.After(DefaultStopTimeout):
+			tb.Errorf("bench: mesh did not stop within %s", DefaultStopTimeout)
+		}
+	})
+
+	cnc, cjs := natstest.Connect(tb, srv)
+	m.js, m.events = cjs, d.Names.EventsStream()
+	if m.client, err = client.New(cnc, subject.Names{}); err != nil {
+		tb.Fatalf("bench: client: %v", err)
+	}
+	// Ready once the router's consumer exists: the topology is complete then,
+	// and work dispatched before the runner pulls simply waits for it.
+	natstest.Eventually(tb, 10*time.Second, func() error {
+		select {
+		case <-exited:
+			return fmt.Errorf("mesh exited: %v", runErr)
+		default:
+		}
+		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
+		return err
+	})
+	return m
+}
+
+// fixtureRequest is the fixture adapter's request on the wire.
+type fixtureRequest struct {
+	Prompt string `msgpack:"prompt"`
+	Script string `msgpack:"script"`
+}
+
+// request writes the script of w if needed and returns the encoded fixture
+// request that replays it.
+func (m *Mesh) request(w Workload) ([]byte, error) {
+	m.mu.Lock()
+	name, err := writeScript(m.scripts, w)
+	m.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return wire.Marshal(&fixtureRequest{Prompt: "bench", Script: name})
+}
+
+// Throughput submits w.Runs fixture runs at once, each replaying w.Chunks
+// text chunks as fast as the runner takes them, and follows each through
+// client.Events from its own goroutine. It blocks until every run has
+// ended and returns the chunks received and the time from the first
+// submission to the last terminal status. It fails if a run does not
+// succeed with exactly w.Chunks chunks; a stuck run blocks until ctx ends.
+// The client's released consumers are reaped afterwards, untimed.
+func (m *Mesh) Throughput(ctx context.Context, w Workload) (Throughput, error) {
+	if err := w.validate(); err != nil {
+		return Throughput{}, err
+	}
+	req, err := m.request(w)
+	if err != nil {
+		return Throughput{}, err
+	}
+	errs := make([]error, w.Runs)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range w.Runs {
+		wg.Go(func() { errs[i] = m.run(ctx, req, w.Chunks, nil) })
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return Throughput{}, err
+	}
+	if err := reap(ctx, m.js, m.events); err != nil {
+		return Throughput{}, err
+	}
+	return Throughput{Items: w.Runs * w.Chunks, Elapsed: elapsed}, nil
+}
+
+// FirstChunkLatency runs p.Warmup then p.Samples fixture runs of one text
+// chunk, one after the other, and returns for each measured run the time
+// from calling client.Submit to client.Events yielding its first chunk.
+// Each run is followed to its terminal status before the next starts; the
+// client's released consumers are reaped every reapEvery runs, between
+// samples.
+func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	req, err := m.request(Workload{Runs: 1, Chunks: 1, ChunkBytes: p.ChunkBytes})
+	if err != nil {
+		return nil, err
+	}
+	out := make(Latencies, 0, p.Samples)
+	for i := range p.Warmup + p.Samples {
+		var d time.Duration
+		start := time.Now()
+		if err := m.run(ctx, req, 1, func() { d = time.Since(start) }); err != nil {
+			return nil, err
+		}
+		if i >= p.Warmup {
+			out = append(out, d)
+		}
+		if (i+1)%reapEvery == 0 {
+			if err := reap(ctx, m.js, m.events); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := reap(ctx, m.js, m.events); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// run submits one run of req and follows its events to the terminal status,
+// calling first (if not nil) when the first chunk arrives. It returns an
+// error unless the run succeeded with exactly want chunks.
+func (m *Mesh) run(ctx context.Context, req []byte, want int, first func()) error {
+	id, err := m.client.Submit(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: "fixture", Request: req})
+	if err != nil {
+		return err
+	}
+	chunks := 0
+	var last wire.Event
+	for ev, err := range m.client.Events(ctx, Tenant, id, 1) {
+		if err != nil {
+			return fmt.Errorf("run %s: %d of %d chunks received, last event %s: %w", id, chunks, want, describe(last), err)
+		}
+		last = ev
+		if ev.Kind == wire.KindChunk {
+			if chunks == 0 && first != nil {
+				first()
+			}
+			chunks++
+		}
+	}
+	switch {
+	case !last.Terminal():
+		return fmt.Errorf("run %s: events ended at %s without a terminal status", id, describe(last))
+	case last.Status.State != wire.StateSucceeded:
+		return fmt.Errorf("run %s: ended %s after %d of %d chunks: %v", id, last.Status.State, chunks, want, last.Status.Error)
+	case chunks != want:
+		return fmt.Errorf("run %s: succeeded with %d chunks, want %d", id, chunks, want)
+	}
+	return nil
+}
+
+// describe names an event for error messages: "seq 57 (chunk text)".
+func describe(ev wire.Event) string {
+	switch {
+	case ev.Seq == 0:
+		return "none"
+	case ev.Kind == wire.KindChunk && ev.Chunk != nil:
+		return fmt.Sprintf("seq %d (chunk %s)", ev.Seq, ev.Chunk.Type)
+	case ev.Status != nil:
+		return fmt.Sprintf("seq %d (status %s)", ev.Seq, ev.Status.State)
+	}
+	return fmt.Sprintf("seq %d (%s)", ev.Seq, ev.Kind)
+}

@@ -1,0 +1,704 @@
+package claudecode
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// Parser maps one attempt's stream-json events to chunks (DESIGN §1):
+//
+//	system/init                      → system {provider, model, session_id, capabilities}
+//	assistant text / thinking block  → text / thinking, is_delta=false
+//	assistant tool_use block         → tool_use {tool_id, tool_name, tool_input}
+//	user tool_result block           → tool_result {tool_id, tool_name, tool_output, is_error}
+//	stream_event text/thinking delta → text / thinking, is_delta=true (--include-partial-messages);
+//	                                   the complete block that follows adds only what the deltas missed
+//	result, is_error=false           → result {usage, total_cost_usd, num_turns, duration_ms,
+//	                                   duration_api_ms, stop_reason}; content only if its text
+//	                                   was not already emitted as text
+//	result, is_error=true            → the one error chunk, classed by api_error_status and the
+//	                                   synthetic assistant message's error kind
+//
+// The CLI reports an API failure with a synthetic assistant message
+// (message.model "<synthetic>", a top-level "error" field) whose text is the
+// error message, then a result with subtype "success" but is_error true.
+// The synthetic text is never emitted as assistant text; if the stream ends
+// after it without a result, End yields the error chunk.
+//
+// The session id, on every line, is published on a system chunk as soon as
+// a valid event confirms it (normally system/init), and again if it
+// changes. Telemetry-only events are dropped: system/thinking_tokens,
+// api_retry, status, compact_boundary, hook_* and task_* (and the other
+// subtypes in dropSystem), tool_progress, auth_status, rate_limit_event, and
+// the stream_event envelopes that carry no text (message_start/delta/stop,
+// content_block_start/stop, signature, tool-input and citation deltas,
+// ping, error). Any other event type, system subtype or content block is a
+// ProviderProtocolError.
+//
+// A Parser is used by one stream and is not safe for concurrent use.
+type Parser struct {
+	model     string
+	session   string
+	ended     bool     // a result or error chunk was produced
+	synthetic *failure // the CLI's synthetic error message, if seen
+
+	units    map[string]bool // complete text units emitted
+	msgID    string          // the assistant message the text units in msgTexts belong to
+	msgTexts []string
+	tools    map[string]string // tool name by tool id
+
+	stream partial // the message being streamed with --include-partial-messages
+}
+
+type failure struct{ kind, text string }
+
+// partial is the state of one streamed message: its text and thinking
+// blocks, in order, with what their deltas have emitted.
+type partial struct {
+	msgID  string
+	blocks map[int]*block
+	order  []*block
+}
+
+type block struct {
+	kind     string // "text" or "thinking"
+	text     strings.Builder
+	consumed bool // the complete assistant block has arrived
+}
+
+// NewParser returns a parser for one attempt.
+func NewParser() *Parser {
+	return &Parser{units: map[string]bool{}, tools: map[string]string{}}
+}
+
+// dropSystem are the telemetry-only system subtypes.
+var dropSystem = map[string]bool{
+	"thinking_tokens": true, "api_retry": true, "status": true, "compact_boundary": true,
+	"hook_started": true, "hook_progress": true, "hook_response": true,
+	"task_started": true, "task_progress": true, "task_notification": true, "files_persisted": true,
+}
+
+// dropEvents are the telemetry-only top-level event types.
+var dropEvents = map[string]bool{"tool_progress": true, "auth_status": true, "rate_limit_event": true}
+
+// Event maps one event. See Parser for the mapping.
+func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
+	typ, err := str(ev, "type")
+	if err != nil {
+		return nil, err
+	}
+	sid, err := str(ev, "session_id")
+	if err != nil {
+		return nil, err
+	}
+	var chunks []wire.Chunk
+	switch typ {
+	case "system":
+		chunks, err = p.system(ev, sid)
+	case "assistant":
+		chunks, err = p.assistant(ev)
+	case "user":
+		chunks, err = p.user(ev)
+	case "result":
+		chunks, err = p.result(ev, sid)
+	case "stream_event":
+		chunks, err = p.streamEvent(ev)
+	case "":
+		return nil, protocolf("event without a type")
+	default:
+		if !dropEvents[typ] {
+			return nil, protocolf("unknown event type %q", typ)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sid != "" && sid != p.session {
+		// A valid event confirms an id the stream has not published yet.
+		p.session = sid
+		chunks = append([]wire.Chunk{{Type: wire.ChunkSystem,
+			Metadata: wire.Metadata{Provider: Name, Model: p.model, SessionID: sid}}}, chunks...)
+	}
+	if p.ended && len(chunks) > 0 && typ != "result" {
+		return nil, protocolf("%s event after the result", typ)
+	}
+	return chunks, nil
+}
+
+// End is called at a clean EOF. A synthetic error message not followed by a
+// result still declares the failure.
+func (p *Parser) End() ([]wire.Chunk, error) {
+	if p.ended || p.synthetic == nil {
+		return nil, nil
+	}
+	p.ended = true
+	return []wire.Chunk{p.errorChunk(classify(0, p.synthetic.kind, p.synthetic.text), p.synthetic.text)}, nil
+}
+
+func (p *Parser) system(ev map[string]any, sid string) ([]wire.Chunk, error) {
+	sub, err := str(ev, "subtype")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case sub == "init":
+		model, err := str(ev, "model")
+		if err != nil {
+			return nil, err
+		}
+		p.model = model
+		if sid != "" {
+			p.session = sid
+		}
+		caps := Capabilities
+		return []wire.Chunk{{Type: wire.ChunkSystem,
+			Metadata: wire.Metadata{Provider: Name, Model: model, SessionID: sid, Capabilities: &caps}}}, nil
+	case dropSystem[sub]:
+		return nil, nil
+	}
+	return nil, protocolf("unknown system event subtype %q", sub)
+}
+
+func (p *Parser) assistant(ev map[string]any) ([]wire.Chunk, error) {
+	msg, content, err := message(ev)
+	if err != nil {
+		return nil, err
+	}
+	model, err := str(msg, "model")
+	if err != nil {
+		return nil, err
+	}
+	id, err := str(msg, "id")
+	if err != nil {
+		return nil, err
+	}
+	kind, err := str(ev, "error")
+	if err != nil {
+		return nil, err
+	}
+	if kind != "" || model == "<synthetic>" {
+		// The CLI's own message, not the model's: never assistant text.
+		var texts []string
+		for i, b := range content {
+			bm, ok := b.(map[string]any)
+			if !ok {
+				return nil, protocolf("assistant content[%d] is not an object", i)
+			}
+			if t, _ := bm["type"].(string); t == "text" {
+				s, err := str(bm, "text")
+				if err != nil {
+					return nil, err
+				}
+				texts = append(texts, s)
+			}
+		}
+		if kind != "" {
+			p.synthetic = &failure{kind: kind, text: strings.Join(texts, "\n")}
+		}
+		return nil, nil
+	}
+	if id != p.msgID || id == "" {
+		p.msgID, p.msgTexts = id, nil
+	}
+	var chunks []wire.Chunk
+	for i, b := range content {
+		bm, ok := b.(map[string]any)
+		if !ok {
+			return nil, protocolf("assistant content[%d] is not an object", i)
+		}
+		bt, err := str(bm, "type")
+		if err != nil {
+			return nil, err
+		}
+		switch bt {
+		case "text", "thinking":
+			s, err := str(bm, bt)
+			if err != nil {
+				return nil, err
+			}
+			if s == "" {
+				continue
+			}
+			chunks = append(chunks, p.complete(id, bt, s)...)
+			if bt == "text" {
+				p.units[s] = true
+				p.msgTexts = append(p.msgTexts, s)
+			}
+		case "redacted_thinking":
+			// Encrypted reasoning: no text to show, so no chunk.
+		case "tool_use":
+			c, err := toolUse(bm)
+			if err != nil {
+				return nil, err
+			}
+			p.tools[c.ToolID] = c.ToolName
+			chunks = append(chunks, c)
+		default:
+			return nil, protocolf("unknown assistant content block %q", bt)
+		}
+	}
+	return chunks, nil
+}
+
+// complete returns the chunks for a complete text or thinking block: the
+// block itself, or, when its deltas were streamed, only what they missed.
+func (p *Parser) complete(msgID, kind, s string) []wire.Chunk {
+	typ := wire.ChunkText
+	if kind == "thinking" {
+		typ = wire.ChunkThinking
+	}
+	if msgID != "" && msgID == p.stream.msgID {
+		for _, b := range p.stream.order {
+			if b.consumed || b.kind != kind {
+				continue
+			}
+			b.consumed = true
+			streamed := b.text.String()
+			if rest, ok := strings.CutPrefix(s, streamed); ok && rest != "" {
+				return []wire.Chunk{{Type: typ, Content: rest, IsDelta: true}}
+			}
+			// Already emitted in full (or the deltas disagree with the
+			// block, and what they emitted stands).
+			return nil
+		}
+	}
+	return []wire.Chunk{{Type: typ, Content: s}}
+}
+
+func toolUse(bm map[string]any) (wire.Chunk, error) {
+	id, err := str(bm, "id")
+	if err != nil {
+		return wire.Chunk{}, err
+	}
+	name, err := str(bm, "name")
+	if err != nil {
+		return wire.Chunk{}, err
+	}
+	if id == "" || name == "" {
+		return wire.Chunk{}, protocolf("tool_use block without an id or a name")
+	}
+	var input map[string]any
+	switch v := bm["input"].(type) {
+	case nil:
+	case map[string]any:
+		input = v
+	default:
+		return wire.Chunk{}, protocolf("tool_use %s: input is not an object", id)
+	}
+	return wire.Chunk{Type: wire.ChunkToolUse, ToolID: id, ToolName: name, ToolInput: input}, nil
+}
+
+func (p *Parser) user(ev map[string]any) ([]wire.Chunk, error) {
+	msg, ok := ev["message"].(map[string]any)
+	if !ok {
+		return nil, protocolf("user event without a message object")
+	}
+	var content []any
+	switch v := msg["content"].(type) {
+	case string:
+		return nil, nil // the user's own text echoed back
+	case []any:
+		content = v
+	default:
+		return nil, protocolf("user message content is neither a string nor an array")
+	}
+	var chunks []wire.Chunk
+	for i, b := range content {
+		bm, ok := b.(map[string]any)
+		if !ok {
+			return nil, protocolf("user content[%d] is not an object", i)
+		}
+		bt, err := str(bm, "type")
+		if err != nil {
+			return nil, err
+		}
+		switch bt {
+		case "tool_result":
+			id, err := str(bm, "tool_use_id")
+			if err != nil {
+				return nil, err
+			}
+			if id == "" {
+				return nil, protocolf("tool_result block without a tool_use_id")
+			}
+			isErr, err := boolean(bm, "is_error")
+			if err != nil {
+				return nil, err
+			}
+			chunks = append(chunks, wire.Chunk{Type: wire.ChunkToolResult, ToolID: id, ToolName: p.tools[id],
+				ToolOutput: toolOutput(bm["content"]), IsError: isErr})
+		case "text", "image", "document":
+			// User input echoed back, not assistant output.
+		default:
+			return nil, protocolf("unknown user content block %q", bt)
+		}
+	}
+	return chunks, nil
+}
+
+// toolOutput is a tool result's payload: its text, or the content blocks
+// as given when they are not all text.
+func toolOutput(v any) any {
+	blocks, ok := v.([]any)
+	if !ok {
+		return v
+	}
+	texts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		bm, ok := b.(map[string]any)
+		if !ok || bm["type"] != "text" {
+			return v
+		}
+		s, ok := bm["text"].(string)
+		if !ok {
+			return v
+		}
+		texts = append(texts, s)
+	}
+	return strings.Join(texts, "\n")
+}
+
+func (p *Parser) result(ev map[string]any, sid string) ([]wire.Chunk, error) {
+	if p.ended {
+		return nil, protocolf("a second result event")
+	}
+	isErr, err := boolean(ev, "is_error")
+	if err != nil {
+		return nil, err
+	}
+	sub, err := str(ev, "subtype")
+	if err != nil {
+		return nil, err
+	}
+	text, err := str(ev, "result")
+	if err != nil {
+		return nil, err
+	}
+	if sid == "" {
+		sid = p.session
+	}
+	if isErr || strings.HasPrefix(sub, "error") {
+		status, _, err := number(ev, "api_error_status")
+		if err != nil {
+			return nil, err
+		}
+		kind := ""
+		if text == "" && p.synthetic != nil {
+			text = p.synthetic.text
+		}
+		if p.synthetic != nil {
+			kind = p.synthetic.kind
+		}
+		if text == "" {
+			if errs, ok := ev["errors"].([]any); ok {
+				var parts []string
+				for _, e := range errs {
+					if s, ok := e.(string); ok && s != "" {
+						parts = append(parts, s)
+					}
+				}
+				text = strings.Join(parts, "; ")
+			}
+		}
+		if text == "" {
+			text = Name + " reported " + sub
+		}
+		p.ended = true
+		return []wire.Chunk{p.errorChunk(classify(int(status), kind, text), text)}, nil
+	}
+	md := wire.Metadata{Provider: Name, Model: p.model, SessionID: sid}
+	if md.Usage, err = usage(ev); err != nil {
+		return nil, err
+	}
+	if v, ok, err := number(ev, "total_cost_usd"); err != nil {
+		return nil, err
+	} else if ok {
+		md.TotalCostUSD = &v
+	}
+	if v, ok, err := number(ev, "num_turns"); err != nil {
+		return nil, err
+	} else if ok {
+		n := int(v)
+		md.NumTurns = &n
+	}
+	for _, f := range []struct {
+		key string
+		dst **int64
+	}{{"duration_ms", &md.DurationMS}, {"duration_api_ms", &md.DurationAPIMS}} {
+		v, ok, err := number(ev, f.key)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			n := int64(v)
+			*f.dst = &n
+		}
+	}
+	if md.StopReason, err = str(ev, "stop_reason"); err != nil {
+		return nil, err
+	}
+	c := wire.Chunk{Type: wire.ChunkResult, Metadata: md}
+	if !p.emitted(text) {
+		c.Content = text
+	}
+	p.ended = true
+	return []wire.Chunk{c}, nil
+}
+
+// emitted reports whether the result text was already emitted as text: as
+// one complete unit, or as the text blocks of the last message joined.
+func (p *Parser) emitted(text string) bool {
+	if text == "" || p.units[text] {
+		return true
+	}
+	if len(p.msgTexts) > 1 {
+		for _, sep := range []string{"", "\n", "\n\n"} {
+			if strings.Join(p.msgTexts, sep) == text {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func usage(ev map[string]any) (*wire.Usage, error) {
+	raw, present := ev["usage"]
+	if !present || raw == nil {
+		return nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return nil, protocolf("result usage is not an object")
+	}
+	var u wire.Usage
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{
+		{"input_tokens", &u.InputTokens},
+		{"output_tokens", &u.OutputTokens},
+		{"cache_read_input_tokens", &u.CacheReadTokens},
+		{"cache_creation_input_tokens", &u.CacheWriteTokens},
+	} {
+		v, _, err := number(m, f.key)
+		if err != nil {
+			return nil, err
+		}
+		*f.dst = int64(v)
+	}
+	return &u, nil
+}
+
+func (p *Parser) streamEvent(ev map[string]any) ([]wire.Chunk, error) {
+	e, ok := ev["event"].(map[string]any)
+	if !ok {
+		return nil, protocolf("stream_event without an event object")
+	}
+	et, err := str(e, "type")
+	if err != nil {
+		return nil, err
+	}
+	switch et {
+	case "message_start":
+		m, _ := e["message"].(map[string]any)
+		id, err := str(m, "id")
+		if err != nil {
+			return nil, err
+		}
+		p.stream = partial{msgID: id, blocks: map[int]*block{}}
+		return nil, nil
+	case "content_block_start":
+		idx, err := index(e)
+		if err != nil {
+			return nil, err
+		}
+		cb, ok := e["content_block"].(map[string]any)
+		if !ok {
+			return nil, protocolf("content_block_start without a content_block object")
+		}
+		kind, err := str(cb, "type")
+		if err != nil {
+			return nil, err
+		}
+		if kind != "text" && kind != "thinking" {
+			return nil, nil // tool_use and the rest arrive complete in the assistant event
+		}
+		b, err := p.block(idx, kind)
+		if err != nil {
+			return nil, err
+		}
+		s, err := str(cb, kind)
+		if err != nil {
+			return nil, err
+		}
+		return b.add(s), nil
+	case "content_block_delta":
+		idx, err := index(e)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := e["delta"].(map[string]any)
+		if !ok {
+			return nil, protocolf("content_block_delta without a delta object")
+		}
+		dt, err := str(d, "type")
+		if err != nil {
+			return nil, err
+		}
+		var kind string
+		switch dt {
+		case "text_delta":
+			kind = "text"
+		case "thinking_delta":
+			kind = "thinking"
+		case "signature_delta", "input_json_delta", "citations_delta":
+			return nil, nil
+		default:
+			return nil, protocolf("unknown stream_event delta %q", dt)
+		}
+		b, err := p.block(idx, kind)
+		if err != nil {
+			return nil, err
+		}
+		s, err := str(d, kind)
+		if err != nil {
+			return nil, err
+		}
+		return b.add(s), nil
+	case "content_block_stop", "message_delta", "message_stop", "ping", "error":
+		// No text; the CLI reports a failed request through its result.
+		return nil, nil
+	}
+	return nil, protocolf("unknown stream_event %q", et)
+}
+
+// block returns the streamed block at idx, starting it if needed.
+func (p *Parser) block(idx int, kind string) (*block, error) {
+	if p.stream.blocks == nil {
+		p.stream.blocks = map[int]*block{}
+	}
+	b, ok := p.stream.blocks[idx]
+	if !ok {
+		b = &block{kind: kind}
+		p.stream.blocks[idx] = b
+		p.stream.order = append(p.stream.order, b)
+	}
+	if b.kind != kind {
+		return nil, protocolf("stream_event %s delta for %s block %d", kind, b.kind, idx)
+	}
+	return b, nil
+}
+
+// add records a delta and returns its chunk.
+func (b *block) add(s string) []wire.Chunk {
+	if s == "" {
+		return nil
+	}
+	b.text.WriteString(s)
+	typ := wire.ChunkText
+	if b.kind == "thinking" {
+		typ = wire.ChunkThinking
+	}
+	return []wire.Chunk{{Type: typ, Content: s, IsDelta: true}}
+}
+
+func index(e map[string]any) (int, error) {
+	v, ok, err := number(e, "index")
+	if err != nil {
+		return 0, err
+	}
+	if !ok || v < 0 || v != float64(int(v)) {
+		return 0, protocolf("stream_event without a valid block index")
+	}
+	return int(v), nil
+}
+
+func (p *Parser) errorChunk(class wire.Class, msg string) wire.Chunk {
+	return wire.Chunk{Type: wire.ChunkError, Content: safe(msg), IsError: true,
+		Metadata: wire.Metadata{Provider: Name, Model: p.model, SessionID: p.session, ErrorClass: class}}
+}
+
+// classify maps a declared failure to its class: by HTTP status, by the
+// synthetic message's error kind, then by the text.
+func classify(status int, kind, text string) wire.Class {
+	lower := strings.ToLower(text)
+	switch {
+	case status == 401 || status == 403 || kind == "authentication_failed":
+		return wire.ProviderAuthError
+	case status == 429 || status == 529 || kind == "rate_limit" || kind == "billing_error":
+		// 529 is Anthropic's "overloaded": back off, like a rate limit.
+		return wire.ProviderQuotaError
+	case status == 413 || strings.Contains(lower, "prompt is too long") ||
+		strings.Contains(lower, "context window") || strings.Contains(lower, "context length"):
+		return wire.ProviderContextError
+	}
+	// A 5xx is the provider failing, not the transport: the request
+	// reached it and was answered.
+	return wire.ProviderError
+}
+
+// safe redacts a provider message and bounds it to wire.MaxErrorText bytes
+// on a UTF-8 boundary.
+func safe(s string) string {
+	s = wire.Redact(s)
+	if len(s) <= wire.MaxErrorText {
+		return s
+	}
+	i := wire.MaxErrorText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+func protocolf(format string, args ...any) error {
+	return wire.Errorf(wire.ProviderProtocolError, Name+": "+format, args...)
+}
+
+// str returns m[k] as a string; absent or null is "", anything else is a
+// protocol error.
+func str(m map[string]any, k string) (string, error) {
+	switch v := m[k].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	}
+	return "", protocolf("field %q is not a string", k)
+}
+
+func boolean(m map[string]any, k string) (bool, error) {
+	switch v := m[k].(type) {
+	case nil:
+		return false, nil
+	case bool:
+		return v, nil
+	}
+	return false, protocolf("field %q is not a boolean", k)
+}
+
+// number returns m[k] as a number and whether it was present.
+func number(m map[string]any, k string) (float64, bool, error) {
+	switch v := m[k].(type) {
+	case nil:
+		return 0, false, nil
+	case float64:
+		return v, true, nil
+	}
+	return 0, false, protocolf("field %q is not a number", k)
+}
+
+// message returns an event's message object and its content blocks.
+func message(ev map[string]any) (map[string]any, []any, error) {
+	msg, ok := ev["message"].(map[string]any)
+	if !ok {
+		return nil, nil, protocolf("%v event without a message object", ev["type"])
+	}
+	content, ok := msg["content"].([]any)
+	if !ok {
+		return nil, nil, protocolf("%v message content is not an array", ev["type"])
+	}
+	return msg, content, nil
+}

@@ -1,0 +1,45 @@
+package geminicli_test
+
+import (
+	"fmt"
+
+	"github.com/agentmesh/agentmesh/pkg/geminicli"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// A run's model is the request's, else the pinned one, spelled the way the
+// CLI's -m takes it.
+func ExampleCLIModel() {
+	for _, m := range [][2]string{
+		{"", "gemini-2.5-flash"},
+		{"", "models/gemini-2.5-pro"},
+		{"flash-lite", "gemini-2.5-flash"},
+	} {
+		got, _ := geminicli.CLIModel(m[0], m[1])
+		fmt.Println(got)
+	}
+	// Output:
+	// gemini-2.5-flash
+	// gemini-2.5-pro
+	// flash-lite
+}
+
+// The run's attempt policy becomes the CLI's general.maxAttempts.
+func ExampleCLIAttempts() {
+	fmt.Println(geminicli.CLIAttempts(1), geminicli.CLIAttempts(3), geminicli.CLIAttempts(50))
+	// Output: 1 3 10
+}
+
+// Decode validates a msgpack request strictly.
+func ExampleDecode() {
+	b, _ := wire.Marshal(map[string]any{"prompt": "List the files", "approval_mode": "yolo"})
+	req, err := geminicli.Decode(b)
+	fmt.Printf("%q %s %v\n", req.Prompt, req.ApprovalMode, err)
+
+	b, _ = wire.Marshal(map[string]any{"prompt": "hi", "approval_mode": "always", "turns": 3})
+	_, err = geminicli.Decode(b)
+	fmt.Println(err)
+	// Output:
+	// "List the files" yolo <nil>
+	// AgenticRequestValidationError: gemini request: field "approval_mode": "always" is not one of default, auto_edit, yolo, plan; unknown field "turns"
+}

@@ -1,0 +1,215 @@
+package geminicli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+func encodeRequest(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := wire.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecode(t *testing.T) {
+	const id = "f9f8d0ce-8f8e-497e-b1f8-e1b327e8af6e"
+	tests := []struct {
+		name    string
+		in      any
+		want    Request
+		wantErr []string // each must appear in the one validation error
+	}{
+		{name: "prompt only", in: map[string]any{"prompt": "hi"}, want: Request{Prompt: "hi"}},
+		{
+			name: "every field",
+			in: map[string]any{"prompt": "hi", "model": "gemini-2.5-pro", "approval_mode": "yolo", "resume": id,
+				"include_directories": []any{"lib"}, "system_md": "sys.md"},
+			want: Request{Prompt: "hi", Model: "gemini-2.5-pro", ApprovalMode: ApprovalYolo, Resume: id,
+				IncludeDirectories: []string{"lib"}, SystemMD: "sys.md"},
+		},
+		{name: "nil optional fields", in: map[string]any{"prompt": "hi", "model": nil, "resume": nil, "include_directories": nil}, want: Request{Prompt: "hi"}},
+		{name: "unknown field", in: map[string]any{"prompt": "hi", "max_turns": 3}, wantErr: []string{`unknown field "max_turns"`}},
+		{name: "missing prompt", in: map[string]any{"model": "flash"}, wantErr: []string{`"prompt": required`}},
+		{name: "empty prompt", in: map[string]any{"prompt": ""}, wantErr: []string{`"prompt": required`}},
+		{name: "prompt with NUL", in: map[string]any{"prompt": "a\x00b"}, wantErr: []string{`"prompt": NUL byte`}},
+		{name: "prompt not a string", in: map[string]any{"prompt": 42}, wantErr: []string{`"prompt": want a string, got an integer`}},
+		{name: "bad approval mode", in: map[string]any{"prompt": "hi", "approval_mode": "always"}, wantErr: []string{`"approval_mode": "always" is not one of`}},
+		{name: "approval mode not a string", in: map[string]any{"prompt": "hi", "approval_mode": true}, wantErr: []string{`"approval_mode": want a string, got a boolean`}},
+		{name: "resume not a UUID", in: map[string]any{"prompt": "hi", "resume": "latest"}, wantErr: []string{`"resume": "latest" is not a session id`}},
+		{name: "resume that is a flag", in: map[string]any{"prompt": "hi", "resume": "--yolo"}, wantErr: []string{`"resume"`}},
+		{name: "model that is a flag", in: map[string]any{"prompt": "hi", "model": "--yolo"}, wantErr: []string{`"model": "--yolo" is not a model name`}},
+		{name: "model with a space", in: map[string]any{"prompt": "hi", "model": "gemini 2"}, wantErr: []string{`"model"`}},
+		{name: "include dirs not a list", in: map[string]any{"prompt": "hi", "include_directories": "lib"}, wantErr: []string{`"include_directories": want a list of strings, got a string`}},
+		{name: "include dir not a string", in: map[string]any{"prompt": "hi", "include_directories": []any{"lib", 3}}, wantErr: []string{`"include_directories"[1]: want a string`}},
+		{name: "include dir with a comma", in: map[string]any{"prompt": "hi", "include_directories": []any{"a/..,/etc"}}, wantErr: []string{`"include_directories"[0]: a comma`}},
+		{name: "include dir that is a flag", in: map[string]any{"prompt": "hi", "include_directories": []any{"-x"}}, wantErr: []string{`"include_directories"[0]: must not start with "-"`}},
+		{name: "empty system_md", in: map[string]any{"prompt": "hi", "system_md": ""}, wantErr: []string{`"system_md": must not be empty`}},
+		{name: "system_md not a string", in: map[string]any{"prompt": "hi", "system_md": []any{"x"}}, wantErr: []string{`"system_md": want a string, got a list`}},
+		{
+			name:    "every problem named at once",
+			in:      map[string]any{"prompt": 1, "approval_mode": "nope", "extra": "x", "resume": "1"},
+			wantErr: []string{`"prompt": want a string`, `"approval_mode": "nope"`, `unknown field "extra"`, `"resume": "1"`},
+		},
+		{name: "not a map", in: []any{"prompt"}, wantErr: []string{"not a map"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Decode(encodeRequest(t, tt.in))
+			if len(tt.wantErr) > 0 {
+				if !errors.Is(err, wire.AgenticRequestValidationError) {
+					t.Fatalf("err = %v, want an AgenticRequestValidationError", err)
+				}
+				for _, w := range tt.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v, want it to name %s", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeGarbage(t *testing.T) {
+	for _, in := range [][]byte{nil, {0xc1}, []byte("not msgpack")} {
+		if _, err := Decode(in); !errors.Is(err, wire.AgenticRequestValidationError) {
+			t.Errorf("Decode(%q) = %v, want an AgenticRequestValidationError", in, err)
+		}
+	}
+}
+
+func TestCLIModel(t *testing.T) {
+	tests := []struct {
+		name           string
+		requested, pin string
+		want           string
+		wantErr        wire.Class
+	}{
+		{name: "pinned", pin: "gemini-2.5-flash", want: "gemini-2.5-flash"},
+		{name: "request wins", requested: "gemini-2.5-pro", pin: "gemini-2.5-flash", want: "gemini-2.5-pro"},
+		{name: "API resource name", pin: "models/gemini-2.5-flash", want: "gemini-2.5-flash"},
+		{name: "provider prefix", pin: "gemini/gemini-2.5-flash", want: "gemini-2.5-flash"},
+		{name: "google prefix", requested: "google/gemini-2.5-pro", want: "gemini-2.5-pro"},
+		{name: "CLI alias", requested: "flash-lite", pin: "gemini-2.5-flash", want: "flash-lite"},
+		{name: "auto", pin: "auto", want: "auto"},
+		{name: "none", want: ""},
+		{name: "pinned flag", pin: "--yolo", wantErr: wire.ProfileError},
+		{name: "requested prefix only", requested: "models/", pin: "gemini-2.5-flash", wantErr: wire.AgenticRequestValidationError},
+		{name: "pinned with space", pin: "gemini 2.5", wantErr: wire.ProfileError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := CLIModel(tt.requested, tt.pin)
+			if tt.wantErr != "" {
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("err = %v, want %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("CLIModel(%q, %q) = %q, %v; want %q", tt.requested, tt.pin, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCLIAttempts(t *testing.T) {
+	for _, tt := range []struct{ in, want int }{{1, 1}, {2, 2}, {3, 3}, {10, 10}, {11, 10}, {0, wire.DefaultMaxAttempts}, {-4, wire.DefaultMaxAttempts}} {
+		if got := CLIAttempts(tt.in); got != tt.want {
+			t.Errorf("CLIAttempts(%d) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestSettingsFiles: one immutable file per value, recreated after a
+// cleaner removed it or someone changed it, and never in a directory
+// others can write.
+func TestSettingsFiles(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "s")
+	sf := settingsFiles{dirs: func() []string { return []string{dir} }}
+	p, err := sf.path(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != "{\"general\":{\"maxAttempts\":2}}\n" {
+			t.Fatalf("settings file = %q, %v", b, err)
+		}
+	}
+	check()
+	if p2, _ := sf.path(2); p2 != p {
+		t.Errorf("second path %q, want the same file %q", p2, p)
+	}
+	if p3, _ := sf.path(3); p3 == p {
+		t.Error("two values share one file")
+	}
+	os.Remove(p)
+	if _, err := sf.path(2); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	os.Chmod(p, 0o600)
+	os.WriteFile(p, []byte(`{"general":{"maxAttempts":10}}`), 0o600)
+	if _, err := sf.path(2); err != nil {
+		t.Fatal(err)
+	}
+	check()
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("%d files in the settings directory, want 2 (no leftovers)", len(entries))
+	}
+
+	open := filepath.Join(t.TempDir(), "open")
+	os.Mkdir(open, 0o777)
+	os.Chmod(open, 0o777)
+	if _, err := (settingsFiles{dirs: func() []string { return []string{open} }}).path(1); err == nil {
+		t.Error("a world-writable settings directory was accepted")
+	}
+	fallback := filepath.Join(t.TempDir(), "fallback")
+	p, err = (settingsFiles{dirs: func() []string { return []string{open, fallback} }}).path(1)
+	if err != nil || filepath.Dir(p) != fallback {
+		t.Errorf("path = %q, %v; want a file in the fallback %s", p, err, fallback)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		code   int
+		stderr string
+		want   wire.Class
+	}{
+		{145, "", wire.ProviderAuthError},
+		{147, "", wire.ProviderAuthError},
+		{41, "", wire.ProviderAuthError},
+		{173, "", wire.ProviderQuotaError},
+		{244, "Attempt 1 failed with status 500", wire.ProviderProcessError},
+		{1, `_ApiError: {"error":{"code":401,"message":"API key not valid."}}`, wire.ProviderAuthError},
+		{1, "RetryableQuotaError: Resource has been exhausted (e.g. check quota).", wire.ProviderQuotaError},
+		{144, "The input token count (2000000) exceeds the maximum number of tokens allowed", wire.ProviderContextError},
+		{52, "Error in settings.json: Expected double-quoted property name", wire.ProviderProcessError},
+		// Stack-trace line numbers are not statuses.
+		{1, "at file:///x/chunk.js:401429:24", wire.ProviderProcessError},
+	}
+	for _, tt := range tests {
+		if got := Classify(tt.code, tt.stderr); got != tt.want {
+			t.Errorf("Classify(%d, %q) = %s, want %s", tt.code, tt.stderr, got, tt.want)
+		}
+	}
+}
