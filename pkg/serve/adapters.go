@@ -142,6 +142,6 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	if err != nil {
 		return err
 	}
-	log.Info("runner started", "runner_id", host.ID(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted())
+	log.Info("runner started", "runner_id", host.ID(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
 	return host.Run(ctx)
 }

@@ -31,13 +31,13 @@ type Infra struct {
 	closeErr error
 }
 
-// Start connects to cfg.NATSURL as client name, ensures the topology,
+// Start connects to cfg.NatsURL as client name, ensures the topology,
 // registers the metrics and, unless cfg.HTTPAddr is empty, serves /metrics,
 // /healthz and /readyz on it. Readiness is what the components add to
 // Deps.Health. On error, whatever was started has been released. It blocks
 // until all of that is done or ctx ends.
 func Start(ctx context.Context, name string, cfg service.Config, log *slog.Logger) (*Infra, error) {
-	nc, js, err := service.Connect(cfg.NATSURL, name, log)
+	nc, js, err := service.Connect(cfg.NatsURL, name, log)
 	if err != nil {
 		return nil, err
 	}

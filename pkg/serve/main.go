@@ -124,7 +124,7 @@ func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
 // consumers would otherwise reject later without naming the variable.
 func CheckCommon(c service.Config) error {
 	var bad Problems
-	if c.NATSURL == "" {
+	if c.NatsURL == "" {
 		bad.Add("AGENTMESH_NATS_URL", "must not be empty")
 	}
 	if c.Prefix != "" && subject.ValidToken("prefix", c.Prefix) != nil {

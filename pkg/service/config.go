@@ -12,15 +12,18 @@ import (
 // Config is the environment configuration common to every service, read
 // with the prefix AGENTMESH (AGENTMESH_NATS_URL, AGENTMESH_HTTP_ADDR, ...).
 type Config struct {
-	NATSURL         string        `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222"`
-	HTTPAddr        string        `envconfig:"HTTP_ADDR" default:"127.0.0.1:0"`
-	Prefix          string        `envconfig:"PREFIX"`
-	ShutdownTimeout time.Duration `envconfig:"SHUTDOWN_TIMEOUT" default:"20s"`
-	Replicas        int           `envconfig:"REPLICAS" default:"1"`
-	EventsMaxAge    time.Duration `envconfig:"EVENTS_MAX_AGE" default:"24h"`
-	WorkQueueMax    int64         `envconfig:"WORK_QUEUE_MAX" default:"1024"`
-	LeaseTTL        time.Duration `envconfig:"LEASE_TTL" default:"30s"`
-	LogLevel        string        `envconfig:"LOG_LEVEL" default:"info"`
+	// Names come from split_words, never an envconfig tag: a tag would
+	// also read the unprefixed variable (NATS_URL) when AGENTMESH_NATS_URL
+	// is unset.
+	NatsURL         string        `split_words:"true" default:"nats://127.0.0.1:4222"`
+	HTTPAddr        string        `split_words:"true" default:"127.0.0.1:0"`
+	Prefix          string        `split_words:"true"`
+	ShutdownTimeout time.Duration `split_words:"true" default:"20s"`
+	Replicas        int           `split_words:"true" default:"1"`
+	EventsMaxAge    time.Duration `split_words:"true" default:"24h"`
+	WorkQueueMax    int64         `split_words:"true" default:"1024"`
+	LeaseTTL        time.Duration `split_words:"true" default:"30s"`
+	LogLevel        string        `split_words:"true" default:"info"`
 }
 
 // Topology is the topology configuration c describes.

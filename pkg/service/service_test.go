@@ -71,3 +71,16 @@ func TestLoadNamesTheBadVariable(t *testing.T) {
 		t.Fatalf("Load = %v, want an error naming AGENTMESH_LEASE_TTL", err)
 	}
 }
+
+func TestLoadReadsOnlyPrefixedNames(t *testing.T) {
+	t.Setenv("NATS_URL", "nats://unprefixed:4222")
+	t.Setenv("AGENTMESH_HTTP_ADDR", "127.0.0.1:9999")
+	t.Setenv("AGENTMESH_LEASE_TTL", "7s")
+	var cfg service.Config
+	if err := service.Load(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NatsURL != "nats://127.0.0.1:4222" || cfg.HTTPAddr != "127.0.0.1:9999" || cfg.LeaseTTL.String() != "7s" {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}

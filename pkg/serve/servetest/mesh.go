@@ -30,7 +30,7 @@ func Mesh(t testing.TB, natsURL string, cfg mesh.Config) {
 		t.Fatalf("servetest: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	infra, err := serve.Start(ctx, "servetest-mesh", service.Config{NATSURL: natsURL, ShutdownTimeout: 10 * time.Second}, log)
+	infra, err := serve.Start(ctx, "servetest-mesh", service.Config{NatsURL: natsURL, ShutdownTimeout: 10 * time.Second}, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("servetest: %v", err)

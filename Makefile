@@ -1,0 +1,51 @@
+# agentmesh: make build | run | test | bench | fuzz | check
+
+GO       ?= go
+FUZZTIME ?= 60s
+BENCHFLAGS ?=
+
+# Fuzz targets as <package>:<Fuzz function>. Add one here when you add a
+# Fuzz function; `make fuzz` runs each for FUZZTIME.
+FUZZ_TARGETS := \
+	./pkg/wire:FuzzDecodeRunRequest \
+	./pkg/wire:FuzzDecodeEvent \
+	./pkg/wire:FuzzDecodeWork \
+	./pkg/wire:FuzzScan
+
+.PHONY: build run test vet bench fuzz check fmt-check
+
+## build: bin/agentmesh and one binary per service (bin/router, bin/subprocess-runner, ...)
+build:
+	$(GO) build -o bin/ ./cmd/agentmesh ./services/...
+
+## run: the whole mesh on an embedded NATS server in ./.agentmesh, with one demo run
+run: build
+	bin/agentmesh up --demo
+
+## vet: go vet
+vet:
+	$(GO) vet ./...
+
+## test: vet, then every test with the race detector
+test: vet
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+## bench: every benchmark
+bench:
+	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
+
+## fuzz: each fuzz target for FUZZTIME (default 60s)
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t#*:}; \
+		echo "$(GO) test -run '^\$$' -fuzz '^$$fn\$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+## fmt-check: fail if a file is not gofmt-formatted
+fmt-check:
+	@out=$$(gofmt -l .); \
+	if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+## check: fmt-check, vet and test
+check: fmt-check test

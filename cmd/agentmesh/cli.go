@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/nats-io/nats.go"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the run or request did not succeed
+	exitUsage = 2 // bad arguments, configuration or connection
+)
+
+// stdio is what a command reads and writes besides the network.
+type stdio struct {
+	stdout io.Writer
+	stderr io.Writer // safe for concurrent use
+	getenv func(string) string
+	color  bool // stdout is a terminal that takes ANSI styles
+}
+
+func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
+	return &stdio{
+		stdout: stdout,
+		stderr: &lockedWriter{w: stderr},
+		getenv: getenv,
+		color:  isTerminal(stdout) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// exitError ends a command with code, printing err unless it is nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr is a usage or connection problem: exit code 2.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// failed ends a command with exit code 1 without a message: what failed has
+// been printed already.
+var failed = &exitError{code: exitFail}
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, io *stdio) error
+}
+
+var commands = []command{
+	{"up", "start an embedded NATS JetStream server and every service in one process", cmdUp},
+	{"run", "submit a run and stream its events", cmdRun},
+	{"status", "print a run's record", cmdStatus},
+	{"cancel", "cancel a queued or running run", cmdCancel},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: agentmesh <command> [flags] [arguments]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'agentmesh <command> -h' for a command's flags.")
+}
+
+// run runs the command args name and returns the exit code.
+func run(ctx context.Context, args []string, io *stdio) int {
+	if len(args) == 0 {
+		usage(io.stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(io.stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return exitCode(c.run(ctx, args[1:], io), io)
+		}
+	}
+	fmt.Fprintf(io.stderr, "agentmesh: unknown command %q\n\n", args[0])
+	usage(io.stderr)
+	return exitUsage
+}
+
+func exitCode(err error, io *stdio) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintln(io.stderr, "agentmesh:", ee.err)
+		}
+		return ee.code
+	default:
+		fmt.Fprintln(io.stderr, "agentmesh:", err)
+		return exitFail
+	}
+}
+
+// newFlagSet returns a flag set that reports to io.stderr with a usage line
+// of "agentmesh <name> <synopsis>".
+func newFlagSet(name, synopsis string, io *stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(io.stderr, "usage: agentmesh %s %s\n\nflags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args with fs, allowing flags after positional arguments (up
+// to a "--"), and returns the positional arguments. A parse error has been
+// reported by fs and is an exit code 2; -h is flag.ErrHelp.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &exitError{code: exitUsage}
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// clientFlags are the flags of the commands that talk to a running mesh.
+type clientFlags struct {
+	server, tenant, principal, prefix string
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
+	env := func(name, def string) string {
+		if v := io.getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.server, "server", env("AGENTMESH_NATS_URL", nats.DefaultURL), "NATS URL of the mesh (default from $AGENTMESH_NATS_URL)")
+	fs.StringVar(&c.tenant, "tenant", env("AGENTMESH_TENANT", "default"), "tenant (default from $AGENTMESH_TENANT)")
+	fs.StringVar(&c.principal, "principal", env("AGENTMESH_PRINCIPAL", "local"), "principal submitting runs (default from $AGENTMESH_PRINCIPAL)")
+	fs.StringVar(&c.prefix, "prefix", env("AGENTMESH_PREFIX", ""), "deployment prefix of subjects and streams (default from $AGENTMESH_PREFIX)")
+}
+
+// connect checks the identity flags and connects to the mesh. The caller
+// closes the connection.
+func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
+	for _, f := range []struct{ name, v string }{{"tenant", c.tenant}, {"principal", c.principal}} {
+		if err := subject.ValidToken(f.name, f.v); err != nil {
+			return nil, nil, usageErr("--%s: %v", f.name, err)
+		}
+	}
+	if c.prefix != "" {
+		if err := subject.ValidToken("prefix", c.prefix); err != nil {
+			return nil, nil, usageErr("--prefix: %v", err)
+		}
+	}
+	nc, err := nats.Connect(c.server, nats.Name("agentmesh-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, usageErr("connect to %s: %v", redact(c.server), err)
+	}
+	cl, err := client.New(nc, subject.Names{Prefix: c.prefix})
+	if err != nil {
+		nc.Close()
+		return nil, nil, usageErr("%v", err)
+	}
+	return nc, cl, nil
+}
+
+// redact hides the credentials of a URL.
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
+
+// requestTimeout bounds one request to the mesh.
+const requestTimeout = 30 * time.Second

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testIO returns a stdio on buffers with the environment env.
+func testIO(env map[string]string) (*stdio, *servetest.Buffer, *servetest.Buffer) {
+	var out, errOut servetest.Buffer
+	return newStdio(&out, &errOut, func(k string) string { return env[k] }), &out, &errOut
+}
+
+func TestParseRun(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         []string
+		env        map[string]string
+		want       runFlags
+		wantPrompt string
+		wantCode   int // of a failure; 0 for success
+	}{{
+		name:       "defaults",
+		in:         []string{"-p", "fixture", "hi"},
+		want:       runFlags{clientFlags: clientFlags{server: "nats://127.0.0.1:4222", tenant: "default", principal: "local"}, profile: "fixture"},
+		wantPrompt: "hi",
+	}, {
+		name: "environment",
+		in:   []string{"--profile", "fixture", "hi"},
+		env:  map[string]string{"AGENTMESH_NATS_URL": "nats://mesh:4222", "AGENTMESH_TENANT": "acme", "AGENTMESH_PRINCIPAL": "ann", "AGENTMESH_PREFIX": "stage"},
+		want: runFlags{clientFlags: clientFlags{server: "nats://mesh:4222", tenant: "acme", principal: "ann", prefix: "stage"}, profile: "fixture"},
+
+		wantPrompt: "hi",
+	}, {
+		name: "flags after the prompt, words joined",
+		in:   []string{"hello", "-p", "fixture", "world", "--json", "--script", "slow", "--delay-ms", "50", "--deadline", "2s", "--conversation", "c1", "--server", "nats://x:1", "--run-id", "r-1"},
+		want: runFlags{clientFlags: clientFlags{server: "nats://x:1", tenant: "default", principal: "local"}, profile: "fixture",
+			json: true, script: "slow", delayMS: 50, deadline: 2 * time.Second, conversation: "c1", runID: "r-1"},
+		wantPrompt: "hello world",
+	}, {
+		name:       "double dash",
+		in:         []string{"-p", "fixture", "--", "-not-a-flag"},
+		want:       runFlags{clientFlags: clientFlags{server: "nats://127.0.0.1:4222", tenant: "default", principal: "local"}, profile: "fixture"},
+		wantPrompt: "-not-a-flag",
+	},
+		{name: "no profile", in: []string{"hi"}, wantCode: exitUsage},
+		{name: "no prompt", in: []string{"-p", "fixture"}, wantCode: exitUsage},
+		{name: "negative delay", in: []string{"-p", "fixture", "--delay-ms", "-1", "hi"}, wantCode: exitUsage},
+		{name: "bad conversation", in: []string{"-p", "fixture", "--conversation", "a.b", "hi"}, wantCode: exitUsage},
+		{name: "unknown flag", in: []string{"-p", "fixture", "--nope", "hi"}, wantCode: exitUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			io, _, _ := testIO(tt.env)
+			got, prompt, err := parseRun(tt.in, io)
+			if tt.wantCode != 0 {
+				var ee *exitError
+				if !errors.As(err, &ee) || ee.code != tt.wantCode {
+					t.Fatalf("parseRun(%q) error = %v, want exit code %d", tt.in, err, tt.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseRun(%q): %v", tt.in, err)
+			}
+			if got != tt.want || prompt != tt.wantPrompt {
+				t.Errorf("parseRun(%q) = %+v, %q; want %+v, %q", tt.in, got, prompt, tt.want, tt.wantPrompt)
+			}
+		})
+	}
+}
+
+func TestRunRequest(t *testing.T) {
+	f := runFlags{clientFlags: clientFlags{tenant: "t", principal: "p"}, profile: "fixture", script: "slow", delayMS: 5, deadline: 3 * time.Second}
+	req, err := f.request("hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := wire.DecodeStrict(req.Request, &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 3 || m["prompt"] != "hi" || m["script"] != "slow" {
+		t.Errorf("request = %v, want prompt, script and delay_ms", m)
+	}
+	if req.DeadlineMS != 3000 || req.Tenant != "t" || req.Principal != "p" || req.Profile != "fixture" {
+		t.Errorf("run request = %+v", req)
+	}
+	f = runFlags{profile: "fixture"}
+	req, _ = f.request("only")
+	m = nil
+	if err := wire.DecodeStrict(req.Request, &m); err != nil || len(m) != 1 {
+		t.Errorf("request without options = %v (%v), want only the prompt", m, err)
+	}
+}
+
+func TestParseUp(t *testing.T) {
+	io, _, _ := testIO(nil)
+	o, err := parseUp(nil, io)
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9090", fixtureDir: "testdata/fixture"}
+	if err != nil || o != want {
+		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
+	}
+	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
+	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", demo: true, verbose: true}
+	if err != nil || o != want {
+		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
+	}
+	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}} {
+		if _, err := parseUp(args, io); err == nil {
+			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
+		}
+	}
+	if _, port, _ := splitListen("127.0.0.1:0"); port != -1 {
+		t.Errorf("splitListen(127.0.0.1:0) port = %d, want -1 (random)", port)
+	}
+}
+
+func TestRunCommandLine(t *testing.T) {
+	tests := []struct {
+		name       string
+		in         []string
+		want       int
+		wantStdout string
+		wantStderr string
+	}{
+		{name: "no command", in: nil, want: exitUsage, wantStderr: "usage: agentmesh <command>"},
+		{name: "help", in: []string{"--help"}, want: exitOK, wantStdout: "up      start an embedded"},
+		{name: "unknown", in: []string{"launch"}, want: exitUsage, wantStderr: `unknown command "launch"`},
+		{name: "command help", in: []string{"run", "-h"}, want: exitOK, wantStderr: "usage: agentmesh run -p <profile>"},
+		{name: "status needs an id", in: []string{"status"}, want: exitUsage, wantStderr: "want one run id"},
+		{name: "bad run id", in: []string{"cancel", "a.b"}, want: exitUsage, wantStderr: "run_id"},
+		{name: "bad tenant", in: []string{"status", "--tenant", "a b", "r1"}, want: exitUsage, wantStderr: "--tenant"},
+		{name: "no server", in: []string{"run", "--server", "nats://127.0.0.1:1", "-p", "fixture", "hi"}, want: exitUsage, wantStderr: "connect to nats://127.0.0.1:1"},
+		{name: "no server, status", in: []string{"status", "--server", "nats://u:secret@127.0.0.1:1", "r1"}, want: exitUsage, wantStderr: "connect to nats://u:xxxxx@127.0.0.1:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			io, out, errOut := testIO(nil)
+			if got := run(context.Background(), tt.in, io); got != tt.want {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", got, tt.want, errOut)
+			}
+			if !strings.Contains(out.String(), tt.wantStdout) {
+				t.Errorf("stdout = %q, want it to contain %q", out, tt.wantStdout)
+			}
+			if !strings.Contains(errOut.String(), tt.wantStderr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tt.wantStderr)
+			}
+			if strings.Contains(errOut.String(), "secret") {
+				t.Errorf("stderr shows the password: %q", errOut)
+			}
+		})
+	}
+}
+
+func TestParseHelp(t *testing.T) {
+	io, _, errOut := testIO(nil)
+	if _, err := parse(newFlagSet("x", "[flags]", io), []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("parse(-h) = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(errOut.String(), "usage: agentmesh x [flags]") {
+		t.Errorf("stderr = %q, want the usage", errOut)
+	}
+}

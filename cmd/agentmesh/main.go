@@ -1,0 +1,22 @@
+// Command agentmesh runs the whole mesh in one process (agentmesh up) and
+// talks to a running mesh: agentmesh run submits a run and streams its
+// events, agentmesh status prints a run's record, agentmesh cancel cancels
+// a run. Run agentmesh -h for the commands.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal the default behavior returns: a second Ctrl-C
+	// kills a command that is still shutting down or waiting for a cancel.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], newStdio(os.Stdout, os.Stderr, os.Getenv))
+	stop()
+	os.Exit(code)
+}

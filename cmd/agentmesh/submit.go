@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// runFlags are the flags of agentmesh run.
+type runFlags struct {
+	clientFlags
+	profile      string
+	json         bool
+	script       string
+	delayMS      int
+	deadline     time.Duration
+	conversation string
+	runID        string
+}
+
+// parseRun parses the arguments of agentmesh run into its flags and the
+// prompt (the positional arguments joined by spaces).
+func parseRun(args []string, io *stdio) (runFlags, string, error) {
+	var f runFlags
+	fs := newFlagSet("run", "-p <profile> [flags] <prompt>", io)
+	f.clientFlags.register(fs, io)
+	fs.StringVar(&f.profile, "p", "", "profile: a name, an alias or provider/model (required)")
+	fs.StringVar(&f.profile, "profile", "", "same as -p")
+	fs.BoolVar(&f.json, "json", false, "print the events as NDJSON instead of text")
+	fs.StringVar(&f.script, "script", "", "fixture script to replay (a file name under the fixture directory, without .json)")
+	fs.IntVar(&f.delayMS, "delay-ms", 0, "fixture: pause before each chunk, in milliseconds")
+	fs.DurationVar(&f.deadline, "deadline", 0, "deadline of the whole run, e.g. 30s (default: the router's)")
+	fs.StringVar(&f.conversation, "conversation", "", "conversation key for sessions and checkpoints")
+	fs.StringVar(&f.runID, "run-id", "", "run id (default: a fresh one); resubmitting an id is idempotent")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return f, "", err
+	}
+	prompt := strings.Join(pos, " ")
+	switch {
+	case f.profile == "":
+		return f, "", usageErr("run: -p <profile> is required")
+	case prompt == "":
+		return f, "", usageErr("run: a prompt is required")
+	case f.delayMS < 0:
+		return f, "", usageErr("run: --delay-ms must be >= 0, got %d", f.delayMS)
+	case f.deadline < 0:
+		return f, "", usageErr("run: --deadline must be >= 0, got %s", f.deadline)
+	}
+	if f.conversation != "" {
+		if err := subject.ValidToken("conversation", f.conversation); err != nil {
+			return f, "", usageErr("run: --conversation: %v", err)
+		}
+	}
+	if f.runID != "" {
+		if err := subject.ValidToken("run_id", f.runID); err != nil {
+			return f, "", usageErr("run: --run-id: %v", err)
+		}
+	}
+	return f, prompt, nil
+}
+
+// request builds the run request: the fixture adapter's typed request
+// {prompt, script?, delay_ms?} encoded as msgpack.
+func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
+	m := map[string]any{"prompt": prompt}
+	if f.script != "" {
+		m["script"] = f.script
+	}
+	if f.delayMS > 0 {
+		m["delay_ms"] = f.delayMS
+	}
+	b, err := wire.Marshal(m)
+	if err != nil {
+		return wire.RunRequest{}, err
+	}
+	return wire.RunRequest{
+		RunID:        f.runID,
+		Tenant:       f.tenant,
+		Principal:    f.principal,
+		Profile:      f.profile,
+		Request:      msgpack.RawMessage(b),
+		Conversation: f.conversation,
+		DeadlineMS:   f.deadline.Milliseconds(),
+	}, nil
+}
+
+// cmdRun submits a run and streams its events until it ends. When ctx ends
+// (Ctrl-C) it asks the mesh to cancel the run and goes on streaming to the
+// terminal status. Exit code 0 if the run succeeded, 1 for any other end.
+func cmdRun(ctx context.Context, args []string, io *stdio) error {
+	f, prompt, err := parseRun(args, io)
+	if err != nil {
+		return err
+	}
+	req, err := f.request(prompt)
+	if err != nil {
+		return usageErr("run: %v", err)
+	}
+	nc, c, err := f.connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if ctx.Err() != nil {
+		return failed // interrupted before anything was submitted
+	}
+	var out printer = newHumanPrinter(io.stdout, io.color)
+	if f.json {
+		out = newJSONPrinter(io.stdout)
+	}
+	st, err := submitAndFollow(ctx, c, req, out, io)
+	if err != nil {
+		return err
+	}
+	if st.State != wire.StateSucceeded {
+		return failed
+	}
+	return nil
+}
+
+// submitAndFollow submits req and prints its events until its terminal
+// status, which it returns. When ctx ends first it cancels the run and
+// keeps following it; the stream itself never ends with ctx.
+func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest, out printer, io *stdio) (wire.Status, error) {
+	follow := context.WithoutCancel(ctx)
+	submitCtx, cancel := context.WithTimeout(follow, requestTimeout)
+	runID, err := c.Submit(submitCtx, req)
+	cancel()
+	if err != nil {
+		return wire.Status{}, usageErr("%v", err)
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	done := make(chan struct{})
+	defer close(done)
+	wg.Go(func() {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			cancelOnInterrupt(follow, c, req.Tenant, runID, io)
+		}
+	})
+
+	for ev, err := range c.Events(follow, req.Tenant, runID, 1) {
+		if err != nil {
+			return wire.Status{}, usageErr("%v", err)
+		}
+		if err := out.event(ev); err != nil {
+			return wire.Status{}, fmt.Errorf("write: %w", err)
+		}
+		if ev.Terminal() {
+			return *ev.Status, nil
+		}
+	}
+	return wire.Status{}, usageErr("run %s: the event stream ended without a terminal status", runID)
+}
+
+func cancelOnInterrupt(ctx context.Context, c *client.Client, tenant, runID string, io *stdio) {
+	fmt.Fprintf(io.stderr, "agentmesh: interrupted: cancelling run %s (Ctrl-C again to quit at once)\n", runID)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	reply, err := c.Cancel(ctx, tenant, runID)
+	switch {
+	case err != nil:
+		fmt.Fprintf(io.stderr, "agentmesh: cancel %s: %v\n", runID, err)
+	case reply.Ended:
+		fmt.Fprintf(io.stderr, "agentmesh: run %s had already ended %s\n", runID, reply.State)
+	}
+}

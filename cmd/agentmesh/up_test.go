@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// testMesh is `agentmesh up` running in the test.
+type testMesh struct {
+	url            string
+	stdout, stderr *servetest.Buffer
+}
+
+// startUp runs up on a random port with a fresh data dir until the test
+// ends, and fails the test unless up then returns nil promptly.
+func startUp(t *testing.T, demo bool) *testMesh {
+	t.Helper()
+	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", demo: demo}
+	io, out, errOut := testIO(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- up(ctx, o, io, func(url string) { ready <- url }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("up returned %v; stderr:\n%s", err, errOut)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("up did not return within 30s of its context ending; stderr:\n%s", errOut)
+		}
+	})
+	select {
+	case url := <-ready:
+		return &testMesh{url: url, stdout: out, stderr: errOut}
+	case err := <-done:
+		t.Fatalf("up returned before ready: %v; stderr:\n%s", err, errOut)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("up not ready within 30s; stderr:\n%s", errOut)
+	}
+	return nil
+}
+
+// cli runs an agentmesh client command against the mesh.
+func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	io, out, errOut := testIO(nil)
+	code = run(ctx, append([]string{args[0], "--server", m.url}, args[1:]...), io)
+	return code, out.String(), errOut.String()
+}
+
+var (
+	acceptedLine = regexp.MustCompile(`(?m)^\[accepted run ([A-Za-z0-9_-]+)\]$`)
+	attemptNum   = regexp.MustCompile(`\[running attempt \d+\]`)
+	duration     = regexp.MustCompile(` chunks, [0-9.]+[a-zµ]+`)
+)
+
+// normalize replaces what varies between runs in the human output: the run
+// id, the attempt number and the duration.
+func normalize(out, runID string) string {
+	out = strings.ReplaceAll(out, runID, "ID")
+	out = attemptNum.ReplaceAllString(out, "[running attempt N]")
+	return duration.ReplaceAllString(out, " chunks")
+}
+
+func TestUpDemo(t *testing.T) {
+	m := startUp(t, true)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(m.stdout.String(), "[succeeded") {
+			return fmt.Errorf("no demo run output yet:\n%s", m.stdout)
+		}
+		return nil
+	})
+	for _, want := range []string{"[routed fixture/fixture-1]", "echo: hello from agentmesh", `→ tool echo {"text":"hello from agentmesh"}`} {
+		if !strings.Contains(m.stdout.String(), want) {
+			t.Errorf("demo output has no %q:\n%s", want, m.stdout)
+		}
+	}
+	for _, want := range []string{"registry_version=", "nats=" + m.url} {
+		if !strings.Contains(m.stderr.String(), want) {
+			t.Errorf("up logs have no %q:\n%s", want, m.stderr)
+		}
+	}
+	addr := regexp.MustCompile(`msg="http listening" addr=(\S+)`).FindStringSubmatch(m.stderr.String())
+	if addr == nil {
+		t.Fatalf("up logs have no http address:\n%s", m.stderr)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get("http://" + addr[1] + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /readyz: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+func TestUpRunStatusCancel(t *testing.T) {
+	m := startUp(t, false)
+	ctx := context.Background()
+
+	t.Run("run", func(t *testing.T) {
+		code, out, errOut := m.cli(ctx, "run", "-p", "fixture", "hi")
+		if code != exitOK {
+			t.Fatalf("exit code %d; stdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		id := acceptedLine.FindStringSubmatch(out)
+		if id == nil {
+			t.Fatalf("no accepted line:\n%s", out)
+		}
+		want := `[accepted run ID]
+[routed fixture/fixture-1]
+[running attempt N]
+[system provider=fixture model=fixture-1 provider_session=fx-ID]
+thinking: The prompt has 2 bytes; echo it.
+echo: hi
+→ tool echo {"text":"hi"}
+← tool result "hi"
+[result usage in=1 out=2 stop=end_turn]
+[succeeded · 6 chunks, usage in=1 out=2]
+`
+		if got := normalize(out, id[1]); got != want {
+			t.Errorf("stdout:\n%s\nwant (normalized):\n%s", got, want)
+		}
+
+		code, out, _ = m.cli(ctx, "status", id[1])
+		if code != exitOK || !regexp.MustCompile(`(?m)^state\s+succeeded$`).MatchString(out) || !strings.Contains(out, "fixture/fixture-1") {
+			t.Errorf("status: exit %d, stdout:\n%s", code, out)
+		}
+		code, out, _ = m.cli(ctx, "status", "--json", id[1])
+		var rec wire.RunRecord
+		if err := json.Unmarshal([]byte(out), &rec); err != nil || code != exitOK {
+			t.Fatalf("status --json: exit %d, %v:\n%s", code, err, out)
+		}
+		if rec.RunID != id[1] || rec.State != wire.StateSucceeded || rec.Pin == nil || rec.Pin.Provider != "fixture" {
+			t.Errorf("status --json = %+v", rec)
+		}
+		code, out, _ = m.cli(ctx, "cancel", id[1])
+		if want := fmt.Sprintf("run %s had already ended: succeeded\n", id[1]); code != exitOK || out != want {
+			t.Errorf("cancel of an ended run: exit %d, stdout %q; want 0, %q", code, out, want)
+		}
+	})
+
+	t.Run("json", func(t *testing.T) {
+		code, out, errOut := m.cli(ctx, "run", "-p", "fixture", "--script", "hello", "--json", "hi")
+		if code != exitOK {
+			t.Fatalf("exit code %d; stderr:\n%s", code, errOut)
+		}
+		var text strings.Builder
+		var last wire.Event
+		for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var ev wire.Event
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				t.Fatalf("line %d: %v: %s", i+1, err, line)
+			}
+			if ev.Seq != uint64(i+1) {
+				t.Errorf("line %d has seq %d", i+1, ev.Seq)
+			}
+			if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
+				text.WriteString(ev.Chunk.Content)
+			}
+			last = ev
+		}
+		if text.String() != "Hello, world!" || !last.Terminal() || last.Status.State != wire.StateSucceeded {
+			t.Errorf("text %q, last event %+v; want Hello, world! and succeeded", text.String(), last)
+		}
+	})
+
+	t.Run("failed and rejected runs exit 1", func(t *testing.T) {
+		code, out, _ := m.cli(ctx, "run", "-p", "fixture", "--script", "provider-error", "hi")
+		if code != exitFail || !strings.Contains(out, "Working on it\n[error ProviderQuotaError] quota exceeded for this key; retry later\n[failed ") {
+			t.Errorf("provider error: exit %d, stdout:\n%s", code, out)
+		}
+		code, out, _ = m.cli(ctx, "run", "-p", "no-such-profile", "hi")
+		if code != exitFail || !strings.Contains(out, `[rejected ProfileError: unknown profile: "no-such-profile"]`) {
+			t.Errorf("unknown profile: exit %d, stdout:\n%s", code, out)
+		}
+		code, out, _ = m.cli(ctx, "run", "-p", "fixture", "--script", "slow", "--delay-ms", "100", "--deadline", "400ms", "hi")
+		if code != exitFail || !strings.Contains(out, "[timed_out") {
+			t.Errorf("deadline: exit %d, stdout:\n%s", code, out)
+		}
+		code, _, errOut := m.cli(ctx, "status", "never-submitted")
+		if code != exitFail || !strings.Contains(errOut, "not found") {
+			t.Errorf("status of an unknown run: exit %d, stderr %q", code, errOut)
+		}
+	})
+
+	t.Run("cancel a running run", func(t *testing.T) {
+		io, out, errOut := testIO(nil)
+		done := make(chan int, 1)
+		go func() {
+			done <- run(ctx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "200", "--run-id", "slow-1", "hi"}, io)
+		}()
+		natstest.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(out.String(), "tick 1") {
+				return fmt.Errorf("no output yet:\n%s", out)
+			}
+			return nil
+		})
+		code, cout, cerr := m.cli(ctx, "cancel", "slow-1")
+		if code != exitOK || cout != "cancelled run slow-1\n" {
+			t.Errorf("cancel: exit %d, stdout %q, stderr %q", code, cout, cerr)
+		}
+		if code := <-done; code != exitFail || !strings.Contains(out.String(), "\n[cancelled") || strings.Contains(out.String(), "tick 20") {
+			t.Errorf("run: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+	})
+
+	t.Run("interrupt cancels the run", func(t *testing.T) {
+		io, out, errOut := testIO(nil)
+		runCtx, interrupt := context.WithCancel(ctx)
+		defer interrupt()
+		done := make(chan int, 1)
+		go func() {
+			done <- run(runCtx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "200", "hi"}, io)
+		}()
+		natstest.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(out.String(), "tick 1") {
+				return fmt.Errorf("no output yet:\n%s", out)
+			}
+			return nil
+		})
+		interrupt()
+		if code := <-done; code != exitFail || !strings.Contains(out.String(), "\n[cancelled") {
+			t.Errorf("run: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+		}
+		if !strings.Contains(errOut.String(), "interrupted: cancelling run") {
+			t.Errorf("stderr = %q, want the interruption reported", errOut)
+		}
+	})
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/sweeper"
+)
+
+// Config is the sweeper's configuration.
+type Config struct {
+	service.Config
+	SweeperReconcileEvery time.Duration `split_words:"true" default:"5m" desc:"how often all run records are scanned for runs without a lease"`
+}
+
+// Validate names each bad sweeper variable.
+func (c Config) Validate() error {
+	var bad serve.Problems
+	if c.SweeperReconcileEvery < time.Second {
+		bad.Add("AGENTMESH_SWEEPER_RECONCILE_EVERY", "must be at least 1s, got %s", c.SweeperReconcileEvery)
+	}
+	return bad.Err()
+}
+
+// run sweeps until ctx ends.
+func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
+	infra, err := serve.Start(ctx, "agentmesh-sweeper", cfg.Config, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, infra.Close()) }()
+	s, err := sweeper.New(ctx, infra.Deps, sweeper.Config{ReconcileEvery: cfg.SweeperReconcileEvery})
+	if err != nil {
+		return err
+	}
+	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	return s.Run(ctx)
+}
