@@ -8,6 +8,8 @@ import (
 	"iter"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,7 +39,10 @@ type Spec struct {
 	// AllowEnv. Nil gives the child an empty environment, never the runner's.
 	Env []string
 	// Stdin is the child's standard input. Nil means /dev/null; an adapter
-	// opts in to anything else explicitly.
+	// opts in to anything else explicitly. A reader that is not an *os.File
+	// is copied to the child by os/exec, and Stream does not return before
+	// that copy ends, so it must reach EOF (or fail) on its own: a reader
+	// that blocks forever blocks Stream, even past ctx.
 	Stdin io.Reader
 	// TailRepair may turn an incomplete final value on stdout into a map.
 	// Without it, or if it returns false, the tail is a ProviderProtocolError.
@@ -73,16 +78,23 @@ func (s *Spec) setDefaults() {
 // map, malformed JSON, or an unrepaired incomplete tail),
 // ProviderProcessError or a quota/auth/context subclass (a non-zero exit,
 // after every map already written), or ctx's cause if ctx ended. On every
-// path, including the consumer breaking out of the loop, the process group
-// is sent SIGTERM, given Grace to exit, then SIGKILL, and the child is
-// reaped before Stream returns. A cleanup failure never replaces an error
-// already in flight.
+// path, including the consumer breaking out of the loop or panicking in it,
+// the process group is sent SIGTERM, given Grace to exit, then SIGKILL, and
+// the child is reaped before Stream returns; when the child exits on its
+// own, whatever is left of its group is ended the same way. A cleanup
+// failure never replaces an error already in flight. Each range over the
+// result starts its own child; it blocks while the child runs.
 func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 	return func(yield func(map[string]any, error) bool) {
+		spec := spec // each range over the Seq has its own copy to fill in
 		spec.setDefaults()
 		path, err := exec.LookPath(spec.Binary)
 		if err != nil {
 			yield(nil, notFound(spec, err))
+			return
+		}
+		if ctx.Err() != nil { // as exec.Cmd.Start: no process for a context already ended
+			yield(nil, context.Cause(ctx))
 			return
 		}
 		c, err := start(spec, path)
@@ -91,8 +103,20 @@ func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 			return
 		}
 		stopWatch := context.AfterFunc(ctx, func() { c.terminate() })
+		// The consumer's loop body runs inside yield (and an adapter's
+		// TailRepair inside read). If it panics, or calls runtime.Goexit as
+		// t.Fatal does, read never returns: the group is still torn down and
+		// reaped on the way out.
+		finished := false
+		defer func() {
+			if !finished {
+				_ = c.finish(ctx, errStop)
+				stopWatch()
+			}
+		}()
 		primary := c.read(ctx, yield)
 		err = c.finish(ctx, primary)
+		finished = true
 		stopWatch()
 		if err != nil {
 			yield(nil, err)
@@ -118,8 +142,8 @@ type child struct {
 	drain  chan struct{} // closed when stderr is drained
 	tail   bytes.Buffer  // the first StderrLimit bytes of stderr
 
-	exited  chan struct{} // closed when the leader has been reaped
-	waitErr error         // cmd.Wait's result, set before exited closes
+	done    chan struct{} // closed when the leader is reaped and the rest of its group ended
+	waitErr error         // cmd.Wait's result, set before done closes
 
 	termOnce sync.Once
 	termDone chan struct{} // closed when terminate has finished
@@ -148,21 +172,34 @@ func start(spec Spec, path string) (*child, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		// A missing working directory fails the same way (ENOENT from
+		// chdir in the child) but is not a missing binary.
+		if spec.Dir != "" {
+			if _, serr := os.Stat(spec.Dir); serr != nil {
+				return nil, wire.Errorf(wire.ProviderTransportError, "start %s: working directory: %v", spec.Binary, serr)
+			}
+		}
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return nil, notFound(spec, err)
 		}
 		return nil, wire.Errorf(wire.ProviderTransportError, "start %s: %v", spec.Binary, err)
 	}
 	c := &child{spec: spec, cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
-		drain: make(chan struct{}), termDone: make(chan struct{}), exited: make(chan struct{})}
+		drain: make(chan struct{}), termDone: make(chan struct{}), done: make(chan struct{})}
 	if spec.OnStart != nil {
 		spec.OnStart(cmd.Process.Pid)
 	}
 	go c.drainStderr()
 	// The one owner of Wait. Our pipes are plain files, so Wait closes none
 	// of the ends we read, and reaping the leader at once lets terminate
-	// see the moment the group is gone.
-	go func() { c.waitErr = cmd.Wait(); close(c.exited) }()
+	// see the moment the group is gone. Once the leader has exited, what is
+	// left of its group (grandchildren) is ended too: one that inherited
+	// stdout would otherwise keep read from ever seeing EOF.
+	go func() {
+		c.waitErr = cmd.Wait()
+		c.terminate()
+		close(c.done)
+	}()
 	return c, nil
 }
 
@@ -205,9 +242,14 @@ func (c *child) read(ctx context.Context, yield func(map[string]any, error) bool
 
 var errStop = errors.New("consumer stopped")
 
+// killWait bounds how long terminate waits for the group to vanish after
+// SIGKILL (a process in uninterruptible sleep dies only when it wakes).
+const killWait = 2 * time.Second
+
 // terminate sends SIGTERM to the group, waits up to Grace for every member
-// to exit, then sends SIGKILL. It is idempotent and safe to call from the
-// context watcher while finish runs.
+// to exit, then sends SIGKILL and waits up to killWait for the group to be
+// gone. It is idempotent and safe to call from the context watcher while
+// finish runs.
 func (c *child) terminate() {
 	c.termOnce.Do(func() {
 		defer close(c.termDone)
@@ -224,14 +266,64 @@ func (c *child) terminate() {
 			time.Sleep(20 * time.Millisecond)
 		}
 		_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+		// Delivery is not instant: without this wait a grandchild may still
+		// be running when Stream returns.
+		for deadline := time.Now().Add(killWait); groupAlive(c.pgid) && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 	})
 	<-c.termDone
 }
 
-// groupAlive reports whether any process of the group still exists (a
-// zombie leader counts until it is reaped).
+// groupAlive reports whether any process of the group can still run. A
+// zombie cannot, but kill(2) still finds it: our own leader until the Wait
+// goroutine reaps it, and an orphaned grandchild for good under an init
+// that does not reap (a container's, or a minimal VM's). Where /proc can
+// be read, a group whose members are all zombies is therefore gone;
+// elsewhere every member counts.
 func groupAlive(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == nil
+	if syscall.Kill(-pgid, 0) != nil {
+		return false
+	}
+	live, ok := liveMember(pgid)
+	return live || !ok
+}
+
+// liveMember scans /proc for a member of process group pgid that is not a
+// zombie; ok is false if /proc cannot be read.
+func liveMember(pgid int) (live, ok bool) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false, false
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// "pid (comm) state ppid pgrp ...": comm may hold spaces and
+		// parentheses, so fields are counted from the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 18 {
+			continue
+		}
+		if g, _ := strconv.Atoi(f[2]); g != pgid {
+			continue
+		}
+		// A zombie leader whose other threads still run shows Z as well;
+		// f[17] is num_threads.
+		if threads, _ := strconv.Atoi(f[17]); f[0] != "Z" && f[0] != "X" || threads > 1 {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 // finish tears the group down, reaps the child and turns its exit into the
@@ -240,11 +332,10 @@ func (c *child) finish(ctx context.Context, primary error) error {
 	if primary != nil {
 		c.terminate() // parser failure or early close: stop the child first
 	}
-	<-c.exited
+	// The leader is reaped, and whatever else of its group was left
+	// (grandchildren) has been ended, politely then by force.
+	<-c.done
 	werr := c.waitErr
-	// The leader is reaped; end whatever else of its group is left
-	// (grandchildren), politely then by force.
-	c.terminate()
 	c.stdout.Close()
 	select {
 	case <-c.drain:

@@ -12,7 +12,11 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// ErrEscape is matched by every refusal of Resolve and Contain.
+// ErrEscape is matched by every refusal of a path that is, or may lead,
+// outside the workspace: an absolute path, a ".." component, a NUL byte, or
+// a symlink that leads outside or cannot be resolved. Every refusal of
+// Resolve and Contain, an escape or not (a missing workspace, a file), is an
+// AgenticRequestValidationError.
 var ErrEscape = errors.New("path escapes the workspace root")
 
 // Resolve returns the absolute, symlink-free directory for the relative
@@ -42,10 +46,19 @@ func Resolve(root, rel string) (string, error) {
 	return p, nil
 }
 
-// Contain checks a request-supplied relative path against a resolved
-// workspace dir and returns its absolute form. The path need not exist, but
-// every part of it that does must stay inside dir after resolving symlinks.
+// Contain checks a request-supplied relative path against a workspace dir
+// (as returned by Resolve) and returns its absolute, symlink-free form. The
+// path need not exist, but every part of it that does must stay inside dir
+// after resolving symlinks.
 func Contain(dir, rel string) (string, error) {
+	// Compare like with like: the resolved path is symlink-free, absolute
+	// and clean, so dir must be too. Without this, a dir given with a
+	// trailing slash or through a symlink refuses everything as an escape,
+	// and a relative dir gives a relative result.
+	dir, err := realDir(dir)
+	if err != nil {
+		return "", wire.Errorf(wire.AgenticRequestValidationError, "workspace: %v", err)
+	}
 	if filepath.IsAbs(rel) {
 		return "", refuse(rel, "absolute paths are not allowed")
 	}
