@@ -185,13 +185,16 @@ type clientFlags struct {
 	server, tenant, principal, prefix string
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
-	env := func(name, def string) string {
-		if v := io.getenv(name); v != "" {
-			return v
-		}
-		return def
+// envOr is the variable name's value, or def when it is unset or empty.
+func (io *stdio) envOr(name, def string) string {
+	if v := io.getenv(name); v != "" {
+		return v
 	}
+	return def
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
+	env := io.envOr
 	fs.StringVar(&c.server, "server", env("AGENTMESH_NATS_URL", nats.DefaultURL), "NATS URL of the mesh (default from $AGENTMESH_NATS_URL)")
 	fs.StringVar(&c.tenant, "tenant", env("AGENTMESH_TENANT", "default"), "tenant (default from $AGENTMESH_TENANT)")
 	fs.StringVar(&c.principal, "principal", env("AGENTMESH_PRINCIPAL", "local"), "principal submitting runs (default from $AGENTMESH_PRINCIPAL)")

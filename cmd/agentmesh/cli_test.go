@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +60,7 @@ func TestParseRun(t *testing.T) {
 		{name: "negative delay", in: []string{"-p", "fixture", "--delay-ms", "-1", "hi"}, wantCode: exitUsage},
 		{name: "bad conversation", in: []string{"-p", "fixture", "--conversation", "a.b", "hi"}, wantCode: exitUsage},
 		{name: "unknown flag", in: []string{"-p", "fixture", "--nope", "hi"}, wantCode: exitUsage},
+		{name: "bad set", in: []string{"-p", "gemini", "--set", "novalue", "hi"}, wantCode: exitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +76,7 @@ func TestParseRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseRun(%q): %v", tt.in, err)
 			}
-			if got != tt.want || prompt != tt.wantPrompt {
+			if !reflect.DeepEqual(got, tt.want) || prompt != tt.wantPrompt {
 				t.Errorf("parseRun(%q) = %+v, %q; want %+v, %q", tt.in, got, prompt, tt.want, tt.wantPrompt)
 			}
 		})
@@ -107,12 +110,12 @@ func TestRunRequest(t *testing.T) {
 func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
-	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9090", fixtureDir: "testdata/fixture"}
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9090", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
 	if err != nil || o != want {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}
 	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
-	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", demo: true, verbose: true}
+	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true}
 	if err != nil || o != want {
 		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
 	}
@@ -170,5 +173,24 @@ func TestParseHelp(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "usage: agentmesh x [flags]") {
 		t.Errorf("stderr = %q, want the usage", errOut)
+	}
+}
+
+func TestRunSetFields(t *testing.T) {
+	io, _, _ := testIO(nil)
+	f, prompt, err := parseRun([]string{"-p", "gemini", "--set", "approval_mode=yolo", "--set", "include_directories=[\"a\"]", "--workspace", "w", "go"}, io)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := f.request(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := wire.DecodeStrict(req.Request, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["approval_mode"] != "yolo" || m["prompt"] != "go" || fmt.Sprint(m["include_directories"]) != "[a]" || req.Runtime["workspace"] != "w" {
+		t.Fatalf("request = %v, runtime %v", m, req.Runtime)
 	}
 }

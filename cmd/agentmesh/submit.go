@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,6 +24,31 @@ type runFlags struct {
 	deadline     time.Duration
 	conversation string
 	runID        string
+	workspace    string
+	set          fieldFlags
+}
+
+// fieldFlags collects --set key=value request fields. A value that parses
+// as JSON (a number, true, a list) is taken as that; anything else is a string.
+type fieldFlags map[string]any
+
+func (f *fieldFlags) String() string { return fmt.Sprint(map[string]any(*f)) }
+
+func (f *fieldFlags) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want key=value, got %q", kv)
+	}
+	if *f == nil {
+		*f = fieldFlags{}
+	}
+	var parsed any
+	if err := json.Unmarshal([]byte(v), &parsed); err == nil {
+		(*f)[k] = parsed
+	} else {
+		(*f)[k] = v
+	}
+	return nil
 }
 
 // parseRun parses the arguments of agentmesh run into its flags and the
@@ -39,6 +65,8 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	fs.DurationVar(&f.deadline, "deadline", 0, "deadline of the whole run, e.g. 30s (default: the router's)")
 	fs.StringVar(&f.conversation, "conversation", "", "conversation key for sessions and checkpoints")
 	fs.StringVar(&f.runID, "run-id", "", "run id (default: a fresh one); resubmitting an id is idempotent")
+	fs.StringVar(&f.workspace, "workspace", "", "CLI adapters: the run's workspace, relative to the runner's workspace root")
+	fs.Var(&f.set, "set", "an adapter request field as key=value (repeatable), e.g. --set approval_mode=yolo")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return f, "", err
@@ -67,10 +95,14 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	return f, prompt, nil
 }
 
-// request builds the run request: the fixture adapter's typed request
-// {prompt, script?, delay_ms?} encoded as msgpack.
+// request builds the run request: the adapter's typed request {prompt,
+// the fixture's script and delay_ms, and every --set field} encoded as
+// msgpack; the adapter validates it strictly.
 func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 	m := map[string]any{"prompt": prompt}
+	for k, v := range f.set {
+		m[k] = v
+	}
 	if f.script != "" {
 		m["script"] = f.script
 	}
@@ -81,7 +113,12 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 	if err != nil {
 		return wire.RunRequest{}, err
 	}
+	var runtime map[string]any
+	if f.workspace != "" {
+		runtime = map[string]any{"workspace": f.workspace}
+	}
 	return wire.RunRequest{
+		Runtime:      runtime,
 		RunID:        f.runID,
 		Tenant:       f.tenant,
 		Principal:    f.principal,

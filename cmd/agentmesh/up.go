@@ -14,7 +14,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
-	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -28,12 +27,11 @@ type upOptions struct {
 	dataDir    string // JetStream store
 	http       string // metrics and health address; "" disables
 	fixtureDir string // the fixture adapter's scripts
+	profiles   string // profile documents
+	workspace  string // root of every CLI run's workspace
 	demo       bool   // submit and print one demo run once up
 	verbose    bool   // log the NATS server's notices and debug output
 }
-
-// fixtureMaxActive is how many fixture runs the embedded runner executes at once.
-const fixtureMaxActive = 8
 
 // demoPrompt is the prompt of the --demo run.
 const demoPrompt = "hello from agentmesh"
@@ -45,6 +43,8 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	fs.StringVar(&o.dataDir, "data-dir", ".agentmesh", "directory of the JetStream store")
 	fs.StringVar(&o.http, "http", "127.0.0.1:9090", `address of /metrics, /healthz and /readyz ("" disables)`)
 	fs.StringVar(&o.fixtureDir, "fixture-dir", "testdata/fixture", "directory of the fixture adapter's scripts")
+	fs.StringVar(&o.profiles, "profiles-dir", io.envOr("AGENTMESH_PROFILES_DIR", "profiles"), "directory of the profile documents (*.yaml)")
+	fs.StringVar(&o.workspace, "workspace-root", io.envOr("AGENTMESH_WORKSPACE_ROOT", "."), "directory that contains every CLI run's workspace")
 	fs.BoolVar(&o.demo, "demo", false, "once up, submit one demo run of the fixture profile and print it")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the embedded NATS server's notices and debug output")
 	pos, err := parse(fs, args)
@@ -120,10 +120,14 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
 
-	profiles := profile.Builtin()
-	adapters, err := serve.AdapterConfig{FixtureDir: o.fixtureDir}.Registry()
+	ac := serve.AdapterConfig{ProfilesDir: o.profiles, FixtureDir: o.fixtureDir, WorkspaceRoot: o.workspace}
+	profiles, err := ac.Profiles()
 	if err != nil {
-		return err
+		return &exitError{code: exitUsage, err: fmt.Errorf("up: --profiles-dir: %w", err)}
+	}
+	adapters, err := ac.Registry(profiles)
+	if err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}
 	}
 	log.Info("agentmesh up", "nats", s.ClientURL(), "data_dir", o.dataDir, "http", infra.HTTPAddr(),
 		"registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
@@ -140,7 +144,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	}
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Topology: cfg.Topology(),
-		Runner:   runner.Config{MaxActive: map[string]int{"fixture": fixtureMaxActive}},
+		Runner:   runner.Config{MaxActive: serve.MaxActive(profiles, nil)},
 	})
 	log.Info("agentmesh shutting down")
 	return err

@@ -25,7 +25,7 @@ type testMesh struct {
 // ends, and fails the test unless up then returns nil promptly.
 func startUp(t *testing.T, demo bool) *testMesh {
 	t.Helper()
-	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", demo: demo}
+	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", profiles: "../../profiles", workspace: t.TempDir(), demo: demo}
 	io, out, errOut := testIO(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)

@@ -17,17 +17,48 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// Profile is one provider profile.
+// Profile is one provider profile: one document of profiles/*.yaml (the
+// schema is profiles/SCHEMA.md). Its hash is taken over this typed form, so
+// formatting, comments and key order in the file never change it.
 type Profile struct {
-	Name      string         `msgpack:"name"`
-	Adapter   string         `msgpack:"adapter"`
-	Transport wire.Transport `msgpack:"transport"`
-	Model     string         `msgpack:"model"`
-	Aliases   []string       `msgpack:"aliases"`
-	// MaxAttempts is the attempt policy (default wire.DefaultMaxAttempts).
-	MaxAttempts int `msgpack:"max_attempts"`
-	// Pricing is the rate per token class as exact decimal strings.
-	Pricing map[string]string `msgpack:"pricing"`
+	// Schema is the document's schema version (1).
+	Schema    int            `yaml:"schema" msgpack:"schema"`
+	Name      string         `yaml:"name" msgpack:"name"`
+	Adapter   string         `yaml:"adapter" msgpack:"adapter"`
+	Transport wire.Transport `yaml:"transport" msgpack:"transport"`
+	Model     string         `yaml:"model" msgpack:"model"`
+	Aliases   []string       `yaml:"aliases,omitempty" msgpack:"aliases"`
+	// ContextWindow is the largest context the profile advertises.
+	ContextWindow int `yaml:"context_window,omitempty" msgpack:"context_window"`
+	// Pricing is the rate per token class, in USD per million tokens, as
+	// exact decimal strings.
+	Pricing map[string]string `yaml:"pricing,omitempty" msgpack:"pricing"`
+
+	// Subprocess profiles: the CLI and what its child process may see.
+	Binary      string            `yaml:"binary,omitempty" msgpack:"binary"`
+	InstallHint string            `yaml:"install_hint,omitempty" msgpack:"install_hint"`
+	EnvAllow    []string          `yaml:"env_allow,omitempty" msgpack:"env_allow"`
+	Env         map[string]string `yaml:"env,omitempty" msgpack:"env"`
+
+	// Remote profiles.
+	BaseURL       string `yaml:"base_url,omitempty" msgpack:"base_url"`
+	AllowLoopback bool   `yaml:"allow_loopback,omitempty" msgpack:"allow_loopback"`
+	CredentialEnv string `yaml:"credential_env,omitempty" msgpack:"credential_env"`
+
+	Policy Policy `yaml:"policy,omitempty" msgpack:"policy"`
+
+	// MaxAttempts is Policy.MaxAttempts, kept for profiles built in code.
+	MaxAttempts int `yaml:"-" msgpack:"-"`
+
+	file string // where it was loaded from, for errors
+}
+
+// Policy is a profile's admission and attempt policy.
+type Policy struct {
+	// MaxAttempts bounds a run's attempts (default wire.DefaultMaxAttempts).
+	MaxAttempts int `yaml:"max_attempts,omitempty" msgpack:"max_attempts"`
+	// MaxActive is the runs one runner process executes at once (default 1).
+	MaxActive int `yaml:"max_active,omitempty" msgpack:"max_active"`
 }
 
 // ErrUnknown is returned by Resolve for a name that matches no profile.
@@ -47,31 +78,37 @@ func New(profiles ...Profile) (*Registry, error) {
 	var errs []error
 	for i := range profiles {
 		p := profiles[i]
-		if p.MaxAttempts == 0 {
-			p.MaxAttempts = wire.DefaultMaxAttempts
+		if p.Policy.MaxAttempts == 0 {
+			p.Policy.MaxAttempts = p.MaxAttempts
 		}
-		switch {
-		case p.Name == "" || strings.ContainsAny(p.Name, "/ "):
-			errs = append(errs, fmt.Errorf("profile %d: name %q is empty or has '/' or space", i, p.Name))
-			continue
-		case p.Adapter == "" || p.Model == "":
-			errs = append(errs, fmt.Errorf("profile %s: adapter and model are required", p.Name))
-			continue
-		case !p.Transport.Valid():
-			errs = append(errs, fmt.Errorf("profile %s: transport %q is not subprocess, in_process or remote", p.Name, p.Transport))
-			continue
-		case p.MaxAttempts < 0:
-			errs = append(errs, fmt.Errorf("profile %s: max_attempts must be > 0, got %d", p.Name, p.MaxAttempts))
+		if p.Policy.MaxAttempts == 0 {
+			p.Policy.MaxAttempts = wire.DefaultMaxAttempts
+		}
+		if p.Policy.MaxActive == 0 {
+			p.Policy.MaxActive = 1
+		}
+		p.MaxAttempts = p.Policy.MaxAttempts
+		if p.Schema == 0 {
+			p.Schema = SchemaVersion
+		}
+		where := "profile " + p.Name
+		if p.file != "" {
+			where = p.file
+		}
+		if perrs := p.check(where); len(perrs) > 0 {
+			errs = append(errs, perrs...)
 			continue
 		}
-		if _, dup := r.byName[p.Name]; dup {
-			errs = append(errs, fmt.Errorf("profile %s: defined twice", p.Name))
+		if other, dup := r.byName[p.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: name: profile %s is also defined in %s", where, p.Name, other.where()))
 			continue
 		}
 		r.byName[p.Name] = &p
 		for _, a := range p.Aliases {
 			if other, dup := r.aliases[a]; dup {
-				errs = append(errs, fmt.Errorf("profile %s: alias %q collides with profile %s", p.Name, a, other.Name))
+				errs = append(errs, fmt.Errorf("%s: aliases: %q collides with profile %s (%s)", where, a, other.Name, other.where()))
+			} else if other, dup := r.byName[a]; dup && other != &p {
+				errs = append(errs, fmt.Errorf("%s: aliases: %q is the name of profile %s", where, a, other.Name))
 			}
 			r.aliases[a] = &p
 		}

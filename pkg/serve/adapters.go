@@ -11,41 +11,96 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/codex"
 	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/geminicli"
+	"github.com/agentmesh/agentmesh/pkg/pi"
+	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
-// AdapterConfig configures the adapters a process can host. Embed it in a
-// service's Config.
+// AdapterConfig configures the profiles and adapters a process can host.
+// Embed it in a service's Config.
 type AdapterConfig struct {
+	// ProfilesDir holds the profile documents (profiles/SCHEMA.md).
+	ProfilesDir string `split_words:"true" default:"profiles" desc:"directory of the profile documents (*.yaml)"`
 	// FixtureDir is where the fixture adapter reads its scripts.
 	FixtureDir string `split_words:"true" default:"testdata/fixture" desc:"directory of the fixture adapter's scripts"`
+	// WorkspaceRoot contains every subprocess run's workspace.
+	WorkspaceRoot string `split_words:"true" default:"." desc:"directory that contains every CLI run's workspace"`
 }
 
-// builders make each known adapter from the configuration.
-var builders = map[string]func(AdapterConfig) (adapter.Adapter, error){
-	fixture.DefaultName: func(c AdapterConfig) (adapter.Adapter, error) {
+// builders make each known adapter from the configuration and the profile
+// that names it (nil when a process hosts an adapter no profile names).
+var builders = map[string]func(AdapterConfig, *profile.Profile) (adapter.Adapter, error){
+	fixture.DefaultName: func(c AdapterConfig, _ *profile.Profile) (adapter.Adapter, error) {
 		return fixture.New(fixture.Config{ScriptsDir: c.FixtureDir})
 	},
+	claudecode.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		return claudecode.New(c.cliConfig(claudecode.DefaultConfig(), p))
+	},
+	codex.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		return codex.New(c.cliConfig(codex.DefaultConfig(), p))
+	},
+	geminicli.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		return geminicli.New(c.cliConfig(geminicli.DefaultConfig(), p))
+	},
+	pi.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		return pi.New(c.cliConfig(pi.DefaultConfig(), p))
+	},
+}
+
+// cliConfig is a CLI adapter's configuration: the adapter's defaults, then
+// what the operator's profile says (binary, install hint, the child's
+// environment), then the workspace root.
+func (c AdapterConfig) cliConfig(cfg cliadapter.Config, p *profile.Profile) cliadapter.Config {
+	if p != nil {
+		if p.Binary != "" {
+			cfg.Binary = p.Binary
+		}
+		if p.InstallHint != "" {
+			cfg.InstallHint = p.InstallHint
+		}
+		if p.EnvAllow != nil {
+			cfg.EnvAllow = slices.Clone(p.EnvAllow)
+		}
+		set := maps.Clone(cfg.EnvSet)
+		if set == nil {
+			set = map[string]string{}
+		}
+		maps.Copy(set, p.Env)
+		cfg.EnvSet = set
+	}
+	cfg.WorkspaceRoot = c.WorkspaceRoot
+	return cfg
 }
 
 // KnownAdapters returns the names of the adapters this build can host,
 // sorted.
 func KnownAdapters() []string {
-	names := make([]string, 0, len(builders))
-	for n := range builders {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(builders))
 }
 
-// Registry builds the named adapters, or every known adapter when names is
-// empty. An unknown name is an error listing the known ones.
-func (c AdapterConfig) Registry(names ...string) (*adapter.Registry, error) {
+// Profiles loads the profile documents of ProfilesDir strictly.
+func (c AdapterConfig) Profiles() (*profile.Registry, error) {
+	return profile.Load(c.ProfilesDir)
+}
+
+// Registry builds the named adapters, or the adapter of every profile when
+// names is empty. An adapter takes its settings from the first profile (by
+// name) that names it. An unknown name is an error listing the known ones.
+func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*adapter.Registry, error) {
+	byAdapter := map[string]*profile.Profile{}
+	for _, p := range profiles.All() {
+		if _, ok := byAdapter[p.Adapter]; !ok {
+			byAdapter[p.Adapter] = p
+		}
+	}
 	if len(names) == 0 {
-		names = KnownAdapters()
+		names = slices.Sorted(maps.Keys(byAdapter))
 	}
 	reg, err := adapter.NewRegistry()
 	if err != nil {
@@ -56,15 +111,31 @@ func (c AdapterConfig) Registry(names ...string) (*adapter.Registry, error) {
 		if !ok {
 			return nil, fmt.Errorf("unknown adapter %q (known: %s)", n, strings.Join(KnownAdapters(), ", "))
 		}
-		a, err := build(c)
+		a, err := build(c, byAdapter[n])
 		if err != nil {
 			return nil, fmt.Errorf("adapter %s: %w", n, err)
+		}
+		if p := byAdapter[n]; p != nil && a.Capabilities().Transport != p.Transport {
+			return nil, fmt.Errorf("profile %s: transport %s contradicts adapter %s's %s", p.Name, p.Transport, n, a.Capabilities().Transport)
 		}
 		if err := reg.Add(a); err != nil {
 			return nil, err
 		}
 	}
 	return reg, nil
+}
+
+// MaxActive is the runs each adapter may execute at once in one runner:
+// the profile's policy.max_active, overridden by explicit per-adapter values.
+func MaxActive(profiles *profile.Registry, explicit map[string]int) map[string]int {
+	out := map[string]int{}
+	for _, p := range profiles.All() {
+		if _, ok := out[p.Adapter]; !ok {
+			out[p.Adapter] = p.Policy.MaxActive
+		}
+	}
+	maps.Copy(out, explicit)
+	return out
 }
 
 // RunnerConfig is the configuration of a runner host process. Embed it,
@@ -114,11 +185,12 @@ func (c RunnerConfig) Validate() error {
 	return bad.Err()
 }
 
-// Runner is the runner host configuration c describes.
-func (c RunnerConfig) Runner() runner.Config {
+// Runner is the runner host configuration c describes, with the profiles'
+// admission policy where RUNNER_MAX_ACTIVE names no value.
+func (c RunnerConfig) Runner(profiles *profile.Registry) runner.Config {
 	return runner.Config{
 		ID:               c.RunnerID,
-		MaxActive:        c.RunnerMaxActive,
+		MaxActive:        MaxActive(profiles, c.RunnerMaxActive),
 		DefaultMaxActive: c.RunnerDefaultMaxActive,
 		AckWait:          c.RunnerAckWait,
 		DrainTimeout:     c.RunnerDrainTimeout,
@@ -129,7 +201,11 @@ func (c RunnerConfig) Runner() runner.Config {
 // of rc, starts the infrastructure as client name, and runs a runner host
 // until ctx ends, then shuts down in reverse order.
 func RunRunner(ctx context.Context, name string, common service.Config, rc RunnerConfig, log *slog.Logger) (err error) {
-	adapters, err := rc.Registry(rc.RunnerAdapters...)
+	profiles, err := rc.Profiles()
+	if err != nil {
+		return err
+	}
+	adapters, err := rc.Registry(profiles, rc.RunnerAdapters...)
 	if err != nil {
 		return err
 	}
@@ -138,7 +214,7 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 		return err
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
-	host, err := runner.New(ctx, infra.Deps, adapters, rc.Runner())
+	host, err := runner.New(ctx, infra.Deps, adapters, rc.Runner(profiles))
 	if err != nil {
 		return err
 	}

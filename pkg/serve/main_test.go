@@ -37,7 +37,7 @@ func TestRunMain(t *testing.T) {
 		{name: "log level", env: map[string]string{"AGENTMESH_LOG_LEVEL": "loud"}, wantCode: 2, wantErr: "svc: config: AGENTMESH_LOG_LEVEL"},
 		{name: "unparsable", env: map[string]string{"AGENTMESH_LEASE_TTL": "soon"}, wantCode: 2, wantErr: "AGENTMESH_LEASE_TTL"},
 		{name: "common", env: map[string]string{"AGENTMESH_REPLICAS": "7"}, wantCode: 2, wantErr: "AGENTMESH_REPLICAS"},
-		{name: "validate", env: map[string]string{"AGENTMESH_RUNNER_ADAPTERS": "nope"}, wantCode: 2, wantErr: `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: fixture)`},
+		{name: "validate", env: map[string]string{"AGENTMESH_RUNNER_ADAPTERS": "nope"}, wantCode: 2, wantErr: `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: claude-code, codex, fixture, gemini, pi)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestRunnerConfigValidate(t *testing.T) {
 		{"valid", func(*RunnerConfig) {}, ""},
 		{"no adapters", func(c *RunnerConfig) { c.RunnerAdapters = nil }, "AGENTMESH_RUNNER_ADAPTERS"},
 		{"twice", func(c *RunnerConfig) { c.RunnerAdapters = []string{"fixture", "fixture"} }, "AGENTMESH_RUNNER_ADAPTERS"},
-		{"max active unknown", func(c *RunnerConfig) { c.RunnerMaxActive = map[string]int{"codex": 1} }, "AGENTMESH_RUNNER_MAX_ACTIVE"},
+		{"max active unknown", func(c *RunnerConfig) { c.RunnerMaxActive = map[string]int{"nope": 1} }, "AGENTMESH_RUNNER_MAX_ACTIVE"},
 		{"max active zero", func(c *RunnerConfig) { c.RunnerMaxActive = map[string]int{"fixture": 0} }, "AGENTMESH_RUNNER_MAX_ACTIVE"},
 		{"default max active", func(c *RunnerConfig) { c.RunnerDefaultMaxActive = 0 }, "AGENTMESH_RUNNER_DEFAULT_MAX_ACTIVE"},
 		{"ack wait", func(c *RunnerConfig) { c.RunnerAckWait = 1e6 }, "AGENTMESH_RUNNER_ACK_WAIT"},
@@ -103,14 +103,22 @@ func TestRunnerConfigValidate(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	reg, err := AdapterConfig{FixtureDir: "testdata"}.Registry()
+	ac := AdapterConfig{ProfilesDir: "../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(reg.Names(), ","); got != "fixture" {
-		t.Errorf("Registry() names = %s, want fixture", got)
+	reg, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := (AdapterConfig{}).Registry("fixture", "gemini"); err == nil || !strings.Contains(err.Error(), `unknown adapter "gemini" (known: fixture)`) {
-		t.Errorf("Registry(fixture, gemini) = %v, want an unknown adapter error listing fixture", err)
+	if got := strings.Join(reg.Names(), ","); got != "claude-code,codex,fixture,gemini,pi" {
+		t.Errorf("Registry() names = %s, want every shipped profile's adapter", got)
+	}
+	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: claude-code, codex, fixture, gemini, pi)`) {
+		t.Errorf("Registry(fixture, nope) = %v, want an unknown adapter error listing the known ones", err)
+	}
+	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 {
+		t.Errorf("MaxActive = %v", got)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -43,8 +42,11 @@ func (c Config) Validate() error {
 // run routes submissions until ctx ends. The router validates requests with
 // every adapter this build knows, so it builds all of them.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
-	profiles := profile.Builtin()
-	adapters, err := cfg.Registry()
+	profiles, err := cfg.Profiles()
+	if err != nil {
+		return err
+	}
+	adapters, err := cfg.Registry(profiles)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 func Mesh(t testing.TB, natsURL string, cfg mesh.Config) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	adapters, err := serve.AdapterConfig{}.Registry()
+	adapters, err := serve.AdapterConfig{}.Registry(profile.Builtin())
 	if err != nil {
 		t.Fatalf("servetest: %v", err)
 	}

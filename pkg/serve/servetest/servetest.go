@@ -13,6 +13,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +27,13 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
+// RepoRoot is the repository's root directory, for the shipped profiles
+// and fixture scripts.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
 // Load sets the environment of a service under test (AGENTMESH_NATS_URL to
 // natsURL, AGENTMESH_HTTP_ADDR to a random loopback port, then env) for the
 // rest of the test and loads spec from it as the service's main would (see
@@ -33,6 +42,8 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 	t.Helper()
 	t.Setenv("AGENTMESH_NATS_URL", natsURL)
 	t.Setenv("AGENTMESH_HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("AGENTMESH_PROFILES_DIR", filepath.Join(RepoRoot(), "profiles"))
+	t.Setenv("AGENTMESH_FIXTURE_DIR", filepath.Join(RepoRoot(), "testdata", "fixture"))
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
