@@ -4,13 +4,12 @@ GO       ?= go
 FUZZTIME ?= 60s
 BENCHFLAGS ?=
 
-# Fuzz targets as <package>:<Fuzz function>. Add one here when you add a
-# Fuzz function; `make fuzz` runs each for FUZZTIME.
+# Fuzz targets as package:Target. Add a line here when you add a Fuzz function.
 FUZZ_TARGETS := \
-	./pkg/wire:FuzzDecodeRunRequest \
-	./pkg/wire:FuzzDecodeEvent \
-	./pkg/wire:FuzzDecodeWork \
-	./pkg/wire:FuzzScan
+	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
+	./pkg/proc:FuzzDecoder \
+	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
+	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser
 
 .PHONY: build run test vet bench fuzz check fmt-check
 
@@ -36,10 +35,10 @@ bench:
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; fn=$${t#*:}; \
-		echo "$(GO) test -run '^\$$' -fuzz '^$$fn\$$' -fuzztime $(FUZZTIME) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; for pt in $(FUZZ_TARGETS); do \
+		p=$${pt%%:*}; t=$${pt##*:}; \
+		echo "$(GO) test -run '^\$$' -fuzz '^$$t\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$p"; \
+		$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$p; \
 	done
 
 ## fmt-check: fail if a file is not gofmt-formatted
