@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(childRunnerEnv); url != "" {
 		os.Exit(runChildRunner(url))
 	}
+	if log := os.Getenv(fakeCLILog); log != "" {
+		os.Exit(runFakeCLI(log))
+	}
 	goleak.VerifyTestMain(m)
 }
 
