@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
@@ -174,4 +175,71 @@ func TestRunnerKilledAfterOutputIsFailedBySweeper(t *testing.T) {
 			t.Fatalf("the run was attempted again after output: %s", describe(evs))
 		}
 	}
+}
+
+// A runner whose lease renewal fails stops publishing and tears its
+// transport down; the sweeper then ends the run.
+func TestRunnerThatLosesItsLeaseStopsPublishing(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{}
+	cfg.Topology.LeaseTTL = time.Second
+	cfg.Sweeper.ReconcileEvery = time.Second
+	n := startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 150}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range c.Events(ctx, tenant, id, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == wire.KindChunk {
+			break
+		}
+	}
+	leases, err := n.d.JS.KeyValue(ctx, n.d.Names.LeasesBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Take the lease away, as an expiry would.
+	if err := leases.Purge(ctx, tenant+"."+id); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	st := last(evs)
+	if st.State != wire.StateFailed || !errors.Is(st.Error, wire.ProviderTransportError) {
+		t.Fatalf("terminal = %+v (%s), want failed by the sweeper", st, describe(evs))
+	}
+	checkGapless(t, evs)
+	// slow has 20 chunks; the runner stopped well before the end.
+	chunks := 0
+	for _, ev := range evs {
+		if ev.Kind == wire.KindChunk {
+			chunks++
+		}
+	}
+	if chunks >= 20 {
+		t.Fatalf("the runner kept publishing after losing its lease: %d chunks", chunks)
+	}
+	// Nothing was stored after the terminal status either.
+	natstest.Eventually(t, 5*time.Second, func() error {
+		ev, _, err := lastStored(n, id)
+		if err != nil {
+			return err
+		}
+		if ev.Seq != uint64(len(evs)) {
+			return fmt.Errorf("last stored event has seq %d, the terminal is %d", ev.Seq, len(evs))
+		}
+		return nil
+	})
+}
+
+func lastStored(n *node, runID string) (wire.Event, uint64, error) {
+	log, err := events.NewLog(context.Background(), n.d.JS, n.d.Names)
+	if err != nil {
+		return wire.Event{}, 0, err
+	}
+	return log.Last(context.Background(), tenant, runID)
 }
