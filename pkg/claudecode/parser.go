@@ -93,6 +93,11 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, err
 	}
+	if sid != "" && !isUUID(sid) {
+		// Only an id the resume field accepts is a session: a cut or
+		// malformed one is never published.
+		return nil, protocolf("session_id %q is not a session id (a UUID)", sid)
+	}
 	var chunks []wire.Chunk
 	switch typ {
 	case "system":

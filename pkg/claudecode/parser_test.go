@@ -68,8 +68,8 @@ func brief(chunks []wire.Chunk) string {
 }
 
 const (
-	initA = `{"type":"system","subtype":"init","session_id":"A","model":"m"}`
-	textA = `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"Hello"}]},"session_id":"A"}`
+	initA = `{"type":"system","subtype":"init","session_id":"aaaaaaaa-0000-4000-8000-00000000000a","model":"m"}`
+	textA = `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"Hello"}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`
 )
 
 func TestParser(t *testing.T) {
@@ -81,89 +81,89 @@ func TestParser(t *testing.T) {
 	}{
 		{
 			name: "synthetic error without a result ends in the error chunk",
-			in:   []string{initA, `{"type":"assistant","message":{"id":"x","model":"<synthetic>","content":[{"type":"text","text":"API Error: Request rejected (429)"}]},"error":"rate_limit","session_id":"A"}`},
-			want: "system:A error:ProviderQuotaError",
+			in:   []string{initA, `{"type":"assistant","message":{"id":"x","model":"<synthetic>","content":[{"type":"text","text":"API Error: Request rejected (429)"}]},"error":"rate_limit","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderQuotaError",
 		},
 		{
 			name: "synthetic message without an error kind is not text",
-			in: []string{initA, `{"type":"assistant","message":{"id":"x","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]},"session_id":"A"}`,
-				`{"type":"result","subtype":"success","is_error":false,"result":"No response requested.","session_id":"A"}`},
-			want: "system:A result:No response requested.",
+			in: []string{initA, `{"type":"assistant","message":{"id":"x","model":"<synthetic>","content":[{"type":"text","text":"No response requested."}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"result","subtype":"success","is_error":false,"result":"No response requested.","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a result:No response requested.",
 		},
 		{
 			name: "result text not emitted goes into the result",
-			in:   []string{initA, textA, `{"type":"result","subtype":"success","is_error":false,"result":"Different","session_id":"A"}`},
-			want: "system:A text:Hello result:Different",
+			in:   []string{initA, textA, `{"type":"result","subtype":"success","is_error":false,"result":"Different","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a text:Hello result:Different",
 		},
 		{
 			name: "result equal to the message's text blocks joined is not repeated",
-			in: []string{initA, textA, `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"World"}]},"session_id":"A"}`,
-				`{"type":"result","subtype":"success","is_error":false,"result":"Hello\n\nWorld","session_id":"A"}`},
-			want: "system:A text:Hello text:World result",
+			in: []string{initA, textA, `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"World"}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"result","subtype":"success","is_error":false,"result":"Hello\n\nWorld","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a text:Hello text:World result",
 		},
 		{
 			name: "max turns is a declared failure",
-			in:   []string{initA, `{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["reached max turns"],"session_id":"A"}`},
-			want: "system:A error:ProviderError",
+			in:   []string{initA, `{"type":"result","subtype":"error_max_turns","is_error":true,"errors":["reached max turns"],"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderError",
 		},
 		{
 			name: "context overflow",
-			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"result":"Prompt is too long","session_id":"A"}`},
-			want: "system:A error:ProviderContextError",
+			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":400,"result":"Prompt is too long","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderContextError",
 		},
 		{
 			name: "overloaded 529 backs off like a quota",
-			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"Overloaded","session_id":"A"}`},
-			want: "system:A error:ProviderQuotaError",
+			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"Overloaded","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderQuotaError",
 		},
 		{
 			name: "failed tool result keeps its id and is_error, and is not a failed stream",
 			in: []string{initA,
-				`{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"false"}}]},"session_id":"A"}`,
-				`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"exit 1"}],"is_error":true}]},"session_id":"A"}`,
-				`{"type":"result","subtype":"success","is_error":false,"result":"","session_id":"A"}`},
-			want: "system:A tool_use:t1 tool_result:t1 result",
+				`{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"false"}}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"exit 1"}],"is_error":true}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"result","subtype":"success","is_error":false,"result":"","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a tool_use:t1 tool_result:t1 result",
 		},
 		{
 			name: "partial deltas then the complete block add only what is missing",
 			in: []string{initA,
-				`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}},"session_id":"A"}`,
-				`{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}},"session_id":"A"}`,
-				`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"session_id":"A"}`,
+				`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hel"}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
 				textA,
-				`{"type":"result","subtype":"success","is_error":false,"result":"Hello","session_id":"A"}`},
-			want: "system:A text:Hel+ text:lo+ result",
+				`{"type":"result","subtype":"success","is_error":false,"result":"Hello","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a text:Hel+ text:lo+ result",
 		},
 		{
 			name: "tool input deltas are not chunks; the complete tool_use is",
 			in: []string{initA,
-				`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}},"session_id":"A"}`,
-				`{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"Bash","input":{}}},"session_id":"A"}`,
-				`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"comm"}},"session_id":"A"}`,
-				`{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]},"session_id":"A"}`},
-			want: "system:A tool_use:t1",
+				`{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t1","name":"Bash","input":{}}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"comm"}},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a tool_use:t1",
 		},
 		{
 			name: "a changed session id is published again",
-			in:   []string{initA, `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"Hi"}]},"session_id":"B"}`},
-			want: "system:A system:B text:Hi",
+			in:   []string{initA, `{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"text","text":"Hi"}]},"session_id":"bbbbbbbb-0000-4000-8000-00000000000b"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a system:bbbbbbbb-0000-4000-8000-00000000000b text:Hi",
 		},
 		{
 			name: "telemetry is dropped",
-			in: []string{initA, `{"type":"system","subtype":"api_retry","attempt":1,"session_id":"A"}`,
-				`{"type":"system","subtype":"thinking_tokens","session_id":"A"}`, `{"type":"tool_progress","session_id":"A"}`,
-				`{"type":"stream_event","event":{"type":"ping"},"session_id":"A"}`},
-			want: "system:A",
+			in: []string{initA, `{"type":"system","subtype":"api_retry","attempt":1,"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"system","subtype":"thinking_tokens","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`, `{"type":"tool_progress","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
+				`{"type":"stream_event","event":{"type":"ping"},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a",
 		},
 		{
 			name: "an empty stream is a normal end",
 			want: "",
 		},
-		{name: "unknown event type", in: []string{initA, `{"type":"assistant_v2","text":"hi"}`}, want: "system:A", wantErr: wire.ProviderProtocolError},
+		{name: "unknown event type", in: []string{initA, `{"type":"assistant_v2","text":"hi"}`}, want: "system:aaaaaaaa-0000-4000-8000-00000000000a", wantErr: wire.ProviderProtocolError},
 		{name: "event without a type", in: []string{`{"text":"hi"}`}, wantErr: wire.ProviderProtocolError},
-		{name: "unknown system subtype", in: []string{initA, `{"type":"system","subtype":"local_command_output","content":"x"}`}, want: "system:A", wantErr: wire.ProviderProtocolError},
-		{name: "unknown content block", in: []string{initA, `{"type":"assistant","message":{"id":"m","model":"m","content":[{"type":"image","source":{}}]}}`}, want: "system:A", wantErr: wire.ProviderProtocolError},
-		{name: "unknown delta", in: []string{initA, `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"audio_delta"}}}`}, want: "system:A", wantErr: wire.ProviderProtocolError},
+		{name: "unknown system subtype", in: []string{initA, `{"type":"system","subtype":"local_command_output","content":"x"}`}, want: "system:aaaaaaaa-0000-4000-8000-00000000000a", wantErr: wire.ProviderProtocolError},
+		{name: "unknown content block", in: []string{initA, `{"type":"assistant","message":{"id":"m","model":"m","content":[{"type":"image","source":{}}]}}`}, want: "system:aaaaaaaa-0000-4000-8000-00000000000a", wantErr: wire.ProviderProtocolError},
+		{name: "unknown delta", in: []string{initA, `{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"audio_delta"}}}`}, want: "system:aaaaaaaa-0000-4000-8000-00000000000a", wantErr: wire.ProviderProtocolError},
 		{
 			name:    "an id seen only in an invalid event is not published",
 			in:      []string{`{"type":"assistant","message":"oops","session_id":"C"}`},
@@ -172,14 +172,14 @@ func TestParser(t *testing.T) {
 		},
 		{
 			name:    "content after the result",
-			in:      []string{initA, `{"type":"result","subtype":"success","is_error":false,"result":"x","session_id":"A"}`, textA},
-			want:    "system:A result:x",
+			in:      []string{initA, `{"type":"result","subtype":"success","is_error":false,"result":"x","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`, textA},
+			want:    "system:aaaaaaaa-0000-4000-8000-00000000000a result:x",
 			wantErr: wire.ProviderProtocolError,
 		},
 		{
 			name:    "a second result",
-			in:      []string{initA, `{"type":"result","subtype":"success","result":"x","session_id":"A"}`, `{"type":"result","subtype":"success","result":"y","session_id":"A"}`},
-			want:    "system:A result:x",
+			in:      []string{initA, `{"type":"result","subtype":"success","result":"x","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`, `{"type":"result","subtype":"success","result":"y","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want:    "system:aaaaaaaa-0000-4000-8000-00000000000a result:x",
 			wantErr: wire.ProviderProtocolError,
 		},
 		{name: "tool_use without an id", in: []string{`{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","name":"Bash","input":{}}]}}`}, wantErr: wire.ProviderProtocolError},
@@ -203,7 +203,7 @@ func TestParser(t *testing.T) {
 
 func TestParserErrorChunkIsSafe(t *testing.T) {
 	long := strings.Repeat("é", 5000)
-	got, err := feed(t, initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"bad key sk-ant-api03-abcdefghijklmnop `+long+`","session_id":"A"}`)
+	got, err := feed(t, initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"bad key sk-ant-api03-abcdefghijklmnop `+long+`","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`)
 	if err != nil {
 		t.Fatal(err)
 	}

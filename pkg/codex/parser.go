@@ -157,6 +157,9 @@ func (p *Parser) threadStarted(ev map[string]any) ([]wire.Chunk, error) {
 	if !ok || strings.TrimSpace(id) == "" || len(id) > 256 {
 		return nil, protocolf("thread.started without a thread_id")
 	}
+	if !uuidRE.MatchString(id) {
+		return nil, protocolf("thread.started with thread_id %q, which is not a thread id (a UUID)", id)
+	}
 	if p.threadID != "" {
 		if id == p.threadID {
 			return nil, nil

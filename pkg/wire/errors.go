@@ -93,8 +93,10 @@ func (e *Error) Retry() *Error { e.Retryable = true; return e }
 // Bound redacts Message and StderrTail and cuts each to MaxErrorText bytes
 // (on a UTF-8 boundary). It is idempotent.
 func (e *Error) Bound() {
-	e.Message = boundText(Redact(e.Message), MaxErrorText, false)
-	e.StderrTail = boundText(Redact(e.StderrTail), MaxErrorText, true)
+	// Cut before redacting (a secret cut in half still matches at twice the
+	// bound), so a 256 KiB stderr capture is not scanned whole.
+	e.Message = boundText(Redact(boundText(e.Message, 2*MaxErrorText, false)), MaxErrorText, false)
+	e.StderrTail = boundText(Redact(boundText(e.StderrTail, 2*MaxErrorText, true)), MaxErrorText, true)
 }
 
 func (e *Error) Error() string {
