@@ -141,6 +141,7 @@ type child struct {
 	stderr *os.File
 	drain  chan struct{} // closed when stderr is drained
 	tail   bytes.Buffer  // the first StderrLimit bytes of stderr
+	last   lastBytes     // the last wire.MaxErrorText bytes, once stderr outgrew tail
 
 	done    chan struct{} // closed when the leader is reaped and the rest of its group ended
 	waitErr error         // cmd.Wait's result, set before done closes
@@ -203,12 +204,40 @@ func start(spec Spec, path string) (*child, error) {
 	return c, nil
 }
 
-// drainStderr keeps the first StderrLimit bytes and discards the rest, so a
+// drainStderr keeps the first StderrLimit bytes (what Classify reads) and
+// the last few KiB (the error's stderr tail), and discards the rest, so a
 // chatty child can never block on a full pipe.
 func (c *child) drainStderr() {
 	defer close(c.drain)
 	_, _ = io.Copy(&c.tail, io.LimitReader(c.stderr, int64(c.spec.StderrLimit)))
-	_, _ = io.Copy(io.Discard, c.stderr)
+	_, _ = io.Copy(&c.last, c.stderr)
+}
+
+// lastBytes keeps the last wire.MaxErrorText bytes written to it.
+type lastBytes struct {
+	buf   []byte
+	wrote bool
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.wrote = true
+	if len(p) >= wire.MaxErrorText {
+		l.buf = append(l.buf[:0], p[len(p)-wire.MaxErrorText:]...)
+		return len(p), nil
+	}
+	if over := len(l.buf) + len(p) - wire.MaxErrorText; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	l.buf = append(l.buf, p...)
+	return len(p), nil
+}
+
+// stderrTail is the end of what the child wrote to stderr.
+func (c *child) stderrTail() string {
+	if !c.last.wrote {
+		return c.tail.String()
+	}
+	return "[…] " + string(c.last.buf)
 }
 
 // read frames stdout and yields each map. It returns the error that stops
@@ -364,7 +393,7 @@ func (c *child) finish(ctx context.Context, primary error) error {
 		}
 		we := wire.Errorf(c.spec.Classify(code, stderr), "%s exited with status %d", c.spec.Binary, code)
 		we.ReturnCode = &code
-		we.StderrTail = stderr
+		we.StderrTail = c.stderrTail()
 		we.Bound()
 		return we
 	}

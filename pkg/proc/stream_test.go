@@ -459,6 +459,11 @@ func TestStreamStderrFlood(t *testing.T) {
 			if we.Class != wire.ProviderProcessError || len(we.StderrTail) > wire.MaxErrorText {
 				t.Errorf("class %s, %d bytes of tail; want ProviderProcessError, <= %d", we.Class, len(we.StderrTail), wire.MaxErrorText)
 			}
+			// The tail is the end of stderr, so the CLI's last words after
+			// the flood are in it.
+			if len(tt.args) > 1 && !strings.HasSuffix(we.StderrTail, tt.args[1]) {
+				t.Errorf("StderrTail ends %q, want the last line %q", we.StderrTail[max(0, len(we.StderrTail)-80):], tt.args[1])
+			}
 			checkGone(t, r.pid)
 		})
 	}
