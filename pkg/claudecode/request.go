@@ -1,12 +1,10 @@
 package claudecode
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/reqfield"
 )
 
 // ResumeField is the request field that takes a session id to resume; the
@@ -56,136 +54,45 @@ type Request struct {
 // named in one AgenticRequestValidationError. It starts nothing and is safe
 // for concurrent use.
 func Decode(b []byte) (Request, error) {
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
+	d, err := reqfield.Decode(Name, b)
+	if err != nil {
+		return Request{}, err
 	}
-	var req Request
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "prompt":
-			req.Prompt = stringField(k, v, bad)
-		case "model":
-			req.Model = stringField(k, v, bad)
-		case "system_prompt":
-			req.SystemPrompt = stringField(k, v, bad)
-		case "append_system_prompt":
-			req.AppendSystemPrompt = stringField(k, v, bad)
-		case "permission_mode":
-			req.PermissionMode = stringField(k, v, bad)
-			if req.PermissionMode != "" && !slices.Contains(PermissionModes, req.PermissionMode) {
-				bad("field %q: %q is not one of %s", k, req.PermissionMode, strings.Join(PermissionModes, ", "))
+	d.Require("prompt")
+	// Every string becomes an argv element: Arg and Args refuse a NUL byte.
+	req := Request{
+		Prompt:                 d.Arg("prompt"),
+		Model:                  d.Arg("model"),
+		SystemPrompt:           d.Arg("system_prompt"),
+		AppendSystemPrompt:     d.Arg("append_system_prompt"),
+		PermissionMode:         d.Arg("permission_mode"),
+		AllowedTools:           d.Args("allowed_tools"),
+		DisallowedTools:        d.Args("disallowed_tools"),
+		IncludePartialMessages: d.Bool("include_partial_messages"),
+		Resume:                 d.Arg(ResumeField),
+	}
+	if slices.Contains(subcommands, req.Prompt) {
+		d.Bad("prompt", "%q is a claude subcommand name; the CLI would run the subcommand", req.Prompt)
+	}
+	if req.PermissionMode != "" && !slices.Contains(PermissionModes, req.PermissionMode) {
+		d.Bad("permission_mode", "%q is not one of %s", req.PermissionMode, strings.Join(PermissionModes, ", "))
+	}
+	noneEmpty := func(k string, tools []string) {
+		for i, t := range tools {
+			if t == "" {
+				d.BadElem(k, i, "empty")
 			}
-		case "allowed_tools":
-			req.AllowedTools = stringsField(k, v, bad)
-		case "disallowed_tools":
-			req.DisallowedTools = stringsField(k, v, bad)
-		case "include_partial_messages":
-			req.IncludePartialMessages = boolField(k, v, bad)
-		case ResumeField:
-			req.Resume = stringField(k, v, bad)
-			if req.Resume != "" && !isUUID(req.Resume) {
-				bad("field %q: %q is not a session id (a UUID)", k, req.Resume)
-			}
-		default:
-			bad("unknown field %q", k)
 		}
 	}
-	switch {
-	case req.Prompt == "" && !isWrongType(m["prompt"]):
-		bad(`field "prompt": required, a non-empty string`)
-	case slices.Contains(subcommands, req.Prompt):
-		bad(`field "prompt": %q is a claude subcommand name; the CLI would run the subcommand`, req.Prompt)
+	noneEmpty("allowed_tools", req.AllowedTools)
+	noneEmpty("disallowed_tools", req.DisallowedTools)
+	if req.Resume != "" && !isUUID(req.Resume) {
+		d.Bad(ResumeField, "%q is not a session id (a UUID)", req.Resume)
 	}
-	if len(problems) > 0 {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %s", Name, strings.Join(problems, "; "))
+	if err := d.Err(); err != nil {
+		return Request{}, err
 	}
 	return req, nil
-}
-
-// isWrongType reports whether a prompt value was present but not a string,
-// which stringField already reported.
-func isWrongType(v any) bool {
-	_, isString := v.(string)
-	return v != nil && !isString
-}
-
-// stringField returns v as a string; nil is the zero value. A NUL byte
-// cannot be passed in an argv element and is refused.
-func stringField(k string, v any, bad func(string, ...any)) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		if strings.ContainsRune(v, 0) {
-			bad("field %q: contains a NUL byte", k)
-			return ""
-		}
-		return v
-	}
-	bad("field %q: want a string, got %s", k, typeName(v))
-	return ""
-}
-
-// stringsField returns v as a list of non-empty strings; nil is empty.
-func stringsField(k string, v any, bad func(string, ...any)) []string {
-	if v == nil {
-		return nil
-	}
-	items, ok := v.([]any)
-	if !ok {
-		bad("field %q: want an array of strings, got %s", k, typeName(v))
-		return nil
-	}
-	out := make([]string, 0, len(items))
-	for i, it := range items {
-		s, ok := it.(string)
-		switch {
-		case !ok:
-			bad("field %q[%d]: want a string, got %s", k, i, typeName(it))
-		case s == "":
-			bad("field %q[%d]: empty", k, i)
-		case strings.ContainsRune(s, 0):
-			bad("field %q[%d]: contains a NUL byte", k, i)
-		default:
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func boolField(k string, v any, bad func(string, ...any)) bool {
-	switch v := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return v
-	}
-	bad("field %q: want a bool, got %s", k, typeName(v))
-	return false
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case bool:
-		return "a bool"
-	case string:
-		return "a string"
-	case float32, float64:
-		return "a float"
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64, int, uint:
-		return "an integer"
-	case []byte:
-		return "binary"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // isUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form,

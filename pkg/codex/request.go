@@ -1,15 +1,13 @@
 package codex
 
 import (
-	"fmt"
-	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/reqfield"
 )
 
 // ResumeField is the request field that takes a thread id to resume.
@@ -57,105 +55,57 @@ var (
 // one *wire.Error of class AgenticRequestValidationError. It starts
 // nothing and is safe for concurrent use.
 func Decode(b []byte) (Request, error) {
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
+	d, err := reqfield.Decode(Name, b)
+	if err != nil {
+		return Request{}, err
 	}
-	var req Request
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "prompt":
-			req.Prompt = stringField(k, v, bad)
-		case "model":
-			req.Model = stringField(k, v, bad)
-		case "sandbox":
-			req.Sandbox = stringField(k, v, bad)
-		case "developer_instructions":
-			req.DeveloperInstructions = stringField(k, v, bad)
-		case "model_instructions_file":
-			req.ModelInstructionsFile = stringField(k, v, bad)
-		case ResumeField:
-			req.ResumeThreadID = stringField(k, v, bad)
-		default:
-			bad("unknown field %q", k)
-		}
-	}
-	if v := m["prompt"]; req.Prompt == "" && (v == nil || v == "") { // a wrong type is already named
-		bad(`field "prompt": required, a non-empty string`)
+	d.Require("prompt")
+	// Every string reaches the CLI's argv: Arg refuses a NUL byte.
+	req := Request{
+		Prompt:                d.Arg("prompt"),
+		Model:                 d.Arg("model"),
+		Sandbox:               d.Arg("sandbox"),
+		DeveloperInstructions: d.Arg("developer_instructions"),
+		ModelInstructionsFile: d.Arg("model_instructions_file"),
+		ResumeThreadID:        d.Arg(ResumeField),
 	}
 	switch {
 	case req.Prompt == "-":
-		bad(`field "prompt": "-" would make codex read the prompt from stdin`)
+		d.Bad("prompt", `"-" would make codex read the prompt from stdin`)
 	case len(req.Prompt) > MaxArg:
-		bad(`field "prompt": %d bytes, at most %d`, len(req.Prompt), MaxArg)
+		d.Bad("prompt", "%d bytes, at most %d", len(req.Prompt), MaxArg)
 	}
 	if req.Model != "" && !modelRE.MatchString(req.Model) {
-		bad(`field "model": %q is not a model name %s`, req.Model, modelRE)
+		d.Bad("model", "%q is not a model name %s", req.Model, modelRE)
 	}
 	switch req.Sandbox {
 	case "", SandboxWorkspaceWrite, SandboxReadOnly:
 	case "danger-full-access":
-		bad(`field "sandbox": "danger-full-access" is not allowed: the model's tools would escape the workspace`)
+		d.Bad("sandbox", `"danger-full-access" is not allowed: the model's tools would escape the workspace`)
 	default:
-		bad(`field "sandbox": %q is not one of "workspace-write", "read-only"`, req.Sandbox)
+		d.Bad("sandbox", `%q is not one of "workspace-write", "read-only"`, req.Sandbox)
 	}
 	if n := len(configArg("developer_instructions", req.DeveloperInstructions)); req.DeveloperInstructions != "" && n > MaxArg {
-		bad(`field "developer_instructions": %d bytes once quoted, at most %d`, n, MaxArg)
+		d.Bad("developer_instructions", "%d bytes once quoted, at most %d", n, MaxArg)
 	}
 	if f := req.ModelInstructionsFile; f != "" {
 		if filepath.IsAbs(f) || slices.Contains(strings.FieldsFunc(f, func(r rune) bool { return r == '/' }), "..") {
-			bad(`field "model_instructions_file": %q must be relative to the workspace, without ".."`, f)
+			d.Bad("model_instructions_file", `%q must be relative to the workspace, without ".."`, f)
 		}
 	}
 	if id := req.ResumeThreadID; id != "" && !uuidRE.MatchString(id) {
-		bad(`field %q: %q is not a thread id (a UUID)`, ResumeField, id)
+		d.Bad(ResumeField, "%q is not a thread id (a UUID)", id)
 	}
 	for _, f := range []struct{ name, v string }{
 		{"prompt", req.Prompt}, {"model", req.Model}, {"developer_instructions", req.DeveloperInstructions},
 		{"model_instructions_file", req.ModelInstructionsFile},
 	} {
-		if strings.ContainsRune(f.v, 0) {
-			bad("field %q: contains a NUL byte", f.name)
-		} else if !utf8.ValidString(f.v) {
-			bad("field %q: not valid UTF-8", f.name)
+		if !utf8.ValidString(f.v) {
+			d.Bad(f.name, "not valid UTF-8")
 		}
 	}
-	if len(problems) > 0 {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %s", Name, strings.Join(problems, "; "))
+	if err := d.Err(); err != nil {
+		return Request{}, err
 	}
 	return req, nil
-}
-
-// stringField returns v as a string; nil is the zero value, as in a struct
-// decode.
-func stringField(k string, v any, bad func(string, ...any)) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	}
-	bad("field %q: want a string, got %s", k, typeName(v))
-	return ""
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case bool:
-		return "a boolean"
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64, int, uint:
-		return "an integer"
-	case float32, float64:
-		return "a number"
-	case []byte:
-		return "binary"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", v)
 }

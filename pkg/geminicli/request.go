@@ -1,13 +1,11 @@
 package geminicli
 
 import (
-	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/reqfield"
 )
 
 // ResumeField is the request field that takes a session id.
@@ -62,65 +60,46 @@ func isUUID(s string) bool { return uuidRE.MatchString(s) }
 // AgenticRequestValidationError. It starts nothing and is safe for
 // concurrent use.
 func Decode(b []byte) (Request, error) {
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
+	d, err := reqfield.Decode(Name, b)
+	if err != nil {
+		return Request{}, err
 	}
-	var req Request
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "prompt":
-			req.Prompt = stringField(k, v, bad)
-			if strings.ContainsRune(req.Prompt, 0) {
-				bad(`field "prompt": NUL byte (an argv element cannot hold one)`)
-			}
-		case "model":
-			req.Model = stringField(k, v, bad)
-			if req.Model != "" && (len(req.Model) > maxModelLen || !modelRE.MatchString(req.Model)) {
-				bad(`field "model": %.64q is not a model name (letters, digits and ._:/@-, at most %d, not starting with "-")`, req.Model, maxModelLen)
-			}
-		case "approval_mode":
-			s := stringField(k, v, bad)
-			if s != "" && !slices.Contains(approvalModes, ApprovalMode(s)) {
-				bad(`field "approval_mode": %.64q is not one of default, auto_edit, yolo, plan`, s)
-			}
-			req.ApprovalMode = ApprovalMode(s)
-		case ResumeField:
-			req.Resume = stringField(k, v, bad)
-			if req.Resume != "" && !isUUID(req.Resume) {
-				bad(`field %q: %.64q is not a session id (a UUID)`, k, req.Resume)
-			}
-		case "include_directories":
-			req.IncludeDirectories = stringsField(k, v, bad)
-			for i, d := range req.IncludeDirectories {
-				if msg := pathProblem(d); msg != "" {
-					bad("field %q[%d]: %s", k, i, msg)
-				}
-				// The CLI splits each value on commas, so a comma would let
-				// one checked path become several unchecked ones.
-				if strings.Contains(d, ",") {
-					bad("field %q[%d]: a comma is not allowed (the CLI splits on it)", k, i)
-				}
-			}
-		case "system_md":
-			req.SystemMD = stringField(k, v, bad)
-			if _, ok := v.(string); ok {
-				if msg := pathProblem(req.SystemMD); msg != "" {
-					bad("field %q: %s", k, msg)
-				}
-			}
-		default:
-			bad("unknown field %.64q", k)
+	d.Require("prompt")
+	// Every string becomes an argv element: Arg and Args refuse a NUL byte.
+	req := Request{
+		Prompt:             d.Arg("prompt"),
+		Model:              d.Arg("model"),
+		ApprovalMode:       ApprovalMode(d.Arg("approval_mode")),
+		Resume:             d.Arg(ResumeField),
+		IncludeDirectories: d.Args("include_directories"),
+		SystemMD:           d.Arg("system_md"),
+	}
+	if req.Model != "" && (len(req.Model) > maxModelLen || !modelRE.MatchString(req.Model)) {
+		d.Bad("model", `%.64q is not a model name (letters, digits and ._:/@-, at most %d, not starting with "-")`, req.Model, maxModelLen)
+	}
+	if req.ApprovalMode != "" && !slices.Contains(approvalModes, req.ApprovalMode) {
+		d.Bad("approval_mode", "%.64q is not one of default, auto_edit, yolo, plan", req.ApprovalMode)
+	}
+	if req.Resume != "" && !isUUID(req.Resume) {
+		d.Bad(ResumeField, "%.64q is not a session id (a UUID)", req.Resume)
+	}
+	for i, dir := range req.IncludeDirectories {
+		if msg := pathProblem(dir); msg != "" {
+			d.BadElem("include_directories", i, "%s", msg)
+		}
+		// The CLI splits each value on commas, so a comma would let one
+		// checked path become several unchecked ones.
+		if strings.Contains(dir, ",") {
+			d.BadElem("include_directories", i, "a comma is not allowed (the CLI splits on it)")
 		}
 	}
-	if _, present := m["prompt"]; !present || (req.Prompt == "" && isNilOrString(m["prompt"])) {
-		bad(`field "prompt": required, a non-empty string`)
+	if d.Has("system_md") { // even "": an empty path is a problem too
+		if msg := pathProblem(req.SystemMD); msg != "" {
+			d.Bad("system_md", "%s", msg)
+		}
 	}
-	if len(problems) > 0 {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %s", Name, strings.Join(problems, "; "))
+	if err := d.Err(); err != nil {
+		return Request{}, err
 	}
 	return req, nil
 }
@@ -134,74 +113,6 @@ func pathProblem(p string) string {
 		return "must not be empty"
 	case strings.HasPrefix(p, "-"):
 		return `must not start with "-"`
-	case strings.ContainsRune(p, 0):
-		return "NUL byte"
 	}
 	return ""
-}
-
-func isNilOrString(v any) bool {
-	switch v.(type) {
-	case nil, string:
-		return true
-	}
-	return false
-}
-
-// stringField returns v as a string; nil is the zero value, as in a struct
-// decode.
-func stringField(k string, v any, bad func(string, ...any)) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	}
-	bad("field %q: want a string, got %s", k, typeName(v))
-	return ""
-}
-
-// stringsField returns v as a list of strings; nil is an empty list.
-func stringsField(k string, v any, bad func(string, ...any)) []string {
-	switch v := v.(type) {
-	case nil:
-		return nil
-	case []any:
-		out := make([]string, 0, len(v))
-		for i, e := range v {
-			s, ok := e.(string)
-			if !ok {
-				bad("field %q[%d]: want a string, got %s", k, i, typeName(e))
-				continue
-			}
-			out = append(out, s)
-		}
-		return out
-	case []string:
-		return v
-	}
-	bad("field %q: want a list of strings, got %s", k, typeName(v))
-	return nil
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "nil"
-	case bool:
-		return "a boolean"
-	case string:
-		return "a string"
-	case []byte:
-		return "binary"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	case float32, float64:
-		return "a float"
-	case int8, int16, int32, int64, int, uint8, uint16, uint32, uint64, uint:
-		return "an integer"
-	}
-	return fmt.Sprintf("%T", v)
 }

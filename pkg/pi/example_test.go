@@ -54,7 +54,7 @@ func ExampleDecode() {
 	_, err := pi.Decode(body)
 	fmt.Println(err)
 	// Output:
-	// AgenticRequestValidationError: pi request: unknown field "sandbox"; field "prompt": must not begin with "-" or "@" (pi would read it as an option or a file to attach); begin it with a space instead; field "thinking": "max" is not one of off, minimal, low, medium, high, xhigh
+	// AgenticRequestValidationError: pi request: field "prompt": must not begin with "-" or "@" (pi would read it as an option or a file to attach); begin it with a space instead; unknown field "sandbox"; field "thinking": "max" is not one of off, minimal, low, medium, high, xhigh
 }
 
 // A Pi API failure arrives in-band, with exit status 0: the parser holds it

@@ -1,13 +1,11 @@
 package pi
 
 import (
-	"fmt"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/reqfield"
 )
 
 // ResumeField is the request field that takes a Pi session id to continue.
@@ -68,138 +66,46 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 // AgenticRequestValidationError naming every bad field. It starts nothing
 // and is safe for concurrent use.
 func Decode(b []byte) (Request, error) {
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
+	d, err := reqfield.Decode(Name, b)
+	if err != nil {
+		return Request{}, err
 	}
-	var req Request
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		v := m[k]
-		switch k {
-		case "prompt":
-			req.Prompt = stringField(k, v, bad)
-		case "provider":
-			req.Provider = stringField(k, v, bad)
-		case "model":
-			req.Model = stringField(k, v, bad)
-		case "thinking":
-			req.Thinking = stringField(k, v, bad)
-		case "tools":
-			req.Tools = stringsField(k, v, bad)
-		case "no_tools":
-			req.NoTools = boolField(k, v, bad)
-		case "system_prompt":
-			req.SystemPrompt = stringField(k, v, bad)
-		case "append_system_prompt":
-			req.AppendSystemPrompt = stringField(k, v, bad)
-		case ResumeField:
-			req.Resume = stringField(k, v, bad)
-		default:
-			bad("unknown field %q", k)
-		}
+	d.Require("prompt")
+	// Every string becomes (part of) an argv element: Arg and Args refuse a
+	// NUL byte.
+	req := Request{
+		Prompt:             d.Arg("prompt"),
+		Provider:           d.Arg("provider"),
+		Model:              d.Arg("model"),
+		Thinking:           d.Arg("thinking"),
+		Tools:              d.Args("tools"),
+		NoTools:            d.Bool("no_tools"),
+		SystemPrompt:       d.Arg("system_prompt"),
+		AppendSystemPrompt: d.Arg("append_system_prompt"),
+		Resume:             d.Arg(ResumeField),
 	}
-	switch v, ok := m["prompt"]; {
-	case req.Prompt != "":
-		if strings.HasPrefix(req.Prompt, "-") || strings.HasPrefix(req.Prompt, "@") {
-			bad(`field "prompt": must not begin with "-" or "@" (pi would read it as an option or a file to attach); begin it with a space instead`)
-		}
-	case !ok || v == nil || v == "":
-		bad(`field "prompt": required, a non-empty string`)
+	if strings.HasPrefix(req.Prompt, "-") || strings.HasPrefix(req.Prompt, "@") {
+		d.Bad("prompt", `must not begin with "-" or "@" (pi would read it as an option or a file to attach); begin it with a space instead`)
 	}
 	if req.Provider != "" && !namePattern.MatchString(req.Provider) {
-		bad(`field "provider": %q is not a provider name`, req.Provider)
+		d.Bad("provider", "%q is not a provider name", req.Provider)
 	}
 	if req.Thinking != "" && !slices.Contains(ThinkingLevels, req.Thinking) {
-		bad(`field "thinking": %q is not one of %s`, req.Thinking, strings.Join(ThinkingLevels, ", "))
+		d.Bad("thinking", "%q is not one of %s", req.Thinking, strings.Join(ThinkingLevels, ", "))
 	}
 	for i, t := range req.Tools {
 		if !namePattern.MatchString(t) {
-			bad(`field "tools": element %d, %q, is not a tool name`, i, t)
+			d.BadElem("tools", i, "%q is not a tool name", t)
 		}
 	}
 	if req.NoTools && len(req.Tools) > 0 {
-		bad(`fields "tools" and "no_tools": give one or the other`)
+		d.Bad("no_tools", `true while "tools" is set: give one or the other`)
 	}
 	if req.Resume != "" && !validSessionID(req.Resume) {
-		bad(`field %q: %q is not a pi session id (a UUID)`, ResumeField, req.Resume)
+		d.Bad(ResumeField, "%q is not a pi session id (a UUID)", req.Resume)
 	}
-	for _, f := range []struct{ name, v string }{
-		{"prompt", req.Prompt}, {"provider", req.Provider}, {"model", req.Model},
-		{"system_prompt", req.SystemPrompt}, {"append_system_prompt", req.AppendSystemPrompt},
-	} {
-		if strings.ContainsRune(f.v, 0) {
-			bad("field %q: contains a NUL byte, which no argv element can carry", f.name)
-		}
-	}
-	if len(problems) > 0 {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %s", Name, strings.Join(problems, "; "))
+	if err := d.Err(); err != nil {
+		return Request{}, err
 	}
 	return req, nil
-}
-
-// stringField returns v as a string; nil is the zero value.
-func stringField(k string, v any, bad func(string, ...any)) string {
-	switch v := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return v
-	}
-	bad("field %q: want a string, got %s", k, typeName(v))
-	return ""
-}
-
-// stringsField returns v as a list of strings; nil is the zero value.
-func stringsField(k string, v any, bad func(string, ...any)) []string {
-	switch v := v.(type) {
-	case nil:
-		return nil
-	case []any:
-		out := make([]string, 0, len(v))
-		for i, e := range v {
-			s, ok := e.(string)
-			if !ok {
-				bad("field %q: element %d: want a string, got %s", k, i, typeName(e))
-				return nil
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	bad("field %q: want a list of strings, got %s", k, typeName(v))
-	return nil
-}
-
-// boolField returns v as a bool; nil is false.
-func boolField(k string, v any, bad func(string, ...any)) bool {
-	switch v := v.(type) {
-	case nil:
-		return false
-	case bool:
-		return v
-	}
-	bad("field %q: want a boolean, got %s", k, typeName(v))
-	return false
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64, int, uint:
-		return "an integer"
-	case float32, float64:
-		return "a number"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "a map"
-	case []byte:
-		return "binary data"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -1,0 +1,280 @@
+package reqfield
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// Decoder holds one decoded request and the problems found in it so far.
+// Its methods are not safe for concurrent use; a Decoder is meant to live
+// for one call of an adapter's Decode or Validate.
+type Decoder struct {
+	adapter  string
+	m        map[string]any
+	read     map[string]bool // the fields a getter or Require has claimed
+	required []string
+	problems []problem
+}
+
+// problem is one entry of the error message; field orders it.
+type problem struct{ field, msg string }
+
+// Decode strictly decodes b, which must be one msgpack map with string keys
+// (wire.DecodeStrict). A payload that is not such a map is returned as a
+// *wire.Error of class AgenticRequestValidationError whose message begins
+// "<adapter> request: ". It does no I/O and is safe for concurrent use.
+func Decode(adapter string, b []byte) (*Decoder, error) {
+	var m map[string]any
+	if err := wire.DecodeStrict(b, &m); err != nil {
+		return nil, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", adapter, err)
+	}
+	return &Decoder{adapter: adapter, m: m, read: make(map[string]bool, len(m))}, nil
+}
+
+// get claims field k and returns its value (nil when absent).
+func (d *Decoder) get(k string) any {
+	d.read[k] = true
+	return d.m[k]
+}
+
+func (d *Decoder) add(field, msg string) {
+	d.problems = append(d.problems, problem{field, msg})
+}
+
+// wrongType records that k (or its element i, when i >= 0) is not of the
+// wanted type.
+func (d *Decoder) wrongType(k string, i int, want string, v any) {
+	if i < 0 {
+		d.Bad(k, "want %s, got %s", want, typeName(v))
+		return
+	}
+	d.BadElem(k, i, "want %s, got %s", want, typeName(v))
+}
+
+// String returns field k as a string; absent, nil or of another type it
+// returns "" (the last is a problem).
+func (d *Decoder) String(k string) string {
+	switch v := d.get(k).(type) {
+	case nil:
+		return ""
+	case string:
+		return v
+	default:
+		d.wrongType(k, -1, "a string", v)
+		return ""
+	}
+}
+
+// Arg is String for a value that becomes one argv element of a child
+// process: a NUL byte in it is also a problem, and yields "".
+func (d *Decoder) Arg(k string) string {
+	s := d.String(k)
+	if strings.IndexByte(s, 0) >= 0 {
+		d.Bad(k, "%s", nulProblem)
+		return ""
+	}
+	return s
+}
+
+const nulProblem = "contains a NUL byte, which no argv element can carry"
+
+// Strings returns field k as a list of strings; absent or nil it returns
+// nil. A value that is not an array, or an element that is not a string,
+// is a problem (each bad element is named) and yields nil.
+func (d *Decoder) Strings(k string) []string { return d.list(k, false) }
+
+// Args is Strings for a list whose elements become argv elements: an
+// element holding a NUL byte is also a problem.
+func (d *Decoder) Args(k string) []string { return d.list(k, true) }
+
+func (d *Decoder) list(k string, argv bool) []string {
+	v := d.get(k)
+	if v == nil {
+		return nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		d.wrongType(k, -1, "an array of strings", v)
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for i, it := range items {
+		s, ok := it.(string)
+		switch {
+		case !ok:
+			d.wrongType(k, i, "a string", it)
+		case argv && strings.IndexByte(s, 0) >= 0:
+			d.BadElem(k, i, "%s", nulProblem)
+		default:
+			out = append(out, s)
+		}
+	}
+	if len(out) < len(items) {
+		return nil
+	}
+	return out
+}
+
+// Bool returns field k as a bool; absent, nil or of another type it returns
+// false (the last is a problem).
+func (d *Decoder) Bool(k string) bool {
+	switch v := d.get(k).(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	default:
+		d.wrongType(k, -1, "a boolean", v)
+		return false
+	}
+}
+
+// Int returns field k as an integer in [lo, hi]; absent or nil it returns
+// 0. A value of another type (a float too, even a whole one) or out of the
+// range is a problem and yields 0.
+func (d *Decoder) Int(k string, lo, hi int) int {
+	var n int64
+	switch v := d.get(k).(type) { // the sized types msgpack decodes to
+	case nil:
+		return 0
+	case int8:
+		n = int64(v)
+	case int16:
+		n = int64(v)
+	case int32:
+		n = int64(v)
+	case int64:
+		n = v
+	case uint8:
+		n = int64(v)
+	case uint16:
+		n = int64(v)
+	case uint32:
+		n = int64(v)
+	case uint64:
+		if v > math.MaxInt64 {
+			d.Bad(k, "%d is out of range [%d, %d]", v, lo, hi)
+			return 0
+		}
+		n = int64(v)
+	default:
+		d.wrongType(k, -1, "an integer", v)
+		return 0
+	}
+	if n < int64(lo) || n > int64(hi) {
+		d.Bad(k, "%d is out of range [%d, %d]", n, lo, hi)
+		return 0
+	}
+	return int(n)
+}
+
+// Require makes field k a required string: Err names it
+// `field "k": required, a non-empty string` when it is absent, nil or "",
+// unless a problem was already recorded against it. It also claims k, so it
+// is never unknown. It may be called before or after k's getter.
+func (d *Decoder) Require(k string) {
+	d.read[k] = true
+	d.required = append(d.required, k)
+}
+
+// Has reports whether field k holds a non-nil value against which no
+// problem has been recorded so far. Call it after k's getter; it claims
+// nothing.
+func (d *Decoder) Has(k string) bool {
+	v, ok := d.m[k]
+	return ok && v != nil && !d.failed(k)
+}
+
+func (d *Decoder) failed(k string) bool {
+	return slices.ContainsFunc(d.problems, func(p problem) bool { return p.field == k })
+}
+
+// Bad records a problem with field: `field "<field>": ` and the formatted
+// text.
+func (d *Decoder) Bad(field, format string, args ...any) {
+	d.add(field, fmt.Sprintf("field %q: ", field)+fmt.Sprintf(format, args...))
+}
+
+// BadElem records a problem with element i of the list field:
+// `field "<field>"[i]: ` and the formatted text.
+func (d *Decoder) BadElem(field string, i int, format string, args ...any) {
+	d.add(field, fmt.Sprintf("field %q[%d]: ", field, i)+fmt.Sprintf(format, args...))
+}
+
+// Err returns nil if the request has no problem, else one non-retryable
+// *wire.Error of class AgenticRequestValidationError:
+// "<adapter> request: <problem>; <problem>; …". Besides the problems
+// recorded so far it names every field no getter or Require claimed
+// (`unknown field "k"`) and every required field left empty. Problems are
+// sorted by field name, those of one field in the order they were found;
+// the message is redacted and bounded by wire.Error.Bound, and once it
+// would pass wire.MaxErrorText the rest are only counted. Err does not
+// change d: calling it again gives the same answer.
+func (d *Decoder) Err() error {
+	problems := slices.Clone(d.problems)
+	for k := range d.m { // in any order: the sort below settles it
+		if !d.read[k] {
+			problems = append(problems, problem{k, fmt.Sprintf("unknown field %.64q", k)})
+		}
+	}
+	for _, k := range d.required {
+		if v := d.m[k]; (v == nil || v == "") && !d.failed(k) {
+			problems = append(problems, problem{k, fmt.Sprintf("field %q: required, a non-empty string", k)})
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(problems, func(a, b problem) int { return strings.Compare(a.field, b.field) })
+	// Room for the count of what is left out: a request of at most
+	// wire.MaxMessageSize bytes holds fewer than ten million values.
+	const room = len("; and 9999999 more")
+	var msg strings.Builder
+	msg.WriteString(d.adapter + " request: ")
+	for i, p := range problems {
+		if i > 0 {
+			need := len("; ") + len(p.msg)
+			if i < len(problems)-1 {
+				need += room
+			}
+			if msg.Len()+need > wire.MaxErrorText {
+				fmt.Fprintf(&msg, "; and %d more", len(problems)-i)
+				break
+			}
+			msg.WriteString("; ")
+		}
+		msg.WriteString(p.msg)
+	}
+	return wire.Errorf(wire.AgenticRequestValidationError, "%s", msg.String())
+}
+
+// typeName names the msgpack type of a value as wire.DecodeStrict decodes
+// it, for "want …, got …" messages.
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "nil"
+	case bool:
+		return "a boolean"
+	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
+		return "an integer"
+	case float32, float64:
+		return "a float"
+	case string:
+		return "a string"
+	case []byte:
+		return "binary"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a map"
+	case time.Time:
+		return "a timestamp"
+	}
+	return fmt.Sprintf("%T", v)
+}
