@@ -93,6 +93,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", s.d.Names.LeasesBucket(), err)
 	}
 	defer func() { _ = watcher.Stop() }()
+	updates := watcher.Updates()
 	s.d.Health.Add("sweeper", service.ConnCheck(s.d.NC))
 	if _, err := s.Reconcile(ctx); err != nil {
 		s.d.Log.Warn("initial reconcile", "err", err)
@@ -105,9 +106,17 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case e, ok := <-watcher.Updates():
+		case e, ok := <-updates:
 			if !ok {
-				return errors.New("lease watcher closed")
+				// The watch ended under us (its consumer was lost): watch
+				// again; the stale check and the reconcile cover the gap.
+				s.d.Log.Warn("lease watcher closed; watching again")
+				updates = nil
+				if w, err := s.rewatch(ctx); err == nil {
+					_ = watcher.Stop()
+					watcher, updates = w, w.Updates()
+				}
+				continue
 			}
 			if e == nil {
 				continue // end of the initial values
@@ -119,6 +128,23 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			if _, err := s.Reconcile(ctx); err != nil {
 				s.d.Log.Warn("reconcile", "err", err)
 			}
+		}
+	}
+}
+
+// rewatch opens a new watch on the leases bucket, retrying every second
+// until it works or ctx ends.
+func (s *Sweeper) rewatch(ctx context.Context) (jetstream.KeyWatcher, error) {
+	for {
+		w, err := s.leases.WatchAll(ctx)
+		if err == nil {
+			return w, nil
+		}
+		s.d.Log.Warn("watch leases", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
 		}
 	}
 }
