@@ -150,15 +150,15 @@ const reapEvery = 250
 // reap deletes the ephemeral consumers left on stream; durable ones are
 // kept. It runs between measurements, never inside a timed section.
 //
-// Why: client.Events and Raw follow through ordered consumers, and
-// releasing one (MessagesContext.Stop) only stops it on the client. The
-// server keeps it until its inactive threshold (5m, set by nats.go), and
-// nats-server counts it against the stream's consumer limit, 1,000 by
-// default. Without reaping, the 1,001st run followed within five minutes
-// fails with "maximum consumers limit reached" (err_code 10026). That is a
-// limit of the mesh as it stands, reported rather than worked around in
-// pkg/; the measurements reap between batches so that a long benchmark
-// stays under it.
+// Why: Raw follows through ordered consumers, and releasing one
+// (MessagesContext.Stop) only stops it on the client. The server keeps it
+// until its inactive threshold (5m, set by nats.go), and nats-server
+// counts it against the stream's consumer limit, 1,000 by default: without
+// reaping, the 1,001st lane within five minutes would fail with "maximum
+// consumers limit reached" (err_code 10026). client.Events deletes its own
+// consumer when released (and asks for a 5s inactive threshold), so the
+// mesh side leaves little or nothing to reap; it is reaped all the same,
+// so that both sides end alike.
 func reap(ctx context.Context, js jetstream.JetStream, stream string) error {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -11,7 +12,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The test binary doubles as the fake CLI of the CLI measurements (STYLE
+// item 9): with FakeCLIEnv set it writes its stream-json and exits, before
+// any test machinery (or goleak) starts.
+func TestMain(m *testing.M) {
+	if os.Getenv(bench.FakeCLIEnv) != "" {
+		os.Exit(bench.FakeCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // batchTimeout bounds one batch of a measurement, so that a stuck run fails
 // the benchmark with its symptom instead of hanging it.

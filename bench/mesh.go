@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -37,8 +36,8 @@ const Tenant = "bench"
 
 // MeshConfig configures StartMesh.
 type MeshConfig struct {
-	// MaxActive is the runner host's DefaultMaxActive: how many fixture runs
-	// it executes at once (default 32).
+	// MaxActive is the runner host's DefaultMaxActive: how many runs of
+	// each adapter it executes at once (default 32).
 	MaxActive int
 	// WorkQueueMax is the topology's WorkQueueMax, large enough by default
 	// (100,000) that no measured run is refused admission.
@@ -46,6 +45,10 @@ type MeshConfig struct {
 	// Log receives the services' logs (default: warnings and errors on
 	// stderr, so that a misbehaving mesh says why).
 	Log *slog.Logger
+	// Adapters and Profiles are served beside the fixture adapter and the
+	// built-in profiles (CLI.Adapter and CLI.Profile, for instance).
+	Adapters []adapter.Adapter
+	Profiles []profile.Profile
 }
 
 func (c *MeshConfig) setDefaults() {
@@ -62,7 +65,8 @@ func (c *MeshConfig) setDefaults() {
 
 // Mesh is a whole mesh in this process (mesh.Run: router, runner host and
 // sweeper on one connection, with the fixture adapter reading scripts from a
-// temporary directory) and a client on a connection of its own.
+// temporary directory, and any adapters of MeshConfig) and a client on a
+// connection of its own.
 // Measurements must not overlap, on one Mesh or with a Raw on the same
 // server's other stream: each ends by reaping released consumers, and
 // timings taken side by side would measure each other.
@@ -86,11 +90,26 @@ func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 	if err != nil {
 		tb.Fatalf("bench: fixture: %v", err)
 	}
-	adapters, err := adapter.NewRegistry(fx)
+	adapters, err := adapter.NewRegistry(append([]adapter.Adapter{fx}, cfg.Adapters...)...)
 	if err != nil {
 		tb.Fatalf("bench: adapters: %v", err)
 	}
-	nc, js := natstest.Connect(tb, srv)
+	var ps []profile.Profile
+	for _, p := range profile.Builtin().All() {
+		ps = append(ps, *p)
+	}
+	profiles, err := profile.New(append(ps, cfg.Profiles...)...)
+	if err != nil {
+		tb.Fatalf("bench: profiles: %v", err)
+	}
+	// The services' connection is made as the service binaries make theirs
+	// (service.Connect: its async publish cap is part of what is measured);
+	// it is closed after the mesh has stopped, cleanups running last first.
+	nc, js, err := service.Connect(srv.ClientURL(), "bench-mesh", cfg.Log)
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	tb.Cleanup(nc.Close)
 	d := service.Deps{
 		NC: nc, JS: js, Log: cfg.Log,
 		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{},
@@ -104,7 +123,7 @@ func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 	var runErr error
 	go func() {
 		defer close(exited)
-		runErr = mesh.Run(ctx, d, profile.Builtin(), adapters, mc)
+		runErr = mesh.Run(ctx, d, profiles, adapters, mc)
 	}()
 	tb.Cleanup(func() {
 		cancel()
@@ -170,15 +189,14 @@ func (m *Mesh) Throughput(ctx context.Context, w Workload) (Throughput, error) {
 	if err != nil {
 		return Throughput{}, err
 	}
-	errs := make([]error, w.Runs)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range w.Runs {
-		wg.Go(func() { errs[i] = m.run(ctx, req, w.Chunks, nil) })
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	return m.throughput(ctx, "fixture", req, w)
+}
+
+// throughput submits w.Runs runs of req to prof at once and follows each
+// to its end; see Throughput.
+func (m *Mesh) throughput(ctx context.Context, prof string, req []byte, w Workload) (Throughput, error) {
+	elapsed, err := concurrently(w.Runs, func(int) error { return m.run(ctx, prof, req, w.Chunks, nil) })
+	if err != nil {
 		return Throughput{}, err
 	}
 	if err := reap(ctx, m.js, m.events); err != nil {
@@ -205,7 +223,7 @@ func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error
 	for i := range p.Warmup + p.Samples {
 		var d time.Duration
 		start := time.Now()
-		if err := m.run(ctx, req, 1, func() { d = time.Since(start) }); err != nil {
+		if err := m.run(ctx, "fixture", req, 1, func() { d = time.Since(start) }); err != nil {
 			return nil, err
 		}
 		if i >= p.Warmup {
@@ -223,35 +241,40 @@ func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error
 	return out, nil
 }
 
-// run submits one run of req and follows its events to the terminal status,
-// calling first (if not nil) when the first chunk arrives. It returns an
-// error unless the run succeeded with exactly want chunks.
-func (m *Mesh) run(ctx context.Context, req []byte, want int, first func()) error {
-	id, err := m.client.Submit(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: "fixture", Request: req})
+// run submits one run of req to profile prof and follows its events to the
+// terminal status, calling first (if not nil) when the first chunk of any
+// type arrives. It returns an error unless the run succeeded with exactly
+// want text chunks. (A fixture script of the benchmarks holds text chunks
+// only; a CLI run adds a system and a result chunk.)
+func (m *Mesh) run(ctx context.Context, prof string, req []byte, want int, first func()) error {
+	id, err := m.client.Submit(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: prof, Request: req})
 	if err != nil {
 		return err
 	}
-	chunks := 0
+	chunks, seen := 0, false
 	var last wire.Event
 	for ev, err := range m.client.Events(ctx, Tenant, id, 1) {
 		if err != nil {
-			return fmt.Errorf("run %s: %d of %d chunks received, last event %s: %w", id, chunks, want, describe(last), err)
+			return fmt.Errorf("run %s: %d of %d text chunks received, last event %s: %w", id, chunks, want, describe(last), err)
 		}
 		last = ev
 		if ev.Kind == wire.KindChunk {
-			if chunks == 0 && first != nil {
+			if !seen && first != nil {
 				first()
 			}
-			chunks++
+			seen = true
+			if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
+				chunks++
+			}
 		}
 	}
 	switch {
 	case !last.Terminal():
 		return fmt.Errorf("run %s: events ended at %s without a terminal status", id, describe(last))
 	case last.Status.State != wire.StateSucceeded:
-		return fmt.Errorf("run %s: ended %s after %d of %d chunks: %v", id, last.Status.State, chunks, want, last.Status.Error)
+		return fmt.Errorf("run %s: ended %s after %d of %d text chunks: %v", id, last.Status.State, chunks, want, last.Status.Error)
 	case chunks != want:
-		return fmt.Errorf("run %s: succeeded with %d chunks, want %d", id, chunks, want)
+		return fmt.Errorf("run %s: succeeded with %d text chunks, want %d", id, chunks, want)
 	}
 	return nil
 }

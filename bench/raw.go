@@ -41,7 +41,9 @@ type Raw struct {
 // is less than 32 lanes × pubWindow: lanes contending at the cap can wait
 // out the stall and fail with ErrTooManyStalledMsgs on a loaded machine.
 // The baseline is meant to be JetStream at its best, so it never reaches
-// the cap. (The mesh's runner uses the default; see README.md.)
+// the cap. (The mesh's services connect through service.Connect, whose
+// cap is service.AsyncMaxPending, and events.Writer publishes
+// synchronously when that is full.)
 const rawMaxPending = 1 << 16
 
 // StartRaw connects twice to srv and creates RawStream. The connections
