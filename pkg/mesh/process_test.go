@@ -102,16 +102,22 @@ func TestRunnerKilledBeforeOutputIsRedelivered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 20*time.Second, func() error {
-		rec, err := c.Status(context.Background(), tenant, id)
+	// Kill it once it has published running and before its first chunk
+	// (each chunk of this run waits 1.5 s).
+	for ev, err := range c.Events(context.Background(), tenant, id, 1) {
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		if rec.State != wire.StateRunning || rec.Owner != "first" || rec.Committed {
-			return fmt.Errorf("run is %s owned by %q (committed %t)", rec.State, rec.Owner, rec.Committed)
+		if ev.Kind == wire.KindChunk {
+			t.Fatal("the first runner produced output before it could be killed")
 		}
-		return nil
-	})
+		if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRunning {
+			break
+		}
+	}
+	if rec, err := c.Status(context.Background(), tenant, id); err != nil || rec.Owner != "first" || rec.Committed {
+		t.Fatalf("record = %+v, %v; want held by first, uncommitted", rec, err)
+	}
 	kill(t, first)
 	startRunnerProcess(t, srv, "second")
 	evs := collect(t, c, id)
