@@ -48,3 +48,8 @@ fmt-check:
 
 ## check: fmt-check, vet and test
 check: fmt-check test
+
+## e2e-cli: install the pinned agent CLIs from npm into .cache/cli, then run each through the mesh against pkg/fakemodel
+.PHONY: e2e-cli
+e2e-cli:
+	GO=$(GO) bash scripts/e2e-cli.sh

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# e2e-cli: install the four agent CLIs at their pinned versions from the npm
+# registry into .cache/cli (skipped when they are already there), then run
+# the end-to-end test (./e2e, build tag e2e) with them first on PATH.
+#
+# Environment: GO (default go), E2E_CLI_CACHE (install folder, default
+# .cache/cli), E2E_TIMEOUT (go test -timeout, default 10m), E2E_RUN (go test
+# -run, default TestCLI).
+#
+# Install scripts are not run (--ignore-scripts): some (node-gyp rebuilds,
+# prebuilt-binary fetches) need a compiler or more than the npm registry,
+# and the CLIs work without them, with one exception. Claude Code's
+# postinstall copies its native binary from the platform package npm
+# installed beside it (@anthropic-ai/claude-code-linux-x64) over the
+# bin/claude.exe stub, offline; it is run on its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+CACHE=${E2E_CLI_CACHE:-.cache/cli}
+# Keep in step with the adapters' Version constants (pkg/claudecode,
+# pkg/codex, pkg/geminicli, pkg/pi).
+PACKAGES=(
+	@anthropic-ai/claude-code@2.1.197
+	@openai/codex@0.171.0
+	@google/gemini-cli@0.61.0
+	@mariozechner/pi-coding-agent@0.73.1
+)
+BINARIES=(claude codex gemini pi)
+
+die() {
+	echo "e2e-cli: $*" >&2
+	exit 1
+}
+
+command -v node >/dev/null 2>&1 ||
+	die "node is not installed; the CLIs need Node.js 20 or later with npm (Debian: apt-get install nodejs npm)"
+command -v npm >/dev/null 2>&1 ||
+	die "npm is not installed; it installs the pinned CLIs from the npm registry (Debian: apt-get install npm)"
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 20 ] || die "node $(node --version) is too old: the CLIs need Node.js 20 or later"
+
+# installed_version PACKAGE prints the version installed in the cache, or nothing.
+installed_version() {
+	local f="$CACHE/node_modules/$1/package.json"
+	[ -f "$f" ] && node -p "require(process.argv[1]).version" "$(cd "$(dirname "$f")" && pwd)/package.json" 2>/dev/null || true
+}
+
+stale=()
+for spec in "${PACKAGES[@]}"; do
+	name=${spec%@*} want=${spec##*@}
+	have=$(installed_version "$name")
+	[ "$have" = "$want" ] || stale+=("$spec (have ${have:-none})")
+done
+for b in "${BINARIES[@]}"; do
+	[ -x "$CACHE/node_modules/.bin/$b" ] || stale+=("bin $b")
+done
+
+if [ ${#stale[@]} -gt 0 ]; then
+	echo "e2e-cli: installing into $CACHE: ${PACKAGES[*]}"
+	echo "e2e-cli: (missing or stale: ${stale[*]})"
+	mkdir -p "$CACHE"
+	if ! npm install --prefix "$CACHE" --no-audit --no-fund --ignore-scripts --loglevel=error "${PACKAGES[@]}"; then
+		die "npm install failed (is the npm registry reachable?)"
+	fi
+	for spec in "${PACKAGES[@]}"; do
+		name=${spec%@*} want=${spec##*@}
+		have=$(installed_version "$name")
+		[ "$have" = "$want" ] || die "$name: installed ${have:-nothing}, want $want"
+	done
+else
+	echo "e2e-cli: pinned CLIs already in $CACHE"
+fi
+
+BIN="$(cd "$CACHE/node_modules/.bin" && pwd)"
+if ! "$BIN/claude" --version >/dev/null 2>&1; then
+	echo "e2e-cli: placing Claude Code's native binary (its postinstall)"
+	(cd "$CACHE/node_modules/@anthropic-ai/claude-code" && node install.cjs) ||
+		die "Claude Code's postinstall (install.cjs) failed: is @anthropic-ai/claude-code-linux-x64 installed?"
+fi
+for b in "${BINARIES[@]}"; do
+	v=$(timeout 60 "$BIN/$b" --version </dev/null 2>&1 | tail -n 1) ||
+		die "$BIN/$b --version failed: $v"
+	echo "e2e-cli: $b $v"
+done
+export PATH="$BIN:$PATH"
+
+exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
