@@ -26,6 +26,15 @@ type Call struct {
 	Attempt int
 	// Model is the pinned model id.
 	Model string
+	// Checkpoint is the provider-only continuation state the adapter saved
+	// at the end of the conversation's last successful run (conversation
+	// history, signed reasoning, response ids); nil for a fresh one. It
+	// never enters an event.
+	Checkpoint []byte
+	// SaveCheckpoint, when set, records the continuation state for the
+	// conversation's next run. The runner stores it only if the run
+	// succeeds. Adapters without continuation state never call it.
+	SaveCheckpoint func(state []byte)
 	// MaxAttempts is the run's attempt policy. An adapter whose provider
 	// retries on its own (the agent CLIs) maps it onto that retry switch,
 	// so the mesh's policy, not a hidden inner loop, bounds the attempts.

@@ -85,15 +85,16 @@ func (c *Config) Validate() error {
 
 // Host executes work for a set of adapters.
 type Host struct {
-	d        service.Deps
-	cfg      Config
-	adapters *adapter.Registry
-	runs     jetstream.KeyValue
-	leases   jetstream.KeyValue
-	sessions jetstream.KeyValue
-	log      *events.Log
-	leaseTTL time.Duration
-	cons     map[string]jetstream.Consumer
+	d           service.Deps
+	cfg         Config
+	adapters    *adapter.Registry
+	runs        jetstream.KeyValue
+	leases      jetstream.KeyValue
+	sessions    jetstream.KeyValue
+	checkpoints jetstream.KeyValue
+	log         *events.Log
+	leaseTTL    time.Duration
+	cons        map[string]jetstream.Consumer
 
 	mu     sync.Mutex
 	active map[string]*run
@@ -116,6 +117,9 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	}
 	if h.sessions, err = d.JS.KeyValue(ctx, d.Names.SessionsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.SessionsBucket(), err)
+	}
+	if h.checkpoints, err = d.JS.KeyValue(ctx, d.Names.CheckpointsBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
 	}
 	if h.leaseTTL, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
 		return nil, err

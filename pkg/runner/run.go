@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,8 @@ type run struct {
 	summary   wire.Summary
 	started   time.Time
 	session   string // the session id last stored for the conversation
+
+	checkpoint []byte // continuation state the adapter saved during this attempt
 
 	mu              sync.Mutex
 	cancel          context.CancelCauseFunc
@@ -190,6 +193,15 @@ func (r *run) exec(parent context.Context) {
 		return
 	}
 	call := adapter.Call{RunID: r.work.RunID, Request: req, Runtime: r.work.Runtime, SessionID: r.work.SessionID, Attempt: r.attempt, Model: r.work.Pin.Model, MaxAttempts: r.work.Policy.MaxAttempts}
+	if r.work.Conversation != "" {
+		state, err := r.loadCheckpoint(ctx)
+		if err != nil {
+			r.conclude(ctx, err, nil)
+			return
+		}
+		call.Checkpoint = state
+		call.SaveCheckpoint = func(b []byte) { r.checkpoint = bytes.Clone(b) }
+	}
 	r.started = time.Now()
 	var streamErr error
 	var failure *wire.Chunk
@@ -233,6 +245,42 @@ func (r *run) confirmSession(ctx context.Context, id string) {
 		return
 	}
 	r.session = id
+}
+
+// loadCheckpoint returns the conversation's continuation state for this
+// adapter, or nil for a fresh conversation. A checkpoint another adapter
+// wrote is not handed over: its state means nothing to this one.
+func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
+	e, err := r.h.checkpoints.Get(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wire.Errorf(wire.ProviderTransportError, "read checkpoint of %s: %v", r.work.Conversation, err).Retry()
+	}
+	cp, err := wire.Decode[wire.Checkpoint](e.Value())
+	if err != nil {
+		return nil, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)
+	}
+	if cp.Adapter != r.a.Name() {
+		return nil, nil
+	}
+	return cp.State, nil
+}
+
+// saveCheckpoint stores what the adapter saved, with the run's pin, once
+// the run has succeeded.
+func (r *run) saveCheckpoint(ctx context.Context) {
+	if r.checkpoint == nil || r.work.Conversation == "" {
+		return
+	}
+	b, err := wire.Marshal(&wire.Checkpoint{V: wire.Version, Adapter: r.a.Name(), Pin: r.work.Pin, State: r.checkpoint, Updated: time.Now().UnixMilli()})
+	if err == nil {
+		_, err = r.h.checkpoints.Put(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation), b)
+	}
+	if err != nil {
+		r.h.d.Log.Error("store checkpoint", append(r.logger(), "conversation", r.work.Conversation, "err", err)...)
+	}
 }
 
 // keepInProgress stops the work from being redelivered while this attempt
@@ -369,6 +417,7 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 		}
 		r.end(wire.Status{State: wire.StateFailed, Error: we})
 	default:
+		r.saveCheckpoint(ctx)
 		r.end(wire.Status{State: wire.StateSucceeded})
 	}
 }

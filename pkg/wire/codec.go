@@ -54,7 +54,7 @@ func Marshal(v any) ([]byte, error) {
 
 // Versioned is a message with a schema version.
 type Versioned interface {
-	RunRequest | Work | Event | RunRecord | Lease | CancelReply
+	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint
 }
 
 // Decode strictly decodes one message of type T from b: b must hold exactly
@@ -84,6 +84,8 @@ func version(m any) int {
 	case *Lease:
 		return m.V
 	case *CancelReply:
+		return m.V
+	case *Checkpoint:
 		return m.V
 	}
 	return -1

@@ -256,3 +256,14 @@ type CancelReply struct {
 	Ended bool   `msgpack:"ended" json:"ended"`
 	Error *Error `msgpack:"error,omitempty" json:"error,omitempty"`
 }
+
+// Checkpoint is a conversation's entry in agentmesh_checkpoints under
+// <tenant>.<conversation>: the pin the conversation runs on and the
+// adapter's provider-only continuation state, opaque to the mesh.
+type Checkpoint struct {
+	V       int    `msgpack:"v"`
+	Adapter string `msgpack:"adapter"`
+	Pin     Pin    `msgpack:"pin"`
+	State   []byte `msgpack:"state,omitempty"`
+	Updated int64  `msgpack:"updated"`
+}
