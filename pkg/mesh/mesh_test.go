@@ -598,3 +598,34 @@ func TestQueuedRunPastDeadlineTimesOut(t *testing.T) {
 		t.Fatalf("after a runner came: %s", got)
 	}
 }
+
+func TestProfileMaxWaitingRejectsAtOnce(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := profile.New(profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess,
+		Model: "fixture-1", Policy: profile.Policy{MaxWaiting: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNodeWith(t, srv, mesh.Config{WithoutRunner: true}, profiles, fx)
+	c := newClient(t, srv)
+	ctx := context.Background()
+	for range 2 {
+		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "waits"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c, id, wire.StateRouted)
+	}
+	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "no room"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	if st := last(evs); describe(evs) != "[accepted rejected]" || !errors.Is(st.Error, wire.AdmissionRejected) {
+		t.Fatalf("events = %s, error %v; want rejected with AdmissionRejected", describe(evs), st.Error)
+	}
+}

@@ -120,6 +120,9 @@ func (p *Profile) check(where string) []error {
 	if p.Policy.MaxActive < 1 {
 		bad("policy.max_active", "must be > 0, got %d", p.Policy.MaxActive)
 	}
+	if p.Policy.MaxWaiting < 0 {
+		bad("policy.max_waiting", "must be >= 0, got %d", p.Policy.MaxWaiting)
+	}
 	switch p.Transport {
 	case wire.TransportSubprocess:
 		if p.Binary == "" {

@@ -59,6 +59,10 @@ type Policy struct {
 	MaxAttempts int `yaml:"max_attempts,omitempty" msgpack:"max_attempts"`
 	// MaxActive is the runs one runner process executes at once (default 1).
 	MaxActive int `yaml:"max_active,omitempty" msgpack:"max_active"`
+	// MaxWaiting bounds the adapter's queue: work dispatched and not yet
+	// past its first output. A full queue rejects at once with
+	// AdmissionRejected. 0: only AGENTMESH_WORK_QUEUE_MAX bounds it.
+	MaxWaiting int `yaml:"max_waiting,omitempty" msgpack:"max_waiting"`
 }
 
 // ErrUnknown is returned by Resolve for a name that matches no profile.

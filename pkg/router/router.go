@@ -84,6 +84,7 @@ type Router struct {
 	sessions jetstream.KeyValue
 	log      *events.Log
 	submit   jetstream.Consumer
+	work     jetstream.Stream
 }
 
 // New binds a router to the topology, which must exist.
@@ -104,6 +105,10 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, err
 	}
+	work, err := d.JS.Stream(ctx, d.Names.WorkStream())
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", d.Names.WorkStream(), err)
+	}
 	cons, err := d.JS.CreateOrUpdateConsumer(ctx, d.Names.SubmitStream(), jetstream.ConsumerConfig{
 		Durable:       d.Names.RouterConsumer(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -114,7 +119,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, log: log, submit: cons}, nil
+	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, log: log, submit: cons, work: work}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -360,7 +365,20 @@ func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work)
 	if err != nil {
 		return wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
 	}
-	msg := nats.NewMsg(r.d.Names.Work(string(p.Transport), p.Adapter))
+	subj := r.d.Names.Work(string(p.Transport), p.Adapter)
+	if p.Policy.MaxWaiting > 0 {
+		// The profile's own queue bound. Routers check it concurrently, so
+		// it can be passed by a few; AGENTMESH_WORK_QUEUE_MAX is the hard
+		// bound the stream enforces.
+		info, err := r.work.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return fmt.Errorf("queue of %s: %w", p.Adapter, err)
+		}
+		if n := info.State.Subjects[subj]; n >= uint64(p.Policy.MaxWaiting) {
+			return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full (%d waiting, max_waiting %d)", p.Adapter, n, p.Policy.MaxWaiting)
+		}
+	}
+	msg := nats.NewMsg(subj)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, wk.RunID)
 	_, err = r.d.JS.PublishMsg(ctx, msg)
