@@ -153,8 +153,8 @@ func (p *Profile) check(where string) []error {
 		if p.CredentialEnv != "" && !isEnvName(p.CredentialEnv) {
 			bad("credential_env", "%q is not an environment variable name", p.CredentialEnv)
 		}
-	} else if p.BaseURL != "" || p.CredentialEnv != "" || p.AllowLoopback {
-		bad("base_url", "base_url, allow_loopback and credential_env are for remote profiles only")
+	} else if p.BaseURL != "" || p.CredentialEnv != "" || p.AllowLoopback || p.OmitTemperature {
+		bad("base_url", "base_url, allow_loopback, credential_env and omit_temperature are for remote profiles only")
 	}
 	return errs
 }

@@ -44,6 +44,9 @@ type Profile struct {
 	BaseURL       string `yaml:"base_url,omitempty" msgpack:"base_url"`
 	AllowLoopback bool   `yaml:"allow_loopback,omitempty" msgpack:"allow_loopback"`
 	CredentialEnv string `yaml:"credential_env,omitempty" msgpack:"credential_env"`
+	// OmitTemperature: the model rejects the temperature sampling
+	// parameter, so the adapter leaves it out (OpenAI decision 13).
+	OmitTemperature bool `yaml:"omit_temperature,omitempty" msgpack:"omit_temperature"`
 
 	Policy Policy `yaml:"policy,omitempty" msgpack:"policy"`
 
