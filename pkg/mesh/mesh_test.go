@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
@@ -627,5 +628,41 @@ func TestProfileMaxWaitingRejectsAtOnce(t *testing.T) {
 	evs := collect(t, c, id)
 	if st := last(evs); describe(evs) != "[accepted rejected]" || !errors.Is(st.Error, wire.AdmissionRejected) {
 		t.Fatalf("events = %s, error %v; want rejected with AdmissionRejected", describe(evs), st.Error)
+	}
+}
+
+func TestTerminalStatusCarriesExactCost(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pricing := map[string]string{"input": "3", "output": "15.000001"}
+	profiles, err := profile.New(profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess, Model: "fixture-1", Pricing: pricing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNodeWith(t, srv, mesh.Config{}, profiles, fx)
+	c := newClient(t, srv)
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "price me, exactly"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id)
+	st := last(evs)
+	if st.Summary == nil || st.Summary.Usage == nil {
+		t.Fatalf("terminal status without usage: %+v", st)
+	}
+	want, err := cost.Of(pricing, *st.Summary.Usage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Summary.Cost != want || want == "0" || st.Pin.Pricing["output"] != "15.000001" {
+		t.Fatalf("cost = %q, want %q (pin pricing %v)", st.Summary.Cost, want, st.Pin.Pricing)
+	}
+	for _, ev := range evs {
+		if ev.Kind == wire.KindChunk && ev.Chunk.Type == wire.ChunkResult && ev.Chunk.Metadata.Cost != want {
+			t.Fatalf("result chunk cost = %q, want %q", ev.Chunk.Metadata.Cost, want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -210,6 +211,9 @@ func (r *run) exec(parent context.Context) {
 			streamErr = err
 			break
 		}
+		if c.Type == wire.ChunkResult && c.Metadata.Usage != nil {
+			c.Metadata.Cost = r.price(*c.Metadata.Usage)
+		}
 		if !r.committed {
 			stopHB()
 			if err := r.commit(ctx, &hb, cancel, c); err != nil {
@@ -230,6 +234,17 @@ func (r *run) exec(parent context.Context) {
 		}
 	}
 	r.conclude(ctx, streamErr, failure)
+}
+
+// price is the exact cost of usage under the pin's pricing; empty when
+// the pricing does not price a class the usage has (logged).
+func (r *run) price(u wire.Usage) string {
+	c, err := cost.Of(r.work.Pin.Pricing, u)
+	if err != nil {
+		r.h.d.Log.Warn("price usage", append(r.logger(), "err", err)...)
+		return ""
+	}
+	return c
 }
 
 // confirmSession stores a resumable adapter's confirmed, non-empty session
@@ -367,6 +382,7 @@ func (r *run) account(c wire.Chunk) {
 	if c.Type == wire.ChunkResult {
 		if u := c.Metadata.Usage; u != nil {
 			r.summary.Usage = u
+			r.summary.Cost = c.Metadata.Cost
 		}
 		if c.Metadata.TotalCostUSD != nil {
 			r.summary.TotalCostUSD = c.Metadata.TotalCostUSD
