@@ -185,6 +185,17 @@ func (r *Registry) Resolve(name string) (*Profile, wire.Pin, error) {
 	return p, pin, nil
 }
 
+// ByModel returns the profile (the first by name) that offers model on
+// adapter, for a pin to be honoured after its alias moved.
+func (r *Registry) ByModel(adapter, model string) (*Profile, bool) {
+	for _, n := range r.Names() {
+		if p := r.byName[n]; p.Adapter == adapter && p.Model == model {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
 // Names returns the profile names, sorted.
 func (r *Registry) Names() []string {
 	out := make([]string, 0, len(r.byName))

@@ -76,15 +76,16 @@ const (
 
 // Router routes submissions. Build it with New and run it with Run.
 type Router struct {
-	d        service.Deps
-	cfg      Config
-	profiles *profile.Registry
-	adapters *adapter.Registry
-	runs     jetstream.KeyValue
-	sessions jetstream.KeyValue
-	log      *events.Log
-	submit   jetstream.Consumer
-	work     jetstream.Stream
+	d           service.Deps
+	cfg         Config
+	profiles    *profile.Registry
+	adapters    *adapter.Registry
+	runs        jetstream.KeyValue
+	sessions    jetstream.KeyValue
+	checkpoints jetstream.KeyValue
+	log         *events.Log
+	submit      jetstream.Consumer
+	work        jetstream.Stream
 }
 
 // New binds a router to the topology, which must exist.
@@ -100,6 +101,10 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	sessions, err := d.JS.KeyValue(ctx, d.Names.SessionsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.SessionsBucket(), err)
+	}
+	checkpoints, err := d.JS.KeyValue(ctx, d.Names.CheckpointsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
 	}
 	log, err := events.NewLog(ctx, d.JS, d.Names)
 	if err != nil {
@@ -119,7 +124,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, log: log, submit: cons, work: work}, nil
+	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, checkpoints: checkpoints, log: log, submit: cons, work: work}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -289,6 +294,11 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	if err != nil {
 		return wk, nil, wire.Errorf(wire.ProfileError, "%v", err)
 	}
+	if rr.Conversation != "" {
+		if p, pin, err = r.pinned(ctx, tenant, rr.Conversation, p, pin); err != nil {
+			return wk, p, err
+		}
+	}
 	a, ok := r.adapters.Get(p.Adapter)
 	if !ok {
 		return wk, p, wire.Errorf(wire.ProviderUnavailable, "profile %s: adapter %s is not available", p.Name, p.Adapter)
@@ -312,6 +322,35 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 		Deadline: now.Add(deadline).UnixMilli(), Policy: wire.AttemptPolicy{MaxAttempts: p.MaxAttempts},
 	}
 	return wk, p, nil
+}
+
+// pinned applies a conversation's checkpoint pin (DESIGN §5): a run that
+// continues a conversation runs on the pinned provider and model with the
+// pinned pricing, never on a fresh alias resolution. A pin whose model is
+// gone from the profiles, or a request resolving to another provider,
+// fails closed with PinMismatch.
+func (r *Router) pinned(ctx context.Context, tenant, conversation string, p *profile.Profile, pin wire.Pin) (*profile.Profile, wire.Pin, error) {
+	e, err := r.checkpoints.Get(ctx, subject.ConversationKey(tenant, conversation))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return p, pin, nil // a new conversation: this run pins it
+	}
+	if err != nil {
+		return p, pin, fmt.Errorf("read checkpoint of %s: %w", conversation, err)
+	}
+	cp, err := wire.Decode[wire.Checkpoint](e.Value())
+	if err != nil {
+		return p, pin, wire.Errorf(wire.PinMismatch, "checkpoint of conversation %s: %v", conversation, err)
+	}
+	if cp.Pin.Provider != p.Adapter {
+		return p, pin, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s; %q resolves to provider %s",
+			conversation, cp.Pin.Provider, cp.Pin.Model, p.Name, p.Adapter)
+	}
+	held, ok := r.profiles.ByModel(cp.Pin.Provider, cp.Pin.Model)
+	if !ok {
+		return p, pin, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s, which no profile offers any more",
+			conversation, cp.Pin.Provider, cp.Pin.Model)
+	}
+	return held, cp.Pin, nil
 }
 
 // injectSession puts the conversation's stored session id into the

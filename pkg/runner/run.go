@@ -283,12 +283,14 @@ func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 	return cp.State, nil
 }
 
-// saveCheckpoint stores what the adapter saved, with the run's pin, once
-// the run has succeeded.
+// saveCheckpoint stores the run's pin and what the adapter saved once the
+// run has succeeded.
 func (r *run) saveCheckpoint(ctx context.Context) {
-	if r.checkpoint == nil || r.work.Conversation == "" {
+	if r.work.Conversation == "" {
 		return
 	}
+	// Every conversation run's success pins the conversation, with the
+	// adapter's continuation state when it has one.
 	b, err := wire.Marshal(&wire.Checkpoint{V: wire.Version, Adapter: r.a.Name(), Pin: r.work.Pin, State: r.checkpoint, Updated: time.Now().UnixMilli()})
 	if err == nil {
 		_, err = r.h.checkpoints.Put(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation), b)
