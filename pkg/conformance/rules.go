@@ -30,6 +30,9 @@ func checkProofs(t *testing.T, caps wire.Capabilities, c *corpus) {
 			switch {
 			case ch.Type == wire.ChunkToolUse && ch.ToolID != "":
 				uses[ch.ToolID] = true
+				if caps.Transport == wire.TransportRemote && toolPair == "" {
+					toolPair = name // the caller answers a remote tool call in the next run
+				}
 			case ch.Type == wire.ChunkToolResult && uses[ch.ToolID] && toolPair == "":
 				toolPair = name
 			case ch.Type == wire.ChunkResult && ch.Metadata.Usage != nil && usage == "":

@@ -145,7 +145,8 @@ func StatusError(provider string, resp *http.Response) *wire.Error {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == 529 || strings.Contains(low, "overloaded"):
 		class = wire.ProviderQuotaError
 	case resp.StatusCode == http.StatusRequestEntityTooLarge || strings.Contains(low, "context length") ||
-		strings.Contains(low, "context_length") || strings.Contains(low, "prompt is too long") || strings.Contains(low, "maximum context"):
+		strings.Contains(low, "context_length") || strings.Contains(low, "prompt is too long") || strings.Contains(low, "maximum context") ||
+		strings.Contains(low, "context window") || strings.Contains(low, "context limit"):
 		class = wire.ProviderContextError
 	}
 	return wire.Errorf(class, "%s: HTTP %d: %s", provider, resp.StatusCode, msg)
@@ -157,6 +158,7 @@ func errorText(body []byte) string {
 	var v struct {
 		Error   json.RawMessage `json:"error"`
 		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"` // FastAPI servers (the NLIP reference)
 	}
 	if json.Unmarshal(body, &v) == nil {
 		var inner struct {
@@ -175,6 +177,9 @@ func errorText(body []byte) string {
 		}
 		if v.Message != "" {
 			return v.Message
+		}
+		if json.Unmarshal(v.Detail, &s) == nil && s != "" {
+			return s
 		}
 	}
 	s := strings.TrimSpace(string(body))

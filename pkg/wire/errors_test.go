@@ -280,3 +280,10 @@ func TestBoundRedactsBeforeCutting(t *testing.T) {
 		t.Errorf("a fragment of the key survived Bound")
 	}
 }
+
+func TestRedactKeepsErrorCodes(t *testing.T) {
+	got := Redact("invalid_api_key: Incorrect API key provided; x-api-key: sk-ant-abcdefgh12345")
+	if !strings.Contains(got, "invalid_api_key: Incorrect") || strings.Contains(got, "abcdefgh12345") {
+		t.Fatalf("Redact = %q", got)
+	}
+}

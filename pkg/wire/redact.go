@@ -13,7 +13,7 @@ var secretPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?i)\b([A-Z0-9_]*(API_KEY|TOKEN|SECRET|PASSWORD)[A-Z0-9_]*)=\S+`),
 	// An optional auth scheme is consumed with the credential, so that
 	// "Authorization: Basic <creds>" does not keep <creds>.
-	regexp.MustCompile(`(?i)("?(x-api-key|authorization|api[_-]?key)"?\s*[:=]\s*)"?(?:(?:bearer|basic|digest|token|negotiate)\s+)?[^\s",}]{4,}"?`),
+	regexp.MustCompile(`(?i)((?:^|[^A-Za-z0-9_])"?(?:x-api-key|authorization|api[_-]?key)"?\s*[:=]\s*)"?(?:(?:bearer|basic|digest|token|negotiate)\s+)?[^\s",}]{4,}"?`),
 }
 
 // Redact replaces credential-looking substrings of s with [REDACTED].
