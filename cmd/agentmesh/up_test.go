@@ -130,8 +130,8 @@ thinking: The prompt has 2 bytes; echo it.
 echo: hi
 → tool echo {"text":"hi"}
 ← tool result "hi"
-[result usage in=1 out=2 stop=end_turn]
-[succeeded · 6 chunks, usage in=1 out=2]
+[result usage in=1 out=2 cost=0 stop=end_turn]
+[succeeded · 6 chunks, usage in=1 out=2, cost 0]
 `
 		if got := normalize(out, id[1]); got != want {
 			t.Errorf("stdout:\n%s\nwant (normalized):\n%s", got, want)

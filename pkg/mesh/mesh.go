@@ -58,6 +58,7 @@ func Run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		}
 		runs = append(runs, s.Run)
 	}
+	d.Log.Info("mesh started", "registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

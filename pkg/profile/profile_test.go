@@ -15,7 +15,7 @@ func TestShippedProfilesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"fixture", "claude-code", "codex", "gemini", "pi"} {
+	for _, name := range []string{"fixture", "claude-code", "codex", "gemini", "pi", "openai", "anthropic", "ollama", "nlip-example"} {
 		p, pin, err := r.Resolve(name)
 		if err != nil {
 			t.Fatalf("resolve %s: %v", name, err)
@@ -24,7 +24,7 @@ func TestShippedProfilesLoad(t *testing.T) {
 			t.Errorf("pin of %s = %+v", name, pin)
 		}
 	}
-	if p, _, err := r.Resolve("sonnet"); err == nil {
+	if p, _, err := r.Resolve("sonnet"); err != nil || p.Name != "anthropic" {
 		t.Errorf("alias sonnet resolved to %s; it belongs to the anthropic profile", p.Name)
 	}
 	if p, _, err := r.Resolve("gemini/gemini-2.5-flash"); err != nil || p.Name != "gemini" {

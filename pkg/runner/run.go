@@ -471,6 +471,11 @@ func (r *run) end(st wire.Status) {
 	}
 	r.final = st.State
 	r.h.d.Metrics.Runs.WithLabelValues(string(st.State), r.a.Name()).Inc()
+	if st.Error != nil {
+		r.h.d.Log.Info("run ended", append(r.logger(), "state", st.State, "error", st.Error.Error())...)
+	} else {
+		r.h.d.Log.Debug("run ended", append(r.logger(), "state", st.State, "chunks", sum.Chunks)...)
+	}
 	rec := r.rec
 	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
 	if _, err := r.put(ctx, rec, r.rev); isConflict(err) {

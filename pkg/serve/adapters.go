@@ -11,15 +11,22 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/anthropic"
 	"github.com/agentmesh/agentmesh/pkg/claudecode"
 	"github.com/agentmesh/agentmesh/pkg/cliadapter"
 	"github.com/agentmesh/agentmesh/pkg/codex"
 	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/geminicli"
+	"github.com/agentmesh/agentmesh/pkg/nlip"
+	"github.com/agentmesh/agentmesh/pkg/ollama"
+	"github.com/agentmesh/agentmesh/pkg/openai"
 	"github.com/agentmesh/agentmesh/pkg/pi"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/secret"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // AdapterConfig configures the profiles and adapters a process can host.
@@ -51,6 +58,47 @@ var builders = map[string]func(AdapterConfig, *profile.Profile) (adapter.Adapter
 	pi.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
 		return pi.New(c.cliConfig(pi.DefaultConfig(), p))
 	},
+	openai.Name: remoteBuilder(openai.Name, openai.Capabilities, func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
+		var opts openai.Options
+		if p.OmitTemperature {
+			opts.NoTemperatureModels = []string{p.Model}
+		}
+		return openai.New(cfg, opts)
+	}),
+	anthropic.Name: remoteBuilder(anthropic.Name, anthropic.Capabilities(), func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+		return anthropic.New(cfg)
+	}),
+	ollama.Name: remoteBuilder(ollama.Name, ollama.Capabilities, func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+		return ollama.New(cfg)
+	}),
+	nlip.Name: remoteBuilder(nlip.Name, nlip.Capabilities, func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+		return nlip.New(cfg)
+	}),
+}
+
+// remoteBuilder builds a remote adapter from its profile: base URL,
+// loopback permission and the credential read from the profile's
+// credential_env. A profile whose credential variable is unset becomes
+// the closed Unavailable adapter: choosing it fails with
+// ProviderUnavailable, and nothing else breaks.
+func remoteBuilder(name string, caps wire.Capabilities, build func(remote.Config, *profile.Profile) (adapter.Adapter, error)) func(AdapterConfig, *profile.Profile) (adapter.Adapter, error) {
+	return func(_ AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		if p == nil {
+			return nil, fmt.Errorf("adapter %s needs a profile with base_url", name)
+		}
+		cfg := remote.Config{BaseURL: p.BaseURL, AllowLoopback: p.AllowLoopback}
+		if p.CredentialEnv != "" {
+			cred, ok := secret.FromEnv(p.CredentialEnv)
+			if !ok {
+				if err := cfg.Check(); err != nil {
+					return nil, err
+				}
+				return remote.Unavailable(name, caps, nil, p.CredentialEnv), nil
+			}
+			cfg.Credential = cred
+		}
+		return build(cfg, p)
+	}
 }
 
 // cliConfig is a CLI adapter's configuration: the adapter's defaults, then

@@ -37,7 +37,7 @@ func TestRunMain(t *testing.T) {
 		{name: "log level", env: map[string]string{"AGENTMESH_LOG_LEVEL": "loud"}, wantCode: 2, wantErr: "svc: config: AGENTMESH_LOG_LEVEL"},
 		{name: "unparsable", env: map[string]string{"AGENTMESH_LEASE_TTL": "soon"}, wantCode: 2, wantErr: "AGENTMESH_LEASE_TTL"},
 		{name: "common", env: map[string]string{"AGENTMESH_REPLICAS": "7"}, wantCode: 2, wantErr: "AGENTMESH_REPLICAS"},
-		{name: "validate", env: map[string]string{"AGENTMESH_RUNNER_ADAPTERS": "nope"}, wantCode: 2, wantErr: `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: claude-code, codex, fixture, gemini, pi)`},
+		{name: "validate", env: map[string]string{"AGENTMESH_RUNNER_ADAPTERS": "nope"}, wantCode: 2, wantErr: `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,10 +112,10 @@ func TestRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(reg.Names(), ","); got != "claude-code,codex,fixture,gemini,pi" {
+	if got := strings.Join(reg.Names(), ","); got != "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi" {
 		t.Errorf("Registry() names = %s, want every shipped profile's adapter", got)
 	}
-	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: claude-code, codex, fixture, gemini, pi)`) {
+	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`) {
 		t.Errorf("Registry(fixture, nope) = %v, want an unknown adapter error listing the known ones", err)
 	}
 	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 {

@@ -1,0 +1,164 @@
+package mesh_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// syncBuffer is a log sink shared by the mesh's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+const testCredentialEnv = "AGENTMESH_TEST_OPENAI_KEY"
+
+// remoteMesh runs the mesh on profiles for fixture, openai (credential from
+// testCredentialEnv) and ollama, both remote ones served by fixture servers.
+func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *fixtureserver.Server) {
+	t.Helper()
+	oa, err := fixtureserver.Start("../../testdata/remote/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { oa.Close() })
+	ol, err := fixtureserver.Start("../../testdata/remote/ollama")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ol.Close() })
+	dir := t.TempDir()
+	files := map[string]string{
+		"fixture.yaml": "schema: 1\nname: fixture\nadapter: fixture\ntransport: in_process\nmodel: fixture-1\npricing: {input: \"0\", output: \"0\"}\n",
+		"openai.yaml": fmt.Sprintf("schema: 1\nname: openai\nadapter: openai\ntransport: remote\nmodel: gpt-5.5\nbase_url: %s/text\nallow_loopback: true\ncredential_env: %s\n"+
+			"pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n", oa.URL(), testCredentialEnv),
+		"ollama.yaml": fmt.Sprintf("schema: 1\nname: ollama\nadapter: ollama\ntransport: remote\nmodel: llama3.2\nbase_url: %s/plain-text\nallow_loopback: true\npricing: {input: \"0\", output: \"0\"}\n", ol.URL()),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ac := serve.AdapterConfig{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	logs := &syncBuffer{}
+	reg := prometheus.NewRegistry()
+	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Metrics: service.NewMetrics(reg), Health: &service.Health{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("mesh: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("mesh did not stop")
+		}
+	})
+	natstest.Eventually(t, 10*time.Second, func() error {
+		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
+		return err
+	})
+	c := newClient(t, srv)
+	run := func(profileName string, req map[string]any) []wire.Event {
+		r := runReq(t, req)
+		r.Profile = profileName
+		id, err := c.Submit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return collect(t, c, id)
+	}
+	return logs, reg, run, oa
+}
+
+func TestMissingCredentialMakesOnlyThatProviderUnavailable(t *testing.T) {
+	t.Setenv(testCredentialEnv, "")
+	_, _, run, _ := remoteMesh(t)
+	evs := run("openai", map[string]any{"prompt": "hi"})
+	if st := last(evs); describe(evs) != "[accepted rejected]" || !errors.Is(st.Error, wire.ProviderUnavailable) {
+		t.Fatalf("openai without a credential: %s %v; want rejected with ProviderUnavailable", describe(evs), st.Error)
+	}
+	for _, p := range []string{"fixture", "ollama"} {
+		if st := last(run(p, map[string]any{"prompt": "hi"})); st.State != wire.StateSucceeded {
+			t.Fatalf("%s: %s %v", p, st.State, st.Error)
+		}
+	}
+}
+
+func TestCredentialAppearsNowhere(t *testing.T) {
+	const key = "sk-test-DO-NOT-LEAK-5f2c9a71e8"
+	t.Setenv(testCredentialEnv, key)
+	logs, reg, run, oa := remoteMesh(t)
+	var all []wire.Event
+	for _, p := range []string{"openai", "ollama", "fixture"} {
+		evs := run(p, map[string]any{"prompt": "hi"})
+		if st := last(evs); st.State != wire.StateSucceeded {
+			t.Fatalf("%s: %s %v", p, st.State, st.Error)
+		}
+		all = append(all, evs...)
+	}
+	// A failing run puts the provider's error text in an event too.
+	all = append(all, run("openai", map[string]any{"prompt": "hi", "bogus": true})...)
+	b, err := json.Marshal(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&metrics, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for what, text := range map[string]string{"events": string(b), "logs": logs.String(), "metrics": metrics.String()} {
+		if strings.Contains(text, key) || strings.Contains(text, "DO-NOT-LEAK") {
+			t.Errorf("the credential appears in the %s", what)
+		}
+	}
+	if logs.String() == "" || metrics.Len() == 0 {
+		t.Fatal("nothing was scanned")
+	}
+	// It was used, in the one place it belongs.
+	if reqs := oa.Requests(); len(reqs) == 0 || reqs[0].Header.Get("Authorization") != "Bearer "+key {
+		t.Fatal("the openai request did not carry the credential")
+	}
+}
