@@ -3,7 +3,6 @@ package mesh_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
@@ -32,18 +31,6 @@ func TestConversationKeepsItsPin(t *testing.T) {
 		}
 		return r
 	}
-	stop := func(n *node) {
-		n.stop()
-		select {
-		case err := <-n.done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("mesh did not stop")
-		}
-		n.done <- nil // for the cleanup registered by startNodeWith
-	}
 	model := func(evs []wire.Event) string { return last(evs).Pin.Model }
 
 	// "sonnet" → model-4.5.
@@ -52,7 +39,7 @@ func TestConversationKeepsItsPin(t *testing.T) {
 	if got := model(converse(t, c, "sonnet", "conv", fixtureReq{Prompt: "hi"})); got != "model-4.5" {
 		t.Fatalf("first run on model %q", got)
 	}
-	stop(first)
+	stopNode(t, first)
 
 	// The alias moves to model-4.6 and the router restarts.
 	second := startNodeWith(t, srv, mesh.Config{}, registry(prof("s45", "model-4.5"), prof("s46", "model-4.6", "sonnet")), fx)
@@ -62,7 +49,7 @@ func TestConversationKeepsItsPin(t *testing.T) {
 	if got := model(converse(t, c, "sonnet", "fresh", fixtureReq{Prompt: "new"})); got != "model-4.6" {
 		t.Fatalf("a fresh conversation resolved to %q, want the alias's new model", got)
 	}
-	stop(second)
+	stopNode(t, second)
 
 	// The pinned model is removed.
 	startNodeWith(t, srv, mesh.Config{}, registry(prof("s46", "model-4.6", "sonnet")), fx)
