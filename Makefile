@@ -49,6 +49,11 @@ fmt-check:
 ## check: fmt-check, vet and test
 check: fmt-check test
 
+## smoke: credentialed smoke tests against the real OpenAI and Anthropic APIs; each skips without its key; never in CI
+.PHONY: smoke
+smoke:
+	$(GO) test -tags smoke -run TestSmoke -count=1 -v ./e2e
+
 ## e2e-cli: install the pinned agent CLIs from npm into .cache/cli, then run each through the mesh against pkg/fakemodel
 .PHONY: e2e-cli
 e2e-cli:
