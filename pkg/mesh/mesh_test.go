@@ -542,8 +542,8 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 		if err := json.Unmarshal(msg.Data, &info); err != nil {
 			t.Fatal(err)
 		}
-		if info.Name != name || info.Version == "" {
-			t.Errorf("info = %+v", info)
+		if info.Name != name || info.Version == "" || info.Metadata["registry_version"] != profile.Builtin().Version() {
+			t.Errorf("info = %+v, want the registry version in its metadata", info)
 		}
 	}
 	msg, err := nc.Request("$SRV.STATS.agentmesh-router", nil, 5*time.Second)

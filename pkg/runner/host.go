@@ -47,6 +47,9 @@ type Config struct {
 	// DrainTimeout is how long Run waits, once its context ends, for runs in
 	// hand to finish before cancelling them (default 10s).
 	DrainTimeout time.Duration
+	// Metadata is added to the runner's micro service info (the profiles'
+	// registry_version, for one).
+	Metadata map[string]string
 }
 
 func (c *Config) setDefaults() {
@@ -166,7 +169,7 @@ func (h *Host) Run(ctx context.Context) error {
 	defer wg.Wait()
 
 	svc, err := service.Register(h.d.NC, "agentmesh-runner", "executes runs for its adapters",
-		map[string]string{"runner_id": h.cfg.ID},
+		service.Metadata(h.cfg.Metadata, "runner_id", h.cfg.ID),
 		service.Endpoint{Name: "cancel", Subject: h.d.Names.RunnerCancel(h.cfg.ID), Handler: h.cancelHandler(&wg)})
 	if err != nil {
 		return err

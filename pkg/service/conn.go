@@ -90,3 +90,14 @@ func Register(nc *nats.Conn, name, description string, metadata map[string]strin
 	}
 	return svc, nil
 }
+
+// Metadata returns a copy of md with key set to value, for a micro
+// service's info.
+func Metadata(md map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(md)+1)
+	for k, v := range md {
+		out[k] = v
+	}
+	out[key] = value
+	return out
+}

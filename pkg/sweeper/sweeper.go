@@ -28,6 +28,8 @@ type Config struct {
 	// sweeper was watching) and for a queued run past its deadline
 	// (default 1m; also once at start).
 	ReconcileEvery time.Duration
+	// Metadata is added to the sweeper's micro service info.
+	Metadata map[string]string
 }
 
 // Sweeper watches leases.
@@ -75,7 +77,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	svc, err := service.Register(s.d.NC, "agentmesh-sweeper", "ends runs whose lease expired",
-		map[string]string{"lease_ttl": s.leaseTTL.String()},
+		service.Metadata(s.cfg.Metadata, "lease_ttl", s.leaseTTL.String()),
 		service.Endpoint{Name: "reconcile", Subject: s.d.Names.SweeperReconcile(), Handler: micro.HandlerFunc(func(req micro.Request) {
 			n, err := s.Reconcile(ctx)
 			if err != nil {
