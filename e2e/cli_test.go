@@ -220,7 +220,9 @@ var (
 type harness struct {
 	fake   *fakemodel.Server
 	client *client.Client
-	tag    string // the value of tagVar in every CLI's environment, less "/<cli>"
+	retry  *client.Client // the mesh of the <cli>-retry2 profiles
+	owner  sync.Map       // run id → the *client.Client it was submitted to
+	tag    string         // the value of tagVar in every CLI's environment, less "/<cli>"
 
 	mu      sync.Mutex
 	results map[string]string // "cli/scenario" → "ok 2.1s" or "FAIL 2.1s"
@@ -271,7 +273,7 @@ func TestCLI(t *testing.T) {
 	root := t.TempDir()
 	workRoot := mkdir(t, root, "work")
 	var served []adapter.Adapter
-	var profiles []profile.Profile
+	var profiles, retryProfiles []profile.Profile
 	for _, c := range clis {
 		mkdir(t, workRoot, c.name)
 		e := cliEnv{
@@ -284,19 +286,28 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("%s adapter: %v", c.name, err)
 		}
 		served = append(served, a)
-		for name, attempts := range map[string]int{c.name: maxAttempts, c.name + retrySuffix: retryAttempts} {
-			profiles = append(profiles, profile.Profile{
-				Name: name, Adapter: c.name, Transport: wire.TransportSubprocess,
-				Model: c.model, Binary: c.binary, InstallHint: c.hint, MaxAttempts: attempts,
-			})
-		}
+		profiles = append(profiles, profile.Profile{
+			Name: c.name, Adapter: c.name, Transport: wire.TransportSubprocess,
+			Model: c.model, Binary: c.binary, InstallHint: c.hint, MaxAttempts: maxAttempts,
+		})
+		retryProfiles = append(retryProfiles, profile.Profile{
+			Name: c.name + retrySuffix, Adapter: c.name, Transport: wire.TransportSubprocess,
+			Model: c.model, Binary: c.binary, InstallHint: c.hint, MaxAttempts: retryAttempts,
+		})
 	}
+	// One adapter and model has one profile per registry (decision 1), so
+	// the retry profiles run on a mesh of their own.
 	reg, err := profile.New(profiles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retryReg, err := profile.New(retryProfiles...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{fake: fake, tag: tag, results: map[string]string{}}
 	h.client = startMesh(t, reg, served)
+	h.retry = startMesh(t, retryReg, served)
 	t.Cleanup(func() { h.summary(t, time.Since(began)) })
 
 	for _, c := range clis {
@@ -403,7 +414,11 @@ func (h *harness) start(t *testing.T, c cliCase, profileName, conv, prompt strin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id, err := h.client.Submit(ctx, wire.RunRequest{
+	cl := h.client
+	if strings.HasSuffix(profileName, retrySuffix) {
+		cl = h.retry
+	}
+	id, err := cl.Submit(ctx, wire.RunRequest{
 		Tenant: tenant, Principal: "e2e", Profile: profileName, Request: b,
 		Runtime:      map[string]any{cliadapter.RuntimeWorkspace: c.name},
 		Conversation: conv, DeadlineMS: runDeadline.Milliseconds(),
@@ -411,7 +426,16 @@ func (h *harness) start(t *testing.T, c cliCase, profileName, conv, prompt strin
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.owner.Store(id, cl)
 	return id
+}
+
+// clientOf is the client of the mesh a run was submitted to.
+func (h *harness) clientOf(id string) *client.Client {
+	if cl, ok := h.owner.Load(id); ok {
+		return cl.(*client.Client)
+	}
+	return h.client
 }
 
 // follow returns a run's events up to its terminal status.
@@ -420,7 +444,7 @@ func (h *harness) follow(t *testing.T, id string) run {
 	ctx, cancel := context.WithTimeout(context.Background(), runWait)
 	defer cancel()
 	r := run{id: id}
-	for ev, err := range h.client.Events(ctx, tenant, id, 1) {
+	for ev, err := range h.clientOf(id).Events(ctx, tenant, id, 1) {
 		if err != nil {
 			t.Fatalf("events of run %s: %v\n%s", id, err, r.describe())
 		}
@@ -668,7 +692,7 @@ func (h *harness) testCancel(t *testing.T, c cliCase) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reply, err := h.client.Cancel(ctx, tenant, id)
+	reply, err := h.clientOf(id).Cancel(ctx, tenant, id)
 	if err != nil || !reply.Cancelled {
 		t.Fatalf("cancel: %+v, %v", reply, err)
 	}

@@ -61,6 +61,25 @@ type Adapter interface {
 	Stream(ctx context.Context, call Call) iter.Seq2[wire.Chunk, error]
 }
 
+// TokenClasses is implemented by an adapter that reports usage: it lists
+// the token classes its usage can carry, by the names profiles price them
+// under (pkg/cost: input, output, cache_read, cache_write, reasoning). A
+// profile of the adapter must price every one of them. An adapter whose
+// declaration says reports_usage false reports no class, whatever it
+// implements. The returned slice is the caller's.
+type TokenClasses interface {
+	TokenClasses() []string
+}
+
+// PricedContext is implemented by an adapter whose provider prices a
+// request by its size beyond some context (tier pricing): MaxPricedContext
+// is the largest context window, in tokens, that one immutable rate per
+// token class covers. A profile of the adapter may not advertise a larger
+// context_window (decision 11). 0 means no bound.
+type PricedContext interface {
+	MaxPricedContext() int
+}
+
 // ErrDuplicate is returned by Registry.Add for a second adapter of one name.
 var ErrDuplicate = errors.New("duplicate adapter")
 

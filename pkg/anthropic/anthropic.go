@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/sse"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -42,6 +43,26 @@ func Capabilities() wire.Capabilities {
 	return wire.Capabilities{Transport: wire.TransportRemote, EmitsToolEvents: true, ReportsUsage: true}
 }
 
+// MaxPricedContext is the largest context window one price covers: a
+// request of more than 200,000 input tokens (the 1M-context beta of Claude
+// Sonnet 4 and 4.5) is billed at Anthropic's long-context rates, which a
+// single rate per token class cannot express, so a profile may advertise
+// no more (decision 11).
+const MaxPricedContext = 200_000
+
+// TokenClasses returns the token classes of the result's usage (see the
+// package doc's Usage): input, output, cache_read, cache_write and
+// reasoning (thinking tokens, when the provider itemizes them).
+func TokenClasses() []string {
+	return []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheWrite, cost.Reasoning}
+}
+
+// Declaration is the adapter's whole declaration, which remote.Unavailable
+// makes in its place when the profile's credential is unset.
+func Declaration() remote.Declaration {
+	return remote.Declaration{Capabilities: Capabilities(), TokenClasses: TokenClasses(), MaxPricedContext: MaxPricedContext}
+}
+
 // Adapter streams Anthropic Messages. It is safe for concurrent use; each
 // Stream call has its own HTTP client.
 type Adapter struct {
@@ -68,6 +89,12 @@ func (a *Adapter) Name() string { return Name }
 
 // Capabilities returns Capabilities().
 func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities() }
+
+// TokenClasses returns TokenClasses() (adapter.TokenClasses).
+func (a *Adapter) TokenClasses() []string { return TokenClasses() }
+
+// MaxPricedContext returns MaxPricedContext (adapter.PricedContext).
+func (a *Adapter) MaxPricedContext() int { return MaxPricedContext }
 
 // RuntimeKeys returns nil: the adapter takes no runtime-only keys.
 func (a *Adapter) RuntimeKeys() []string { return nil }

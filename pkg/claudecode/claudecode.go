@@ -7,6 +7,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/argv"
 	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -39,6 +40,12 @@ var Capabilities = wire.Capabilities{
 	ResumeField:     ResumeField,
 }
 
+// tokenClasses are the classes of the result's usage (see usage):
+// input_tokens, output_tokens, cache_read_input_tokens and
+// cache_creation_input_tokens. The CLI counts thinking inside output_tokens,
+// so it reports no reasoning class.
+var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheWrite}
+
 // DefaultConfig is the operator configuration of a claude-code adapter:
 // the binary, its install hint, the environment variables the child may
 // receive from the runner (see the package doc) and the fixed switches
@@ -65,6 +72,7 @@ func Spec() cliadapter.Spec[Request] {
 	return cliadapter.Spec[Request]{
 		Name:         Name,
 		Capabilities: Capabilities,
+		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke:       Invoke,
 		NewParser:    func(Request, adapter.Call) cliadapter.Parser { return NewParser() },

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -49,6 +50,10 @@ type Invocation struct {
 type Spec[R any] struct {
 	Name         string
 	Capabilities wire.Capabilities
+	// TokenClasses are the token classes the parser's usage can carry
+	// (pkg/cost names), for adapter.TokenClasses; empty when the CLI
+	// reports no usage.
+	TokenClasses []string
 	// Decode validates the msgpack request strictly; any problem is an
 	// AgenticRequestValidationError naming the field.
 	Decode func(b []byte) (R, error)
@@ -103,6 +108,10 @@ func New[R any](spec Spec[R], cfg Config) (*Adapter[R], error) {
 func (a *Adapter[R]) Name() string                    { return a.spec.Name }
 func (a *Adapter[R]) Capabilities() wire.Capabilities { return a.spec.Capabilities }
 func (a *Adapter[R]) RuntimeKeys() []string           { return []string{RuntimeWorkspace} }
+
+// TokenClasses returns the Spec's token classes (adapter.TokenClasses), a
+// new slice on every call.
+func (a *Adapter[R]) TokenClasses() []string { return slices.Clone(a.spec.TokenClasses) }
 
 // Validate decodes the request strictly; it starts nothing.
 func (a *Adapter[R]) Validate(b []byte) (any, error) {

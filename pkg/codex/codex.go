@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -34,6 +35,11 @@ var Capabilities = wire.Capabilities{
 	ReportsUsage:    true,
 	ResumeField:     ResumeField,
 }
+
+// tokenClasses are the classes of the result's usage (see counts.usage):
+// uncached input, cached and cache-write input, visible output and
+// reasoning output, each its own class.
+var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheWrite, cost.Reasoning}
 
 // DefaultConfig is the operator configuration for the real CLI on PATH: the
 // binary, its install hint and the runner variables the child may receive
@@ -73,6 +79,7 @@ func spec(cfg cliadapter.Config) cliadapter.Spec[Request] {
 	return cliadapter.Spec[Request]{
 		Name:         Name,
 		Capabilities: Capabilities,
+		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke: func(req Request, call adapter.Call, dir string) (cliadapter.Invocation, error) {
 			return invoke(req, call, dir, h.provider())

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/argv"
 	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -44,6 +45,11 @@ var capabilities = wire.Capabilities{
 	ResumeField:     ResumeField,
 }
 
+// tokenClasses are the classes of the result's usage (see usage): input
+// read fresh, input read from cache, output, and the thoughts the CLI
+// counts only in total_tokens, as reasoning.
+var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.Reasoning}
+
 // DefaultConfig is the operator configuration for the real CLI on PATH:
 // the binary, its install hint, and the only runner variables the child
 // may receive (the API key and the base URL). Callers add WorkspaceRoot.
@@ -72,6 +78,7 @@ func spec(sf settingsFiles) cliadapter.Spec[Request] {
 	return cliadapter.Spec[Request]{
 		Name:         Name,
 		Capabilities: capabilities,
+		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke: func(req Request, call adapter.Call, dir string) (cliadapter.Invocation, error) {
 			return invoke(req, call, dir, sf)

@@ -33,6 +33,11 @@ const MaxResponseSize = 16 << 20
 // reports none), no usage (NLIP has no token counters).
 var Capabilities = wire.Capabilities{Transport: wire.TransportRemote}
 
+// Declaration is the adapter's whole declaration, which remote.Unavailable
+// makes in its place when the profile's credential is unset. It has no
+// token classes: NLIP reports no usage.
+func Declaration() remote.Declaration { return remote.Declaration{Capabilities: Capabilities} }
+
 // Adapter is the nlip adapter. It is safe for concurrent use; each Stream
 // call has its own HTTP client.
 type Adapter struct {
@@ -60,6 +65,10 @@ func (a *Adapter) Name() string { return Name }
 
 // Capabilities implements adapter.Adapter.
 func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
+
+// TokenClasses implements adapter.TokenClasses: none, NLIP reports no
+// usage.
+func (a *Adapter) TokenClasses() []string { return nil }
 
 // RuntimeKeys implements adapter.Adapter: none.
 func (a *Adapter) RuntimeKeys() []string { return nil }

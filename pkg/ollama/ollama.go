@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/toolschema"
@@ -32,6 +33,17 @@ var Capabilities = wire.Capabilities{
 	Transport:       wire.TransportRemote,
 	EmitsToolEvents: true,
 	ReportsUsage:    true,
+}
+
+// TokenClasses returns the token classes of the result's usage (see the
+// package doc's Usage): prompt_eval_count as input and eval_count as
+// output. Ollama has no cache or reasoning counters.
+func TokenClasses() []string { return []string{cost.Input, cost.Output} }
+
+// Declaration is the adapter's whole declaration, which remote.Unavailable
+// makes in its place when a profile names a credential that is unset.
+func Declaration() remote.Declaration {
+	return remote.Declaration{Capabilities: Capabilities, TokenClasses: TokenClasses()}
 }
 
 // Adapter is the ollama adapter. It is safe for concurrent use; each Stream
@@ -61,6 +73,9 @@ func (a *Adapter) Name() string { return Name }
 
 // Capabilities implements adapter.Adapter.
 func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
+
+// TokenClasses implements adapter.TokenClasses with TokenClasses().
+func (a *Adapter) TokenClasses() []string { return TokenClasses() }
 
 // RuntimeKeys implements adapter.Adapter: none.
 func (a *Adapter) RuntimeKeys() []string { return nil }

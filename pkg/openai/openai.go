@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/sse"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -31,6 +32,25 @@ var Capabilities = wire.Capabilities{
 	Resumable:       false,
 	EmitsToolEvents: true,
 	ReportsUsage:    true,
+}
+
+// MaxPricedContext is the largest context window one price covers: the
+// provider reprices a whole request of more than 272,000 input tokens at
+// long-context rates, which a single rate per token class cannot express,
+// so a profile may advertise no more (decision 11).
+const MaxPricedContext = 272_000
+
+// TokenClasses returns the token classes of a response's usage (see the
+// package doc): uncached input, cached input, visible output and
+// reasoning. The Responses API reports no cache writes.
+func TokenClasses() []string {
+	return []string{cost.Input, cost.Output, cost.CacheRead, cost.Reasoning}
+}
+
+// Declaration is the adapter's whole declaration, which Unavailable makes
+// in its place.
+func Declaration() remote.Declaration {
+	return remote.Declaration{Capabilities: Capabilities, TokenClasses: TokenClasses(), MaxPricedContext: MaxPricedContext}
 }
 
 // Options are the adapter's knobs beyond remote.Config.
@@ -69,7 +89,7 @@ func New(cfg remote.Config, opts Options) (adapter.Adapter, error) {
 // credential variable credentialEnv is unset: choosing it fails with
 // ProviderUnavailable.
 func Unavailable(credentialEnv string) adapter.Adapter {
-	return remote.Unavailable(Name, Capabilities, nil, credentialEnv)
+	return remote.Unavailable(Name, Declaration(), credentialEnv)
 }
 
 // Name returns Name.
@@ -77,6 +97,12 @@ func (a *Adapter) Name() string { return Name }
 
 // Capabilities returns Capabilities.
 func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
+
+// TokenClasses returns TokenClasses() (adapter.TokenClasses).
+func (a *Adapter) TokenClasses() []string { return TokenClasses() }
+
+// MaxPricedContext returns MaxPricedContext (adapter.PricedContext).
+func (a *Adapter) MaxPricedContext() int { return MaxPricedContext }
 
 // RuntimeKeys returns none: the adapter takes no runtime-only keys.
 func (a *Adapter) RuntimeKeys() []string { return nil }

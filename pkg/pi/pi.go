@@ -8,6 +8,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/argv"
 	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -44,6 +45,11 @@ var Capabilities = wire.Capabilities{
 	ResumeField:     ResumeField,
 }
 
+// tokenClasses are the classes of the result's usage, summed over the
+// assistant messages' usage: input, output, cacheRead and cacheWrite. Pi
+// reports no separate reasoning count.
+var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheWrite}
+
 // DefaultConfig is the operator configuration the transcripts were captured
 // with: the binary, its install hint, the variables the child may receive
 // from the runner (the config directory, which holds models.json with the
@@ -64,6 +70,7 @@ func Spec() cliadapter.Spec[Request] {
 	return cliadapter.Spec[Request]{
 		Name:         Name,
 		Capabilities: Capabilities,
+		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke:       Invoke,
 		NewParser:    func(_ Request, call adapter.Call) cliadapter.Parser { return NewParser(call) },

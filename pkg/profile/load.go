@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/safehttp"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.yaml.in/yaml/v3"
@@ -50,24 +53,122 @@ func Load(dir string) (*Registry, error) {
 	return New(profiles...)
 }
 
-// LoadFile decodes one profile document strictly.
+// LoadFile decodes one profile document strictly: an unknown or repeated
+// field, or a value of the wrong type, is an error naming the file and the
+// field's path (policy.max_active, pricing.input). Every such problem of
+// the document is reported, joined. It does not validate values; Load and
+// New do.
 func LoadFile(path string) (Profile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return Profile{}, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	var p Profile
-	if err := dec.Decode(&p); err != nil {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			err = errors.New("empty document")
+		}
 		return Profile{}, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
 		return Profile{}, fmt.Errorf("%w: %s: one profile document per file", ErrInvalid, path)
 	}
+	var p Profile
+	var errs []error
+	bad := func(field string, n *yaml.Node, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s: %s (line %d)", ErrInvalid, path, field, fmt.Sprintf(format, args...), n.Line))
+	}
+	decodeStrict(doc.Content[0], reflect.ValueOf(&p).Elem(), "", bad)
+	if len(errs) > 0 {
+		return Profile{}, errors.Join(errs...)
+	}
 	p.file = path
 	return p, nil
+}
+
+// decodeStrict decodes n into v field by field, so that each problem names
+// the field's path: a struct takes only the fields its yaml tags name, each
+// once; a map takes each key once; a scalar or a list is decoded by yaml
+// itself (its typing rules are yaml's).
+func decodeStrict(n *yaml.Node, v reflect.Value, path string, bad func(field string, n *yaml.Node, format string, args ...any)) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	at := func(key string) string {
+		if path == "" {
+			return key
+		}
+		return path + "." + key
+	}
+	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	switch {
+	case v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct:
+		if null {
+			return
+		}
+		v.Set(reflect.New(v.Type().Elem()))
+		decodeStrict(n, v.Elem(), path, bad)
+	case v.Kind() == reflect.Struct || v.Kind() == reflect.Map:
+		if null {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			bad(pathOr(path), n, "must be a mapping, got %s", n.ShortTag())
+			return
+		}
+		fields := map[string]int{}
+		if v.Kind() == reflect.Struct {
+			for i := range v.NumField() {
+				name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+				if name != "" && name != "-" {
+					fields[name] = i
+				}
+			}
+		} else if v.IsNil() {
+			v.Set(reflect.MakeMap(v.Type()))
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			key := k.Value
+			if seen[key] {
+				bad(at(key), k, "defined twice")
+				continue
+			}
+			seen[key] = true
+			if v.Kind() == reflect.Map {
+				elem := reflect.New(v.Type().Elem()).Elem()
+				decodeStrict(val, elem, at(key), bad)
+				v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
+				continue
+			}
+			f, known := fields[key]
+			if !known {
+				bad(at(key), k, "unknown field (known: %s)", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+				continue
+			}
+			decodeStrict(val, v.Field(f), at(key), bad)
+		}
+	default:
+		if err := n.Decode(v.Addr().Interface()); err != nil {
+			var te *yaml.TypeError
+			if errors.As(err, &te) && len(te.Errors) > 0 {
+				_, why, _ := strings.Cut(te.Errors[0], ": ") // drop "line N"
+				bad(pathOr(path), n, "%s", why)
+				return
+			}
+			bad(pathOr(path), n, "%v", err)
+		}
+	}
+}
+
+func pathOr(path string) string {
+	if path == "" {
+		return "document"
+	}
+	return path
 }
 
 func (p *Profile) where() string {
@@ -108,11 +209,15 @@ func (p *Profile) check(where string) []error {
 	}
 	for class, rate := range p.Pricing {
 		if !tokenClasses[class] {
-			bad("pricing", "unknown token class %q (known: input, output, cache_read, cache_write, reasoning)", class)
+			bad("pricing."+class, "unknown token class %q (known: input, output, cache_read, cache_write, reasoning)", class)
+			continue
 		}
 		if !isDecimal(rate) {
 			bad("pricing."+class, "%q is not a non-negative decimal", rate)
 		}
+	}
+	if c := p.Capabilities; c != nil && c.Resumable != (c.ResumeField != "") {
+		bad("capabilities.resume_field", "%q with resumable: %t; a resumable adapter names the request field that resumes, no other does", c.ResumeField, c.Resumable)
 	}
 	if p.Policy.MaxAttempts < 1 {
 		bad("policy.max_attempts", "must be > 0, got %d", p.Policy.MaxAttempts)
@@ -147,9 +252,7 @@ func (p *Profile) check(where string) []error {
 		}
 	}
 	if p.Transport == wire.TransportRemote {
-		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("base_url", "%q must be an http or https URL with a host", p.BaseURL)
-		}
+		checkBaseURL(p, bad)
 		if p.CredentialEnv != "" && !isEnvName(p.CredentialEnv) {
 			bad("credential_env", "%q is not an environment variable name", p.CredentialEnv)
 		}
@@ -157,6 +260,29 @@ func (p *Profile) check(where string) []error {
 		bad("base_url", "base_url, allow_loopback, credential_env and omit_temperature are for remote profiles only")
 	}
 	return errs
+}
+
+// checkBaseURL judges a remote profile's base_url by the policy its
+// adapter's client will dial with (pkg/safehttp): http or https, a host,
+// no userinfo, and no refused address or name (private, link-local,
+// metadata, ...); loopback only with allow_loopback. The URL itself is not
+// repeated in the error: it may carry what should not be logged.
+func checkBaseURL(p *Profile, bad func(field, format string, args ...any)) {
+	if p.BaseURL == "" {
+		bad("base_url", "required for a remote profile")
+		return
+	}
+	_, err := safehttp.CheckURL(p.BaseURL, safehttp.Policy{AllowLoopback: p.AllowLoopback})
+	if err == nil {
+		return
+	}
+	if !p.AllowLoopback {
+		if _, lerr := safehttp.CheckURL(p.BaseURL, safehttp.Policy{AllowLoopback: true}); lerr == nil {
+			bad("base_url", "%v; a loopback endpoint needs allow_loopback: true", err)
+			return
+		}
+	}
+	bad("base_url", "%v", err)
 }
 
 var tokenClasses = map[string]bool{"input": true, "output": true, "cache_read": true, "cache_write": true, "reasoning": true}

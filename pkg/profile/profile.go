@@ -1,9 +1,10 @@
-// Package profile resolves what a client names in a run request (a profile
+// Package profile provides the provider profiles (profiles/SCHEMA.md): it
+// loads profiles/*.yaml strictly, checks them against the adapters that
+// serve them, and resolves what a client names in a run request (a profile
 // name, an alias, or provider/model) into one adapter, one model and a pin.
 //
-// This is the in-code registry the core runtime needs: it hashes each
-// profile's typed canonical form and derives the registry version as the
-// seed describes. Loading profiles/*.yaml strictly is not built yet.
+// A profile is hashed over its typed canonical form, and the registry
+// version derived from all of them, as the seed describes.
 package profile
 
 import (
@@ -33,6 +34,9 @@ type Profile struct {
 	// Pricing is the rate per token class, in USD per million tokens, as
 	// exact decimal strings.
 	Pricing map[string]string `yaml:"pricing,omitempty" msgpack:"pricing"`
+	// Capabilities, when set, restates the adapter's declaration; it must
+	// equal it exactly (CheckAdapters). Absent, the adapter's stands.
+	Capabilities *Capabilities `yaml:"capabilities,omitempty" msgpack:"capabilities,omitempty"`
 
 	// Subprocess profiles: the CLI and what its child process may see.
 	Binary      string            `yaml:"binary,omitempty" msgpack:"binary"`
@@ -56,6 +60,16 @@ type Profile struct {
 	file string // where it was loaded from, for errors
 }
 
+// Capabilities is a profile's statement of its adapter's capability
+// declaration (wire.Capabilities without the transport, which the profile
+// states on its own). A field left out of the document is false, or empty.
+type Capabilities struct {
+	Resumable       bool   `yaml:"resumable" msgpack:"resumable"`
+	ResumeField     string `yaml:"resume_field,omitempty" msgpack:"resume_field"`
+	EmitsToolEvents bool   `yaml:"emits_tool_events" msgpack:"emits_tool_events"`
+	ReportsUsage    bool   `yaml:"reports_usage" msgpack:"reports_usage"`
+}
+
 // Policy is a profile's admission and attempt policy.
 type Policy struct {
 	// MaxAttempts bounds a run's attempts (default wire.DefaultMaxAttempts).
@@ -66,6 +80,10 @@ type Policy struct {
 	// past its first output. A full queue rejects at once with
 	// AdmissionRejected. 0: only AGENTMESH_WORK_QUEUE_MAX bounds it.
 	MaxWaiting int `yaml:"max_waiting,omitempty" msgpack:"max_waiting"`
+	// Fallback names the profiles a run of this profile may fall back to.
+	// They must exist and not include the profile itself. It is validated
+	// only: routing does not fall back yet.
+	Fallback []string `yaml:"fallback,omitempty" msgpack:"fallback,omitempty"`
 }
 
 // ErrUnknown is returned by Resolve for a name that matches no profile.
@@ -79,12 +97,22 @@ type Registry struct {
 	all     string
 }
 
-// New validates and indexes profiles.
+// New validates and indexes profiles: each on its own (as Load does), then
+// across them: names, aliases, adapter+model identities and fallback
+// targets must not collide or dangle. Every problem is reported, joined;
+// each matches ErrInvalid and names the file (or, for a profile built in
+// code, the profile) and the field.
 func New(profiles ...Profile) (*Registry, error) {
 	r := &Registry{byName: map[string]*Profile{}, aliases: map[string]*Profile{}, hashes: map[string]string{}}
 	var errs []error
+	bad := func(p *Profile, field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, p.where(), field, fmt.Sprintf(format, args...)))
+	}
+	type identity struct{ adapter, model string }
+	byIdentity := map[identity]*Profile{}
 	for i := range profiles {
-		p := profiles[i]
+		p := new(Profile)
+		*p = profiles[i] // the caller's slice stays as it was
 		if p.Policy.MaxAttempts == 0 {
 			p.Policy.MaxAttempts = p.MaxAttempts
 		}
@@ -98,44 +126,69 @@ func New(profiles ...Profile) (*Registry, error) {
 		if p.Schema == 0 {
 			p.Schema = SchemaVersion
 		}
-		where := "profile " + p.Name
-		if p.file != "" {
-			where = p.file
-		}
-		if perrs := p.check(where); len(perrs) > 0 {
+		if perrs := p.check(p.where()); len(perrs) > 0 {
 			errs = append(errs, perrs...)
 			continue
 		}
 		if other, dup := r.byName[p.Name]; dup {
-			errs = append(errs, fmt.Errorf("%s: name: profile %s is also defined in %s", where, p.Name, other.where()))
+			bad(p, "name", "profile %s is also defined in %s", p.Name, other.where())
 			continue
 		}
-		r.byName[p.Name] = &p
+		// A pin names only provider and model (decision 1), so two
+		// profiles offering one model on one adapter would make it
+		// ambiguous which profile a pin holds.
+		id := identity{p.Adapter, p.Model}
+		if other, dup := byIdentity[id]; dup {
+			bad(p, "model", "adapter %s model %s is also offered by profile %s (%s); a pin names only provider and model, so each may be offered once",
+				p.Adapter, p.Model, other.Name, other.where())
+		} else {
+			byIdentity[id] = p
+		}
+		r.byName[p.Name] = p
 		for _, a := range p.Aliases {
 			if other, dup := r.aliases[a]; dup {
-				errs = append(errs, fmt.Errorf("%s: aliases: %q collides with profile %s (%s)", where, a, other.Name, other.where()))
-			} else if other, dup := r.byName[a]; dup && other != &p {
-				errs = append(errs, fmt.Errorf("%s: aliases: %q is the name of profile %s", where, a, other.Name))
+				bad(p, "aliases", "%q collides with profile %s (%s)", a, other.Name, other.where())
+				continue
 			}
-			r.aliases[a] = &p
+			r.aliases[a] = p
 		}
-		b, err := wire.Marshal(&p)
-		if err != nil {
-			return nil, err
+	}
+	// Aliases and fallback targets refer to names, so they are checked
+	// once every profile is indexed.
+	for _, n := range r.Names() {
+		p := r.byName[n]
+		for _, a := range p.Aliases {
+			if other, dup := r.byName[a]; dup && other != p && r.aliases[a] == p {
+				bad(p, "aliases", "%q is the name of profile %s (%s)", a, other.Name, other.where())
+			}
 		}
-		sum := sha256.Sum256(b)
-		r.hashes[p.Name] = hex.EncodeToString(sum[:])
+		seen := map[string]bool{}
+		for _, f := range p.Policy.Fallback {
+			_, exists := r.byName[f]
+			switch {
+			case f == p.Name:
+				bad(p, "policy.fallback", "%q is this profile; a profile cannot fall back to itself", f)
+			case seen[f]:
+				bad(p, "policy.fallback", "%q is named twice", f)
+			case !exists:
+				bad(p, "policy.fallback", "%q is not a profile (profiles: %s)", f, strings.Join(r.Names(), ", "))
+			}
+			seen[f] = true
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(r.hashes))
-	for n := range r.hashes {
-		names = append(names, n)
+	for _, n := range r.Names() {
+		b, err := wire.Marshal(r.byName[n])
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(b)
+		r.hashes[n] = hex.EncodeToString(sum[:])
 	}
-	sort.Strings(names)
 	h := sha256.New()
-	for _, n := range names {
+	for _, n := range r.Names() {
 		fmt.Fprintf(h, "%s=%s\n", n, r.hashes[n])
 	}
 	r.all = hex.EncodeToString(h.Sum(nil))
@@ -185,8 +238,8 @@ func (r *Registry) Resolve(name string) (*Profile, wire.Pin, error) {
 	return p, pin, nil
 }
 
-// ByModel returns the profile (the first by name) that offers model on
-// adapter, for a pin to be honoured after its alias moved.
+// ByModel returns the profile that offers model on adapter (New lets only
+// one do so), for a pin to be honoured after its alias moved.
 func (r *Registry) ByModel(adapter, model string) (*Profile, bool) {
 	for _, n := range r.Names() {
 		if p := r.byName[n]; p.Adapter == adapter && p.Model == model {

@@ -47,37 +47,110 @@ model: m1
 pricing: {input: "1.5", output: "0"}
 `
 
+// remote is a valid remote profile for the loader's base_url checks.
+const remote = `schema: 1
+name: r
+adapter: openai
+transport: remote
+model: gpt-x
+pricing: {input: "1", output: "1"}
+`
+
+// TestLoadRejects has one case per problem the loader finds without the
+// adapters: each fails Load with ErrInvalid, naming the file and the field.
 func TestLoadRejects(t *testing.T) {
 	tests := []struct {
-		name, body, wantField string
+		name string
+		in   map[string]string // file name → content
+		// wantFile and wantField must both be in the error; want, if set, too.
+		wantFile, wantField, want string
 	}{
-		{"unknown field", base + "temperature: 1\n", "temperature"},
-		{"bad transport", strings.Replace(base, "in_process", "carrier-pigeon", 1), "transport"},
-		{"bad price", strings.Replace(base, `"1.5"`, `"-1"`, 1), "pricing.input"},
-		{"unknown token class", base + "pricing: {input: \"1\", vibes: \"2\"}\n", ""},
-		{"subprocess without binary", strings.Replace(base, "in_process", "subprocess", 1), "binary"},
-		{"remote with a bad base_url", strings.Replace(base, "in_process", "remote", 1) + "base_url: ftp://x\n", "base_url"},
-		{"zero attempts", base + "policy: {max_attempts: -1}\n", "policy.max_attempts"},
-		{"schema", strings.Replace(base, "schema: 1", "schema: 2", 1), "schema"},
+		{name: "unknown field", in: map[string]string{"x.yaml": base + "temperature: 1\n"}, wantFile: "x.yaml", wantField: "temperature", want: "unknown field"},
+		{name: "two documents", in: map[string]string{"x.yaml": base + "---\n" + base}, wantFile: "x.yaml", wantField: "", want: "one profile document per file"},
+		{name: "unknown capability", in: map[string]string{"x.yaml": base + "capabilities: {resumable: false, transport: remote}\n"}, wantFile: "x.yaml", wantField: "capabilities.transport", want: "unknown field"},
+		{name: "field defined twice", in: map[string]string{"x.yaml": base + "model: m2\n"}, wantFile: "x.yaml", wantField: "model", want: "defined twice"},
+		{name: "wrong type", in: map[string]string{"x.yaml": base + "context_window: big\n"}, wantFile: "x.yaml", wantField: "context_window", want: "into int"},
+		{name: "wrong type in a map", in: map[string]string{"x.yaml": strings.Replace(base, `"1.5"`, "[1]", 1)}, wantFile: "x.yaml", wantField: "pricing.input", want: "!!seq"},
+		{name: "wrong type of a section", in: map[string]string{"x.yaml": base + "policy: 3\n"}, wantFile: "x.yaml", wantField: "policy", want: "mapping"},
+		{name: "bad transport", in: map[string]string{"x.yaml": strings.Replace(base, "in_process", "carrier-pigeon", 1)}, wantFile: "x.yaml", wantField: "transport"},
+		{name: "bad price", in: map[string]string{"x.yaml": strings.Replace(base, `"1.5"`, `"-1"`, 1)}, wantFile: "x.yaml", wantField: "pricing.input"},
+		{name: "unknown token class", in: map[string]string{"x.yaml": strings.Replace(base, `output: "0"`, `vibes: "2"`, 1)}, wantFile: "x.yaml", wantField: "pricing.vibes"},
+		{name: "subprocess without binary", in: map[string]string{"x.yaml": strings.Replace(base, "in_process", "subprocess", 1)}, wantFile: "x.yaml", wantField: "binary"},
+		{name: "remote field on an in-process profile", in: map[string]string{"x.yaml": base + "base_url: https://example.com\n"}, wantFile: "x.yaml", wantField: "base_url"},
+		{name: "remote without base_url", in: map[string]string{"r.yaml": remote}, wantFile: "r.yaml", wantField: "base_url", want: "required"},
+		{name: "base_url scheme", in: map[string]string{"r.yaml": remote + "base_url: ftp://example.com\n"}, wantFile: "r.yaml", wantField: "base_url", want: "scheme"},
+		{name: "base_url with userinfo", in: map[string]string{"r.yaml": remote + "base_url: https://user:pw@example.com\n"}, wantFile: "r.yaml", wantField: "base_url", want: "userinfo"},
+		{name: "loopback base_url without allow_loopback", in: map[string]string{"r.yaml": remote + "base_url: http://127.0.0.1:8080\n"}, wantFile: "r.yaml", wantField: "base_url", want: "allow_loopback: true"},
+		{name: "localhost base_url without allow_loopback", in: map[string]string{"r.yaml": remote + "base_url: http://localhost:11434\n"}, wantFile: "r.yaml", wantField: "base_url", want: "allow_loopback: true"},
+		{name: "metadata base_url even with allow_loopback", in: map[string]string{"r.yaml": remote + "base_url: http://169.254.169.254/latest\nallow_loopback: true\n"}, wantFile: "r.yaml", wantField: "base_url", want: "169.254.169.254"},
+		{name: "private base_url", in: map[string]string{"r.yaml": remote + "base_url: https://10.1.2.3/v1\n"}, wantFile: "r.yaml", wantField: "base_url", want: "private"},
+		{name: "resumable without resume_field", in: map[string]string{"x.yaml": base + "capabilities: {resumable: true}\n"}, wantFile: "x.yaml", wantField: "capabilities.resume_field"},
+		{name: "zero attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts"},
+		{name: "schema", in: map[string]string{"x.yaml": strings.Replace(base, "schema: 1", "schema: 2", 1)}, wantFile: "x.yaml", wantField: "schema"},
+		{name: "duplicate name", in: map[string]string{"a.yaml": base, "b.yaml": strings.Replace(base, "model: m1", "model: m2", 1)}, wantFile: "b.yaml", wantField: "name", want: "a.yaml"},
+		{name: "alias collision", in: map[string]string{
+			"a.yaml": base + "aliases: [fast]\n",
+			"b.yaml": strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base) + "aliases: [fast]\n",
+		}, wantFile: "b.yaml", wantField: "aliases", want: `"fast"`},
+		{name: "alias is another profile's name", in: map[string]string{
+			"a.yaml": base + "aliases: [y]\n",
+			"b.yaml": strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base),
+		}, wantFile: "a.yaml", wantField: "aliases", want: `"y" is the name of profile y`},
+		{name: "duplicate adapter and model", in: map[string]string{
+			"a.yaml": base,
+			"b.yaml": strings.Replace(base, "name: x", "name: y", 1),
+		}, wantFile: "b.yaml", wantField: "model", want: "a.yaml"},
+		{name: "fallback to an unknown profile", in: map[string]string{"x.yaml": base + "policy: {fallback: [nope]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: `"nope" is not a profile`},
+		{name: "fallback to itself", in: map[string]string{"x.yaml": base + "policy: {fallback: [x]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: "itself"},
+		{name: "fallback named twice", in: map[string]string{
+			"a.yaml": base + "policy: {fallback: [y, y]}\n",
+			"b.yaml": strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base),
+		}, wantFile: "a.yaml", wantField: "policy.fallback", want: "twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			write(t, dir, "x.yaml", tt.body)
+			for name, body := range tt.in {
+				write(t, dir, name, body)
+			}
 			_, err := profile.Load(dir)
-			if !errors.Is(err, profile.ErrInvalid) || !strings.Contains(err.Error(), "x.yaml") || !strings.Contains(err.Error(), tt.wantField) {
-				t.Fatalf("Load = %v, want ErrInvalid naming x.yaml and %q", err, tt.wantField)
+			if err == nil {
+				t.Fatal("Load = nil, want an error")
+			}
+			msg := err.Error()
+			if !errors.Is(err, profile.ErrInvalid) || !strings.Contains(msg, filepath.Join(dir, tt.wantFile)) ||
+				!strings.Contains(msg, tt.wantField) || !strings.Contains(msg, tt.want) {
+				t.Fatalf("Load = %v\nwant ErrInvalid naming %s, %q and %q", err, tt.wantFile, tt.wantField, tt.want)
 			}
 		})
 	}
 }
 
-func TestAliasCollision(t *testing.T) {
+func TestLoadReportsEveryProblem(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "a.yaml", base+"aliases: [fast]\n")
-	write(t, dir, "b.yaml", strings.Replace(base, "name: x", "name: y", 1)+"aliases: [fast]\n")
-	if _, err := profile.Load(dir); err == nil || !strings.Contains(err.Error(), "b.yaml") || !strings.Contains(err.Error(), `"fast"`) {
-		t.Fatalf("Load = %v, want an alias collision naming b.yaml", err)
+	write(t, dir, "a.yaml", strings.Replace(base, "in_process", "carrier-pigeon", 1)+"policy: {max_active: -1}\n")
+	write(t, dir, "b.yaml", remote+"base_url: http://127.0.0.1\n")
+	_, err := profile.Load(dir)
+	for _, want := range []string{"a.yaml: transport", "a.yaml: policy.max_active", "b.yaml: base_url"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load = %v, want a problem %q among all of them", err, want)
+		}
+	}
+}
+
+func TestLoadAcceptsTheOptionalFields(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", base+"capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\npolicy: {fallback: [y]}\n")
+	write(t, dir, "b.yaml", strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base)+"policy: {fallback: [x]}\n")
+	write(t, dir, "r.yaml", remote+"base_url: http://[::1]:8080/v1\nallow_loopback: true\n")
+	r, err := profile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Get("x")
+	want := profile.Capabilities{Resumable: true, ResumeField: "resume", EmitsToolEvents: true, ReportsUsage: true}
+	if p.Capabilities == nil || *p.Capabilities != want || strings.Join(p.Policy.Fallback, ",") != "y" {
+		t.Fatalf("x = capabilities %+v, fallback %v", p.Capabilities, p.Policy.Fallback)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -189,24 +190,50 @@ func errorText(body []byte) string {
 	return s
 }
 
+// Declaration is what a remote adapter declares about itself, and what
+// the Unavailable adapter standing in for it declares in its place, so a
+// profile is checked against the real adapter's declaration whether or not
+// its credential is set.
+type Declaration struct {
+	// Capabilities is the adapter's capability declaration.
+	Capabilities wire.Capabilities
+	// RuntimeKeys are the runtime-only keys it accepts.
+	RuntimeKeys []string
+	// TokenClasses are the token classes its usage can carry
+	// (adapter.TokenClasses); empty when it reports no usage.
+	TokenClasses []string
+	// MaxPricedContext is the largest context window one price covers
+	// (adapter.PricedContext); 0 for no bound.
+	MaxPricedContext int
+}
+
 // Unavailable is the closed adapter a remote profile becomes when its
-// credential variable is unset: it declares the real adapter's capabilities
-// so nothing else breaks, and choosing it fails with ProviderUnavailable
-// before anything starts.
-func Unavailable(name string, caps wire.Capabilities, runtimeKeys []string, credentialEnv string) adapter.Adapter {
-	return &unavailable{name: name, caps: caps, keys: runtimeKeys, env: credentialEnv}
+// credential variable is unset: it makes the real adapter's declaration d
+// (capabilities, runtime keys, token classes, priced context) so nothing
+// else breaks, and choosing it fails with ProviderUnavailable before
+// anything starts. It is safe for concurrent use.
+func Unavailable(name string, d Declaration, credentialEnv string) adapter.Adapter {
+	d.RuntimeKeys = slices.Clone(d.RuntimeKeys)
+	d.TokenClasses = slices.Clone(d.TokenClasses)
+	return &unavailable{name: name, decl: d, env: credentialEnv}
 }
 
 type unavailable struct {
 	name string
-	caps wire.Capabilities
-	keys []string
+	decl Declaration
 	env  string
 }
 
+var (
+	_ adapter.TokenClasses  = (*unavailable)(nil)
+	_ adapter.PricedContext = (*unavailable)(nil)
+)
+
 func (u *unavailable) Name() string                    { return u.name }
-func (u *unavailable) Capabilities() wire.Capabilities { return u.caps }
-func (u *unavailable) RuntimeKeys() []string           { return u.keys }
+func (u *unavailable) Capabilities() wire.Capabilities { return u.decl.Capabilities }
+func (u *unavailable) RuntimeKeys() []string           { return slices.Clone(u.decl.RuntimeKeys) }
+func (u *unavailable) TokenClasses() []string          { return slices.Clone(u.decl.TokenClasses) }
+func (u *unavailable) MaxPricedContext() int           { return u.decl.MaxPricedContext }
 func (u *unavailable) err() *wire.Error {
 	return wire.Errorf(wire.ProviderUnavailable, "%s is unavailable: its credential variable %s is not set", u.name, u.env)
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/secret"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // AdapterConfig configures the profiles and adapters a process can host.
@@ -58,20 +57,20 @@ var builders = map[string]func(AdapterConfig, *profile.Profile) (adapter.Adapter
 	pi.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
 		return pi.New(c.cliConfig(pi.DefaultConfig(), p))
 	},
-	openai.Name: remoteBuilder(openai.Name, openai.Capabilities, func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
+	openai.Name: remoteBuilder(openai.Name, openai.Declaration(), func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
 		var opts openai.Options
 		if p.OmitTemperature {
 			opts.NoTemperatureModels = []string{p.Model}
 		}
 		return openai.New(cfg, opts)
 	}),
-	anthropic.Name: remoteBuilder(anthropic.Name, anthropic.Capabilities(), func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+	anthropic.Name: remoteBuilder(anthropic.Name, anthropic.Declaration(), func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
 		return anthropic.New(cfg)
 	}),
-	ollama.Name: remoteBuilder(ollama.Name, ollama.Capabilities, func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+	ollama.Name: remoteBuilder(ollama.Name, ollama.Declaration(), func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
 		return ollama.New(cfg)
 	}),
-	nlip.Name: remoteBuilder(nlip.Name, nlip.Capabilities, func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
+	nlip.Name: remoteBuilder(nlip.Name, nlip.Declaration(), func(cfg remote.Config, _ *profile.Profile) (adapter.Adapter, error) {
 		return nlip.New(cfg)
 	}),
 }
@@ -79,9 +78,9 @@ var builders = map[string]func(AdapterConfig, *profile.Profile) (adapter.Adapter
 // remoteBuilder builds a remote adapter from its profile: base URL,
 // loopback permission and the credential read from the profile's
 // credential_env. A profile whose credential variable is unset becomes
-// the closed Unavailable adapter: choosing it fails with
-// ProviderUnavailable, and nothing else breaks.
-func remoteBuilder(name string, caps wire.Capabilities, build func(remote.Config, *profile.Profile) (adapter.Adapter, error)) func(AdapterConfig, *profile.Profile) (adapter.Adapter, error) {
+// the closed Unavailable adapter, making the real adapter's declaration
+// decl: choosing it fails with ProviderUnavailable, and nothing else breaks.
+func remoteBuilder(name string, decl remote.Declaration, build func(remote.Config, *profile.Profile) (adapter.Adapter, error)) func(AdapterConfig, *profile.Profile) (adapter.Adapter, error) {
 	return func(_ AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
 		if p == nil {
 			return nil, fmt.Errorf("adapter %s needs a profile with base_url", name)
@@ -93,7 +92,7 @@ func remoteBuilder(name string, caps wire.Capabilities, build func(remote.Config
 				if err := cfg.Check(); err != nil {
 					return nil, err
 				}
-				return remote.Unavailable(name, caps, nil, p.CredentialEnv), nil
+				return remote.Unavailable(name, decl, p.CredentialEnv), nil
 			}
 			cfg.Credential = cred
 		}
@@ -140,6 +139,13 @@ func (c AdapterConfig) Profiles() (*profile.Registry, error) {
 // Registry builds the named adapters, or the adapter of every profile when
 // names is empty. An adapter takes its settings from the first profile (by
 // name) that names it. An unknown name is an error listing the known ones.
+//
+// Every profile is then checked against its adapter (profile.CheckAdapters:
+// capabilities, transport, pricing of every reported token class, priced
+// context), also the profiles of adapters this process does not host,
+// whose adapters are built for the check only; so every process that reads
+// the profiles fails at startup on the same problems, naming the file and
+// field of each. Building an adapter starts nothing.
 func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*adapter.Registry, error) {
 	byAdapter := map[string]*profile.Profile{}
 	for _, p := range profiles.All() {
@@ -147,28 +153,52 @@ func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*a
 			byAdapter[p.Adapter] = p
 		}
 	}
+	named := slices.Sorted(maps.Keys(byAdapter))
 	if len(names) == 0 {
-		names = slices.Sorted(maps.Keys(byAdapter))
+		// A profile of an unknown adapter is CheckAdapters' to name.
+		names = slices.DeleteFunc(slices.Clone(named), func(n string) bool { _, ok := builders[n]; return !ok })
 	}
 	reg, err := adapter.NewRegistry()
 	if err != nil {
 		return nil, err
 	}
+	checked, err := adapter.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
 	for _, n := range names {
+		if _, ok := builders[n]; !ok {
+			return nil, fmt.Errorf("unknown adapter %q (known: %s)", n, strings.Join(KnownAdapters(), ", "))
+		}
+		a, err := builders[n](c, byAdapter[n])
+		if err != nil {
+			return nil, fmt.Errorf("adapter %s: %w", n, err)
+		}
+		if err := reg.Add(a); err != nil {
+			return nil, err
+		}
+		if err := checked.Add(a); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range named {
+		if _, hosted := reg.Get(n); hosted {
+			continue
+		}
 		build, ok := builders[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown adapter %q (known: %s)", n, strings.Join(KnownAdapters(), ", "))
+			continue // CheckAdapters names each profile of an unknown adapter
 		}
 		a, err := build(c, byAdapter[n])
 		if err != nil {
 			return nil, fmt.Errorf("adapter %s: %w", n, err)
 		}
-		if p := byAdapter[n]; p != nil && a.Capabilities().Transport != p.Transport {
-			return nil, fmt.Errorf("profile %s: transport %s contradicts adapter %s's %s", p.Name, p.Transport, n, a.Capabilities().Transport)
-		}
-		if err := reg.Add(a); err != nil {
+		if err := checked.Add(a); err != nil {
 			return nil, err
 		}
+	}
+	if err := profile.CheckAdapters(profiles, checked); err != nil {
+		return nil, err
 	}
 	return reg, nil
 }

@@ -1,0 +1,181 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/anthropic"
+	"github.com/agentmesh/agentmesh/pkg/openai"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
+)
+
+// TestShippedProfilesCheckClean: the shipped profiles load, and pass the
+// checks against the real adapters, whether the remote credentials are set
+// (the real adapters) or not (their Unavailable stand-ins).
+func TestShippedProfilesCheckClean(t *testing.T) {
+	for _, credentials := range []bool{false, true} {
+		name := "without credentials"
+		if credentials {
+			name = "with credentials"
+		}
+		t.Run(name, func(t *testing.T) {
+			for _, v := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"} {
+				if credentials {
+					t.Setenv(v, "test-key")
+				} else {
+					t.Setenv(v, "") // FromEnv takes empty as unset
+				}
+			}
+			ac := AdapterConfig{ProfilesDir: "../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+			profiles, err := profile.Load(ac.ProfilesDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			adapters, err := ac.Registry(profiles)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := profile.CheckAdapters(profiles, adapters); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range adapters.Names() {
+				a, _ := adapters.Get(n)
+				tc, ok := a.(adapter.TokenClasses)
+				if !ok {
+					t.Errorf("adapter %s does not implement adapter.TokenClasses", n)
+					continue
+				}
+				if got := tc.TokenClasses(); a.Capabilities().ReportsUsage == (len(got) == 0) {
+					t.Errorf("adapter %s: reports_usage %t, token classes %v", n, a.Capabilities().ReportsUsage, got)
+				}
+			}
+			for n, want := range map[string]int{openai.Name: 272_000, anthropic.Name: 200_000} {
+				a, _ := adapters.Get(n)
+				if pc, ok := a.(adapter.PricedContext); !ok || pc.MaxPricedContext() != want {
+					t.Errorf("adapter %s: priced context %v, want %d", n, a, want)
+				}
+			}
+		})
+	}
+}
+
+// TestTokenClasses pins each adapter's token classes: what its usage
+// mapping can report, so what its profiles must price.
+func TestTokenClasses(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	ac := AdapterConfig{ProfilesDir: "../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"fixture":     {"input", "output"},
+		"claude-code": {"input", "output", "cache_read", "cache_write"},
+		"codex":       {"input", "output", "cache_read", "cache_write", "reasoning"},
+		"gemini":      {"input", "output", "cache_read", "reasoning"},
+		"pi":          {"input", "output", "cache_read", "cache_write"},
+		"openai":      {"input", "output", "cache_read", "reasoning"},
+		"anthropic":   {"input", "output", "cache_read", "cache_write", "reasoning"},
+		"ollama":      {"input", "output"},
+		"nlip":        nil,
+	}
+	for n, classes := range want {
+		a, ok := adapters.Get(n)
+		if !ok {
+			t.Errorf("no adapter %s", n)
+			continue
+		}
+		if got := a.(adapter.TokenClasses).TokenClasses(); !slices.Equal(got, classes) {
+			t.Errorf("%s token classes = %v, want %v", n, got, classes)
+		}
+	}
+}
+
+// TestRegistryChecksProfilesAgainstAdapters: problems only the adapters
+// can reveal fail Registry, so every service and agentmesh up, at startup,
+// naming the file and the field; also in a runner that hosts other
+// adapters than the bad profile's.
+func TestRegistryChecksProfilesAgainstAdapters(t *testing.T) {
+	const fixtureProfile = "schema: 1\nname: fixture\nadapter: fixture\ntransport: in_process\nmodel: fixture-1\npricing: {input: \"0\", output: \"0\"}\n"
+	const openaiProfile = "schema: 1\nname: openai\nadapter: openai\ntransport: remote\nmodel: gpt-5.6\nbase_url: https://api.openai.com/v1\n" +
+		"credential_env: OPENAI_API_KEY\npricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n"
+	const anthropicProfile = "schema: 1\nname: anthropic\nadapter: anthropic\ntransport: remote\nmodel: claude-sonnet-4-5\nbase_url: https://api.anthropic.com\n" +
+		"credential_env: ANTHROPIC_API_KEY\npricing: {input: \"3\", output: \"15\", cache_read: \"0.30\", cache_write: \"3.75\", reasoning: \"15\"}\n"
+	tests := []struct {
+		name      string
+		file, in  string
+		hosts     []string // the adapters the process hosts; nil: every profile's
+		openaiKey string
+		wantField string
+		want      string
+	}{
+		{name: "capabilities contradict the adapter's", file: "fixture.yaml", in: fixtureProfile + "capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\n",
+			wantField: "capabilities.resumable", want: "contradicts adapter fixture's declaration false"},
+		{name: "pricing misses a class the adapter reports", file: "anthropic.yaml", in: strings.Replace(anthropicProfile, `, reasoning: "15"`, "", 1),
+			wantField: "pricing.reasoning", want: "missing"},
+		{name: "unavailable provider keeps the real adapter's token classes", file: "openai.yaml", in: strings.Replace(openaiProfile, `, cache_read: "0.125"`, "", 1),
+			wantField: "pricing.cache_read", want: "missing"},
+		{name: "openai context beyond its single price", file: "openai.yaml", in: openaiProfile + "context_window: 400000\n", openaiKey: "test-key",
+			wantField: "context_window", want: "400000 is beyond the 272000 tokens"},
+		{name: "unavailable openai keeps its priced context", file: "openai.yaml", in: openaiProfile + "context_window: 272001\n",
+			wantField: "context_window", want: "beyond the 272000 tokens"},
+		{name: "anthropic context beyond its single price", file: "anthropic.yaml", in: anthropicProfile + "context_window: 1000000\n",
+			wantField: "context_window", want: "beyond the 200000 tokens"},
+		{name: "unknown adapter", file: "x.yaml", in: strings.NewReplacer("name: fixture", "name: x", "adapter: fixture", "adapter: nope").Replace(fixtureProfile),
+			wantField: "adapter", want: `no adapter "nope"`},
+		{name: "unknown adapter, in a runner", file: "x.yaml", in: strings.NewReplacer("name: fixture", "name: x", "adapter: fixture", "adapter: nope").Replace(fixtureProfile),
+			hosts: []string{"fixture"}, wantField: "adapter", want: `no adapter "nope"`},
+		{name: "a runner checks the profiles of adapters it does not host", file: "openai.yaml", in: openaiProfile + "context_window: 300000\n",
+			hosts: []string{"fixture"}, wantField: "context_window", want: "beyond"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("OPENAI_API_KEY", tt.openaiKey)
+			t.Setenv("ANTHROPIC_API_KEY", "")
+			dir := t.TempDir()
+			for name, body := range map[string]string{"fixture.yaml": fixtureProfile, tt.file: tt.in} {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ac := AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+			profiles, err := ac.Profiles()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ac.Registry(profiles, tt.hosts...)
+			if !errors.Is(err, profile.ErrInvalid) || !strings.Contains(err.Error(), filepath.Join(dir, tt.file)+": "+tt.wantField+": ") ||
+				!strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Registry = %v\nwant ErrInvalid naming %s, %s and %q", err, tt.file, tt.wantField, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunRunnerFailsAtStartupOnAProfile: a runner service stops before it
+// connects to anything when a profile contradicts its adapter.
+func TestRunRunnerFailsAtStartupOnAProfile(t *testing.T) {
+	dir := t.TempDir()
+	body := "schema: 1\nname: fixture\nadapter: fixture\ntransport: in_process\nmodel: fixture-1\npricing: {input: \"0\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, "fixture.yaml"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := RunnerConfig{AdapterConfig: AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}, RunnerAdapters: []string{"fixture"}}
+	err := RunRunner(context.Background(), "test-runner", service.Config{NatsURL: "nats://127.0.0.1:1"}, rc, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, profile.ErrInvalid) || !strings.Contains(err.Error(), "fixture.yaml: pricing.output: missing") {
+		t.Fatalf("RunRunner = %v, want the missing output price of fixture.yaml", err)
+	}
+}
