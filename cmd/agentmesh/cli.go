@@ -95,13 +95,14 @@ var commands = []command{
 	{"run", "submit a run and stream its events", cmdRun},
 	{"status", "print a run's record", cmdStatus},
 	{"cancel", "cancel a queued or running run", cmdCancel},
+	{"profiles", "list, show or validate the profile documents (no mesh needed)", cmdProfiles},
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentmesh <command> [flags] [arguments]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentmesh <command> -h' for a command's flags.")
 }

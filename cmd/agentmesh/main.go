@@ -1,7 +1,9 @@
 // Command agentmesh runs the whole mesh in one process (agentmesh up) and
 // talks to a running mesh: agentmesh run submits a run and streams its
 // events, agentmesh status prints a run's record, agentmesh cancel cancels
-// a run. Run agentmesh -h for the commands.
+// a run. agentmesh profiles lists, shows (with the pin a run would carry)
+// and validates the profile documents without a mesh. Run agentmesh -h for
+// the commands.
 package main
 
 import (
