@@ -272,6 +272,7 @@ func (c RunnerConfig) Runner(profiles *profile.Registry) runner.Config {
 		DefaultMaxActive: c.RunnerDefaultMaxActive,
 		AckWait:          c.RunnerAckWait,
 		DrainTimeout:     c.RunnerDrainTimeout,
+		Metadata:         map[string]string{"registry_version": profiles.Version()},
 	}
 }
 
@@ -296,6 +297,6 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	if err != nil {
 		return err
 	}
-	log.Info("runner started", "runner_id", host.ID(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
 	return host.Run(ctx)
 }

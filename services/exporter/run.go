@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
@@ -12,6 +13,7 @@ import (
 // Config is the exporter's configuration.
 type Config struct {
 	service.Config
+	ProfilesDir string `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
 }
 
 // run registers the exporter and waits until ctx ends. It exports nothing
@@ -22,8 +24,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
+	profiles, err := profile.Load(cfg.ProfilesDir)
+	if err != nil {
+		return err
+	}
 	svc, err := service.Register(infra.Deps.NC, "agentmesh-exporter", "exports trajectories of finished runs (not built yet)",
-		map[string]string{"export": "not built"})
+		map[string]string{"export": "not built", "registry_version": profiles.Version()})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
@@ -14,6 +15,7 @@ import (
 // Config is the sweeper's configuration.
 type Config struct {
 	service.Config
+	ProfilesDir           string        `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
 	SweeperReconcileEvery time.Duration `split_words:"true" default:"5m" desc:"how often all run records are scanned for runs without a lease"`
 }
 
@@ -33,10 +35,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
-	s, err := sweeper.New(ctx, infra.Deps, sweeper.Config{ReconcileEvery: cfg.SweeperReconcileEvery})
+	profiles, err := profile.Load(cfg.ProfilesDir)
 	if err != nil {
 		return err
 	}
-	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	s, err := sweeper.New(ctx, infra.Deps, sweeper.Config{ReconcileEvery: cfg.SweeperReconcileEvery,
+		Metadata: map[string]string{"registry_version": profiles.Version()}})
+	if err != nil {
+		return err
+	}
+	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "registry_version", profiles.Version(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
 	return s.Run(ctx)
 }
