@@ -185,6 +185,7 @@ func (c *CLI) Profile() profile.Profile {
 	return profile.Profile{
 		Name: claudecode.Name, Adapter: claudecode.Name, Transport: wire.TransportSubprocess,
 		Model: CLIModel, Binary: c.binary, InstallHint: c.cfg.InstallHint,
+		Pricing: map[string]string{"input": "3", "output": "15", "cache_read": "0.30", "cache_write": "3.75"},
 	}
 }
 
