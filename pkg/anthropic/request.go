@@ -1,9 +1,8 @@
 package anthropic
 
 import (
+	"errors"
 	"fmt"
-	"maps"
-	"math"
 	"slices"
 	"strings"
 
@@ -23,16 +22,10 @@ const (
 	MaxWebSearchUses = 100
 )
 
-// ToolResult answers one pending tool call of the conversation.
-type ToolResult struct {
-	// ToolID is the provider's call id, as the tool_use chunk carried it.
-	ToolID string `msgpack:"tool_id"`
-	// Output is the tool's output: a string is sent as is, any other value
-	// as its JSON text; nil sends no content.
-	Output any `msgpack:"output,omitempty"`
-	// IsError says the tool failed; Output then describes the failure.
-	IsError bool `msgpack:"is_error,omitempty"`
-}
+// ToolResult answers one pending tool call of the conversation: ToolID is
+// the provider's call id, as the tool_use chunk carried it; a string Output
+// is sent as is, any other value as its JSON text, nil as no content.
+type ToolResult = toolschema.Result
 
 // Request is the typed request of the anthropic adapter, decoded strictly
 // from msgpack (snake_case keys):
@@ -70,28 +63,13 @@ type Request struct {
 // AgenticRequestValidationError. It starts nothing and is safe for
 // concurrent use.
 func Decode(b []byte) (Request, error) {
-	// pkg/reqfield has typed getters for scalars and string lists only:
-	// the list-of-map and float fields are taken out of the map here, the
-	// rest goes through reqfield, and the problems of both are reported
-	// together through d.Bad.
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	rawTools, hasTools := m["tools"]
-	rawResults, hasResults := m["tool_results"]
-	rawTemp, hasTemp := m["temperature"]
-	delete(m, "tools")
-	delete(m, "tool_results")
-	delete(m, "temperature")
-	rest, err := wire.Marshal(m)
-	if err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	d, err := reqfield.Decode(Name, rest)
+	d, err := reqfield.Decode(Name, b)
 	if err != nil {
 		return Request{}, err
 	}
+	// Asked before Results can record a problem against it: tool_results
+	// given, even a bad one, stands in for the prompt.
+	answering := d.Has("tool_results")
 	req := Request{
 		Prompt:           d.String("prompt"),
 		System:           d.String("system"),
@@ -99,17 +77,13 @@ func Decode(b []byte) (Request, error) {
 		MaxTokens:        d.Int("max_tokens", 1, MaxTokensLimit),
 		ThinkingBudget:   d.Int("thinking_budget", MinThinkingBudget, MaxTokensLimit-1),
 		WebSearchMaxUses: d.Int("web_search_max_uses", 1, MaxWebSearchUses),
+		ToolResults:      toolschema.Results(d, "tool_results", toolschema.ResultRules{}),
 	}
-	if hasTools && rawTools != nil {
-		req.Tools = decodeTools(d, rawTools, req.WebSearchMaxUses > 0)
+	req.Tools = toolschema.Tools(d, "tools", toolRules(req.WebSearchMaxUses > 0))
+	if t := d.Float("temperature", 0, 1); d.Has("temperature") {
+		req.Temperature = &t
 	}
-	if hasResults && rawResults != nil {
-		req.ToolResults = decodeToolResults(d, rawResults)
-	}
-	if hasTemp && rawTemp != nil {
-		req.Temperature = decodeTemperature(d, rawTemp)
-	}
-	if req.Prompt == "" && !(hasResults && rawResults != nil) {
+	if req.Prompt == "" && !answering {
 		d.Bad("prompt", "required, a non-empty string, unless tool_results is given")
 	}
 	if strings.IndexByte(req.Prompt, 0) >= 0 {
@@ -127,212 +101,28 @@ func Decode(b []byte) (Request, error) {
 	return req, nil
 }
 
-// decodeTools reads the tools list: each a map {name, description,
-// input_schema}; names unique, also as provider aliases.
-func decodeTools(d *reqfield.Decoder, v any, webSearch bool) []toolschema.Tool {
-	const k = "tools"
-	items, ok := v.([]any)
-	if !ok {
-		d.Bad(k, "want an array of tools, got %T", v)
-		return nil
-	}
-	out := make([]toolschema.Tool, 0, len(items))
-	byAlias := map[string]string{}
-	bad := false
-	for i, it := range items {
-		t, ok := it.(map[string]any)
-		if !ok {
-			d.BadElem(k, i, "want a map {name, description, input_schema}, got %T", it)
-			bad = true
-			continue
-		}
-		var tool toolschema.Tool
-		for _, key := range slices.Sorted(maps.Keys(t)) {
-			val := t[key]
-			switch key {
-			case "name":
-				s, ok := val.(string)
-				if !ok || s == "" {
-					d.BadElem(k, i, "name: want a non-empty string")
-					bad = true
-				}
-				tool.Name = s
-			case "description":
-				s, ok := val.(string)
-				if !ok && val != nil {
-					d.BadElem(k, i, "description: want a string")
-					bad = true
-				}
-				tool.Description = s
-			case "input_schema":
-				s, ok := val.(map[string]any)
-				if !ok {
-					d.BadElem(k, i, "input_schema: want a JSON schema object")
-					bad = true
-					continue
-				}
-				tool.Schema = s
-			default:
-				d.BadElem(k, i, "unknown field %.64q", key)
-				bad = true
+// toolRules are the provider's rules for a tool beyond the shared ones: a
+// bounded name without NUL bytes, unique also as a provider alias and, with
+// web search on, not the web search tool's; a schema of type object.
+func toolRules(webSearch bool) toolschema.Rules {
+	return toolschema.Rules{
+		Name: func(name string) error {
+			if strings.IndexByte(name, 0) >= 0 || len(name) > maxToolName {
+				return fmt.Errorf("at most %d bytes and no NUL byte", maxToolName)
 			}
-		}
-		if tool.Name != "" && (strings.IndexByte(tool.Name, 0) >= 0 || len(tool.Name) > maxToolName) {
-			d.BadElem(k, i, "name: at most %d bytes and no NUL byte", maxToolName)
-			bad = true
-		}
-		if _, present := t["name"]; !present {
-			d.BadElem(k, i, "name: required")
-			bad = true
-		}
-		if _, present := t["input_schema"]; !present {
-			d.BadElem(k, i, "input_schema: required")
-			bad = true
-		} else if tool.Schema != nil {
-			if typ, _ := tool.Schema["type"].(string); typ != "object" {
-				d.BadElem(k, i, "input_schema: the provider takes only schemas of type object")
-				bad = true
+			if webSearch && alias(name) == webSearchName {
+				return errors.New("taken by the web search server tool, which web_search_max_uses enables")
 			}
-			if err := toolschema.CheckSchema(tool.Schema); err != nil {
-				d.BadElem(k, i, "input_schema: %v", err)
-				bad = true
+			return nil
+		},
+		Schema: func(schema map[string]any) error {
+			if typ, _ := schema["type"].(string); typ != "object" {
+				return errors.New("the provider takes only schemas of type object")
 			}
-		}
-		if tool.Name != "" {
-			a := alias(tool.Name)
-			if other, dup := byAlias[a]; dup {
-				if other == tool.Name {
-					d.BadElem(k, i, "duplicate tool name %q", tool.Name)
-				} else {
-					d.BadElem(k, i, "tool names %q and %q both become the provider name %q", other, tool.Name, a)
-				}
-				bad = true
-			}
-			byAlias[a] = tool.Name
-			if webSearch && a == webSearchName {
-				d.BadElem(k, i, "the name %q is the web search server tool's, which web_search_max_uses enables", webSearchName)
-				bad = true
-			}
-		}
-		out = append(out, tool)
+			return nil
+		},
+		Alias: alias,
 	}
-	if bad {
-		return nil
-	}
-	return out
-}
-
-// decodeToolResults reads the tool_results list: each a map {tool_id,
-// output, is_error} with a unique, non-empty tool_id.
-func decodeToolResults(d *reqfield.Decoder, v any) []ToolResult {
-	const k = "tool_results"
-	items, ok := v.([]any)
-	if !ok {
-		d.Bad(k, "want an array of tool results, got %T", v)
-		return nil
-	}
-	if len(items) == 0 {
-		d.Bad(k, "empty; omit it or answer the pending tool calls")
-		return nil
-	}
-	out := make([]ToolResult, 0, len(items))
-	seen := map[string]bool{}
-	bad := false
-	for i, it := range items {
-		r, ok := it.(map[string]any)
-		if !ok {
-			d.BadElem(k, i, "want a map {tool_id, output, is_error}, got %T", it)
-			bad = true
-			continue
-		}
-		var res ToolResult
-		for _, key := range slices.Sorted(maps.Keys(r)) {
-			val := r[key]
-			switch key {
-			case "tool_id":
-				s, ok := val.(string)
-				if !ok || s == "" {
-					d.BadElem(k, i, "tool_id: want a non-empty string")
-					bad = true
-				}
-				res.ToolID = s
-			case "output":
-				res.Output = val
-			case "is_error":
-				b, ok := val.(bool)
-				if !ok && val != nil {
-					d.BadElem(k, i, "is_error: want a boolean")
-					bad = true
-				}
-				res.IsError = b
-			default:
-				d.BadElem(k, i, "unknown field %.64q", key)
-				bad = true
-			}
-		}
-		if _, present := r["tool_id"]; !present {
-			d.BadElem(k, i, "tool_id: required")
-			bad = true
-		}
-		if res.ToolID != "" {
-			if seen[res.ToolID] {
-				d.BadElem(k, i, "tool_id %q is answered twice", res.ToolID)
-				bad = true
-			}
-			seen[res.ToolID] = true
-		}
-		out = append(out, res)
-	}
-	if bad {
-		return nil
-	}
-	return out
-}
-
-// decodeTemperature reads a number in [0, 1] (an integer 0 or 1 too).
-func decodeTemperature(d *reqfield.Decoder, v any) *float64 {
-	var f float64
-	switch n := v.(type) {
-	case float64:
-		f = n
-	case float32:
-		f = float64(n)
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
-		f = float64(toInt64(n))
-	default:
-		d.Bad("temperature", "want a number, got %T", v)
-		return nil
-	}
-	if math.IsNaN(f) || f < 0 || f > 1 {
-		d.Bad("temperature", "%v is out of range [0, 1]", f)
-		return nil
-	}
-	return &f
-}
-
-func toInt64(v any) int64 {
-	switch n := v.(type) {
-	case int8:
-		return int64(n)
-	case int16:
-		return int64(n)
-	case int32:
-		return int64(n)
-	case int64:
-		return n
-	case uint8:
-		return int64(n)
-	case uint16:
-		return int64(n)
-	case uint32:
-		return int64(n)
-	case uint64:
-		if n > math.MaxInt64 {
-			return math.MaxInt64
-		}
-		return int64(n)
-	}
-	return 0
 }
 
 // toolIDs lists the ids of results, for messages.

@@ -2,15 +2,14 @@ package ollama
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/pkg/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/toolschema"
-	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // ReasoningEfforts are the values of reasoning_effort: Ollama's think
@@ -53,61 +52,41 @@ type Request struct {
 // chunk it answers; it is empty only when that chunk had none (a server
 // older than Ollama 0.12.10 sends tool calls without ids), and then the
 // id-less results answer the id-less calls in the order of the calls.
-type ToolResult struct {
-	ToolID string
-	// Output is the tool's output: a string, sent verbatim, or any JSON
-	// value, sent as its JSON text.
-	Output  any
-	IsError bool
-}
+// Output is the tool's output: a string, sent verbatim, or any JSON value,
+// sent as its JSON text.
+type ToolResult = toolschema.Result
 
 // Decode validates a msgpack request strictly. Every problem (an unknown
 // field, a wrong type, a missing prompt, a bad schema or tool result) is
 // named in one AgenticRequestValidationError. It starts nothing and is safe
 // for concurrent use.
 func Decode(b []byte) (Request, error) {
-	// reqfield has getters for strings, string lists, booleans and integers
-	// only: tools, tool_results and temperature are taken out of the map
-	// here, read by hand, and their problems recorded on the same Decoder,
-	// so that one error still names every problem.
-	var raw map[string]any
-	if err := wire.DecodeStrict(b, &raw); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	tools, hasTools := raw["tools"]
-	results, hasResults := raw["tool_results"]
-	temp, hasTemp := raw["temperature"]
-	delete(raw, "tools")
-	delete(raw, "tool_results")
-	delete(raw, "temperature")
-	rest, err := wire.Marshal(raw)
-	if err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	d, err := reqfield.Decode(Name, rest)
+	d, err := reqfield.Decode(Name, b)
 	if err != nil {
 		return Request{}, err
 	}
+	// Asked before Results can record a problem against it: tool_results
+	// given, even a bad one, stands in for the prompt.
+	answering := d.Has("tool_results")
 	req := Request{
 		Prompt:          d.String("prompt"),
 		System:          d.String("system"),
 		Model:           d.String("model"),
 		MaxTokens:       d.Int("max_tokens", 1, MaxTokensLimit),
 		ReasoningEffort: d.String("reasoning_effort"),
+		Tools:           toolschema.Tools(d, "tools", toolRules),
+		ToolResults:     toolschema.Results(d, "tool_results", resultRules),
 	}
 	if think := d.Bool("think"); d.Has("think") {
 		req.Think = &think
 	}
-	if hasTools {
-		req.Tools = decodeTools(d, tools)
+	if t := d.Float("temperature", 0, 2); d.Has("temperature") {
+		req.Temperature = &t
 	}
-	if hasResults {
-		req.ToolResults = decodeToolResults(d, results)
+	if len(req.Tools) == 0 {
+		req.Tools = nil // an empty list, like none, keeps the conversation's tools
 	}
-	if hasTemp {
-		req.Temperature = decodeTemperature(d, temp)
-	}
-	if req.Prompt == "" && !hasResults {
+	if req.Prompt == "" && !answering {
 		d.Bad("prompt", "required, a non-empty string, unless tool_results is given")
 	}
 	if req.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, req.ReasoningEffort) {
@@ -122,154 +101,27 @@ func Decode(b []byte) (Request, error) {
 	return req, nil
 }
 
-var toolKeys = []string{"name", "description", "input_schema"}
-
-func decodeTools(d *reqfield.Decoder, v any) []toolschema.Tool {
-	items, ok := v.([]any)
-	if !ok {
-		d.Bad("tools", "want an array of tools, got %s", typeName(v))
+// toolRules: a tool name is valid UTF-8 without control characters.
+var toolRules = toolschema.Rules{
+	Name: func(name string) error {
+		if !utf8.ValidString(name) || strings.ContainsFunc(name, isControl) {
+			return errors.New("holds control characters or invalid UTF-8")
+		}
 		return nil
-	}
-	var out []toolschema.Tool
-	seen := map[string]bool{}
-	for i, it := range items {
-		m, ok := it.(map[string]any)
-		if !ok {
-			d.BadElem("tools", i, "want a map {name, description, input_schema}, got %s", typeName(it))
-			continue
-		}
-		if k := unknownKey(m, toolKeys); k != "" {
-			d.BadElem("tools", i, "unknown field %.64q", k)
-			continue
-		}
-		name, _ := m["name"].(string)
-		desc, descOK := m["description"].(string)
-		schema, schemaOK := m["input_schema"].(map[string]any)
-		switch {
-		case name == "":
-			d.BadElem("tools", i, "name: required, a non-empty string")
-		case !utf8.ValidString(name) || strings.ContainsFunc(name, isControl):
-			d.BadElem("tools", i, "name %q: holds control characters or invalid UTF-8", name)
-		case seen[name]:
-			d.BadElem("tools", i, "name %q: declared twice", name)
-		case m["description"] != nil && !descOK:
-			d.BadElem("tools", i, "description: want a string, got %s", typeName(m["description"]))
-		case !schemaOK:
-			d.BadElem("tools", i, "input_schema: required, a map (a JSON schema), got %s", typeName(m["input_schema"]))
-		default:
-			if err := toolschema.CheckSchema(schema); err != nil {
-				d.BadElem("tools", i, "input_schema: %v", err)
-				continue
-			}
-			if _, err := json.Marshal(schema); err != nil {
-				d.BadElem("tools", i, "input_schema: not JSON: %v", err)
-				continue
-			}
-			seen[name] = true
-			out = append(out, toolschema.Tool{Name: name, Description: desc, Schema: schema})
-		}
-	}
-	if len(out) < len(items) {
-		return nil
-	}
-	return out
+	},
 }
 
-var toolResultKeys = []string{"tool_id", "output", "is_error"}
-
-func decodeToolResults(d *reqfield.Decoder, v any) []ToolResult {
-	items, ok := v.([]any)
-	if !ok {
-		d.Bad("tool_results", "want an array of tool results, got %s", typeName(v))
-		return nil
-	}
-	if len(items) == 0 {
-		d.Bad("tool_results", "empty: give at least one result, or leave the field out")
-		return nil
-	}
-	var out []ToolResult
-	seen := map[string]bool{}
-	for i, it := range items {
-		m, ok := it.(map[string]any)
-		if !ok {
-			d.BadElem("tool_results", i, "want a map {tool_id, output, is_error}, got %s", typeName(it))
-			continue
+// resultRules: a result may lack a tool_id (see ToolResult), but not an
+// output, which must have a JSON text.
+var resultRules = toolschema.ResultRules{
+	OptionalID: true,
+	Output: func(v any) error {
+		if v == nil {
+			return errors.New("required (a string or any JSON value)")
 		}
-		if k := unknownKey(m, toolResultKeys); k != "" {
-			d.BadElem("tool_results", i, "unknown field %.64q", k)
-			continue
-		}
-		id, idOK := m["tool_id"].(string)
-		isErr, errOK := m["is_error"].(bool)
-		output, hasOutput := m["output"]
-		switch {
-		case m["tool_id"] != nil && !idOK:
-			d.BadElem("tool_results", i, "tool_id: want a string, got %s", typeName(m["tool_id"]))
-		case id != "" && seen[id]:
-			d.BadElem("tool_results", i, "tool_id %q: answered twice", id)
-		case m["is_error"] != nil && !errOK:
-			d.BadElem("tool_results", i, "is_error: want a boolean, got %s", typeName(m["is_error"]))
-		case !hasOutput:
-			d.BadElem("tool_results", i, "output: required (a string or any JSON value)")
-		default:
-			if _, err := outputText(output); err != nil {
-				d.BadElem("tool_results", i, "output: %v", err)
-				continue
-			}
-			if id != "" {
-				seen[id] = true
-			}
-			out = append(out, ToolResult{ToolID: id, Output: output, IsError: isErr})
-		}
-	}
-	if len(out) < len(items) {
-		return nil
-	}
-	return out
-}
-
-func decodeTemperature(d *reqfield.Decoder, v any) *float64 {
-	var f float64
-	switch n := v.(type) {
-	case nil:
-		return nil
-	case float32:
-		f = float64(n)
-	case float64:
-		f = n
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
-		f, _ = toFloat(n)
-	default:
-		d.Bad("temperature", "want a number, got %s", typeName(v))
-		return nil
-	}
-	if math.IsNaN(f) || f < 0 || f > 2 {
-		d.Bad("temperature", "%v is out of range [0, 2]", f)
-		return nil
-	}
-	return &f
-}
-
-func toFloat(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	}
-	return 0, false
+		_, err := outputText(v)
+		return err
+	},
 }
 
 // outputText is the tool message content for a tool's output: a string
@@ -303,26 +155,3 @@ func unknownKey(m map[string]any, known []string) string {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
-
-// typeName names a decoded msgpack value's type for messages.
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "nil"
-	case bool:
-		return "a boolean"
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
-		return "an integer"
-	case float32, float64:
-		return "a float"
-	case string:
-		return "a string"
-	case []byte:
-		return "binary"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a map"
-	}
-	return fmt.Sprintf("%T", v)
-}

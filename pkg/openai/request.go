@@ -2,8 +2,8 @@ package openai
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/toolschema"
-	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // Bounds of the request's numeric fields.
@@ -59,21 +58,11 @@ type Request struct {
 	ReasoningEffort string            `msgpack:"reasoning_effort,omitempty"`
 }
 
-// ToolResult answers one pending tool call of the conversation.
-type ToolResult struct {
-	// ToolID is the call's id, as the tool_use chunk's tool_id carried it.
-	ToolID string `msgpack:"tool_id"`
-	// Output is the tool's output: a string is sent as is, any other value
-	// as its JSON text.
-	Output any `msgpack:"output,omitempty"`
-	// IsError says the tool failed; the output is then sent as the JSON
-	// text {"error": <output>}, since function_call_output has no error flag.
-	IsError bool `msgpack:"is_error,omitempty"`
-}
-
-// listFields are the request fields whose values are lists of maps or
-// numbers that reqfield has no getter for; Decode reads them itself.
-var listFields = []string{"tools", "tool_results", "temperature"}
+// ToolResult answers one pending tool call of the conversation. A string
+// Output is sent as is, any other value as its JSON text; with IsError the
+// output is sent as the JSON text {"error": <output>}, since
+// function_call_output has no error flag.
+type ToolResult = toolschema.Result
 
 // Decode validates a msgpack request strictly. Every problem (an unknown
 // field, a wrong type, a missing prompt, a bad tool definition, two tool
@@ -82,42 +71,29 @@ var listFields = []string{"tools", "tool_results", "temperature"}
 // pinned model, pending tool calls, tool arguments) happen when the run
 // starts. Decode does no I/O and is safe for concurrent use.
 func Decode(b []byte) (Request, error) {
-	if _, err := reqfield.Decode(Name, b); err != nil {
-		return Request{}, err
-	}
-	// reqfield has getters for scalars and string lists only: the fields
-	// it cannot read are taken out here and checked below, and the rest is
-	// decoded by reqfield, so all problems still end up in one message.
-	var m map[string]any
-	if err := wire.DecodeStrict(b, &m); err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	own := map[string]any{}
-	for _, k := range listFields {
-		if v, ok := m[k]; ok {
-			own[k] = v
-			delete(m, k)
-		}
-	}
-	rest, err := wire.Marshal(m)
-	if err != nil {
-		return Request{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", Name, err)
-	}
-	d, err := reqfield.Decode(Name, rest)
+	d, err := reqfield.Decode(Name, b)
 	if err != nil {
 		return Request{}, err
 	}
+	// Asked before Results can record a problem against it: tool_results
+	// given, even a bad one, stands in for the prompt.
+	answering := d.Has("tool_results")
 	req := Request{
 		Prompt:          d.String("prompt"),
 		System:          d.String("system"),
 		Model:           d.String("model"),
 		MaxTokens:       d.Int("max_tokens", MinMaxTokens, MaxMaxTokens),
 		ReasoningEffort: d.String("reasoning_effort"),
-		Tools:           decodeTools(d, own["tools"]),
-		ToolResults:     decodeToolResults(d, own["tool_results"]),
-		Temperature:     decodeTemperature(d, own["temperature"]),
+		Tools:           toolschema.Tools(d, "tools", toolRules),
+		ToolResults:     toolschema.Results(d, "tool_results", resultRules),
 	}
-	if own["tool_results"] == nil {
+	if t := d.Float("temperature", 0, 2); d.Has("temperature") {
+		req.Temperature = &t
+	}
+	if len(req.Tools) == 0 {
+		req.Tools = nil // an empty list, like none, keeps the conversation's tools
+	}
+	if !answering {
 		d.Require("prompt")
 	}
 	if req.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, req.ReasoningEffort) {
@@ -129,81 +105,27 @@ func Decode(b []byte) (Request, error) {
 	return req, nil
 }
 
-var toolKeys = []string{"name", "description", "input_schema"}
+// toolRules are OpenAI's rules for a tool beyond the shared ones: a
+// canonical name, and an object schema (function parameters are one).
+// Names are unique as OpenAI function names too.
+var toolRules = toolschema.Rules{
+	Name: checkToolName,
+	Schema: func(schema map[string]any) error {
+		if t, _ := schema["type"].(string); t != "object" {
+			return errors.New(`the root must be an object schema ("type": "object"), as OpenAI function parameters are`)
+		}
+		return nil
+	},
+	Alias: alias,
+}
 
-// decodeTools reads the tools field: a list of {name, description,
-// input_schema} maps with unique canonical names whose OpenAI aliases are
-// unique too.
-func decodeTools(d *reqfield.Decoder, v any) []toolschema.Tool {
-	if v == nil {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		d.Bad("tools", "want an array of tool maps, got %s", kind(v))
-		return nil
-	}
-	var out []toolschema.Tool
-	byAlias := map[string]int{}
-	for i, e := range list {
-		m, ok := e.(map[string]any)
-		if !ok {
-			d.BadElem("tools", i, "want a map {name, description, input_schema}, got %s", kind(e))
-			continue
-		}
-		bad := false
-		problem := func(format string, args ...any) { d.BadElem("tools", i, format, args...); bad = true }
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if !slices.Contains(toolKeys, k) {
-				problem("unknown field %.64q", k)
-			}
-		}
-		name, ok := m["name"].(string)
-		switch {
-		case !ok || name == "":
-			problem("name: required, a non-empty string")
-		default:
-			if err := checkToolName(name); err != nil {
-				problem("name %.64q: %v", name, err)
-			}
-		}
-		desc, ok := m["description"].(string)
-		if !ok && m["description"] != nil {
-			problem("description: want a string, got %s", kind(m["description"]))
-		}
-		schema, ok := m["input_schema"].(map[string]any)
-		switch {
-		case !ok && m["input_schema"] == nil:
-			problem("input_schema: required, a JSON schema map")
-		case !ok:
-			problem("input_schema: want a map, got %s", kind(m["input_schema"]))
-		default:
-			if t, _ := schema["type"].(string); t != "object" {
-				problem(`input_schema: the root must be an object schema ("type": "object"), as OpenAI function parameters are`)
-			}
-			if err := toolschema.CheckSchema(schema); err != nil {
-				problem("input_schema: %v", err)
-			}
-			if _, err := json.Marshal(schema); err != nil {
-				problem("input_schema: not expressible as JSON: %v", err)
-			}
-		}
-		if bad {
-			continue
-		}
-		a := alias(name)
-		if j, dup := byAlias[a]; dup {
-			if out[j].Name == name {
-				problem("name %.64q: a second tool of the same name", name)
-			} else {
-				problem("name %.64q: collides with tool %.64q, both would reach OpenAI as the function %q", name, out[j].Name, a)
-			}
-			continue
-		}
-		byAlias[a] = len(out)
-		out = append(out, toolschema.Tool{Name: name, Description: desc, Schema: schema})
-	}
-	return out
+// resultRules: every result names its call, and its output must be
+// sendable as function_call_output.output.
+var resultRules = toolschema.ResultRules{
+	Output: func(v any) error {
+		_, err := outputText(v, false)
+		return err
+	},
 }
 
 // checkToolName accepts a canonical tool name: printable UTF-8 without
@@ -223,62 +145,6 @@ func checkToolName(name string) error {
 	return nil
 }
 
-var resultKeys = []string{"tool_id", "output", "is_error"}
-
-// decodeToolResults reads the tool_results field: a list of {tool_id,
-// output, is_error} maps with unique ids. Whether they answer the pending
-// calls is checked against the conversation when the run starts.
-func decodeToolResults(d *reqfield.Decoder, v any) []ToolResult {
-	if v == nil {
-		return nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		d.Bad("tool_results", "want an array of result maps, got %s", kind(v))
-		return nil
-	}
-	if len(list) == 0 {
-		d.Bad("tool_results", "empty; omit the field, or answer every pending tool call")
-		return nil
-	}
-	var out []ToolResult
-	seen := map[string]bool{}
-	for i, e := range list {
-		m, ok := e.(map[string]any)
-		if !ok {
-			d.BadElem("tool_results", i, "want a map {tool_id, output, is_error}, got %s", kind(e))
-			continue
-		}
-		bad := false
-		problem := func(format string, args ...any) { d.BadElem("tool_results", i, format, args...); bad = true }
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if !slices.Contains(resultKeys, k) {
-				problem("unknown field %.64q", k)
-			}
-		}
-		id, ok := m["tool_id"].(string)
-		switch {
-		case !ok || id == "":
-			problem("tool_id: required, a non-empty string")
-		case seen[id]:
-			problem("tool_id %.64q: answered twice", id)
-		}
-		isErr, ok := m["is_error"].(bool)
-		if !ok && m["is_error"] != nil {
-			problem("is_error: want a boolean, got %s", kind(m["is_error"]))
-		}
-		if _, err := outputText(m["output"], false); err != nil {
-			problem("output: %v", err)
-		}
-		if bad {
-			continue
-		}
-		seen[id] = true
-		out = append(out, ToolResult{ToolID: id, Output: m["output"], IsError: isErr})
-	}
-	return out
-}
-
 // outputText is what a tool result sends as function_call_output.output.
 func outputText(v any, isError bool) (string, error) {
 	if isError {
@@ -291,74 +157,11 @@ func outputText(v any, isError bool) (string, error) {
 	case string:
 		return v, nil
 	case []byte, time.Time:
-		return "", fmt.Errorf("want a string or a JSON value, got %s", kind(v))
+		return "", fmt.Errorf("want a string or a JSON value, got %s", reqfield.TypeName(v))
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("not expressible as JSON: %v", err)
 	}
 	return string(b), nil
-}
-
-// decodeTemperature reads the temperature field: a number in [0, 2].
-func decodeTemperature(d *reqfield.Decoder, v any) *float64 {
-	if v == nil {
-		return nil
-	}
-	var f float64
-	switch n := v.(type) {
-	case float64:
-		f = n
-	case float32:
-		f = float64(n)
-	case int8:
-		f = float64(n)
-	case int16:
-		f = float64(n)
-	case int32:
-		f = float64(n)
-	case int64:
-		f = float64(n)
-	case uint8:
-		f = float64(n)
-	case uint16:
-		f = float64(n)
-	case uint32:
-		f = float64(n)
-	case uint64:
-		f = float64(n)
-	default:
-		d.Bad("temperature", "want a number, got %s", kind(v))
-		return nil
-	}
-	if !(f >= 0 && f <= 2) { // also refuses NaN
-		d.Bad("temperature", "%v is out of range [0, 2]", f)
-		return nil
-	}
-	return &f
-}
-
-// kind names the msgpack type of a decoded value for messages.
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "nil"
-	case bool:
-		return "a boolean"
-	case int8, int16, int32, int64, uint8, uint16, uint32, uint64:
-		return "an integer"
-	case float32, float64:
-		return "a float"
-	case string:
-		return "a string"
-	case []byte:
-		return "binary"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "a map"
-	case time.Time:
-		return "a timestamp"
-	}
-	return fmt.Sprintf("%T", v)
 }

@@ -138,40 +138,114 @@ func (d *Decoder) Bool(k string) bool {
 // 0. A value of another type (a float too, even a whole one) or out of the
 // range is a problem and yields 0.
 func (d *Decoder) Int(k string, lo, hi int) int {
-	var n int64
-	switch v := d.get(k).(type) { // the sized types msgpack decodes to
-	case nil:
-		return 0
-	case int8:
-		n = int64(v)
-	case int16:
-		n = int64(v)
-	case int32:
-		n = int64(v)
-	case int64:
-		n = v
-	case uint8:
-		n = int64(v)
-	case uint16:
-		n = int64(v)
-	case uint32:
-		n = int64(v)
-	case uint64:
-		if v > math.MaxInt64 {
-			d.Bad(k, "%d is out of range [%d, %d]", v, lo, hi)
-			return 0
-		}
-		n = int64(v)
-	default:
-		d.wrongType(k, -1, "an integer", v)
+	v := d.get(k)
+	if v == nil {
 		return 0
 	}
-	if n < int64(lo) || n > int64(hi) {
+	n, huge, ok := integer(v)
+	switch {
+	case !ok:
+		d.wrongType(k, -1, "an integer", v)
+		return 0
+	case huge:
+		d.Bad(k, "%d is out of range [%d, %d]", v, lo, hi)
+		return 0
+	case n < int64(lo) || n > int64(hi):
 		d.Bad(k, "%d is out of range [%d, %d]", n, lo, hi)
 		return 0
 	}
 	return int(n)
 }
+
+// integer returns v as an int64 when it is one of the integer types msgpack
+// decodes to; huge says it is a uint64 above math.MaxInt64, which n cannot
+// hold.
+func integer(v any) (n int64, huge, ok bool) {
+	switch v := v.(type) {
+	case int8:
+		return int64(v), false, true
+	case int16:
+		return int64(v), false, true
+	case int32:
+		return int64(v), false, true
+	case int64:
+		return v, false, true
+	case uint8:
+		return int64(v), false, true
+	case uint16:
+		return int64(v), false, true
+	case uint32:
+		return int64(v), false, true
+	case uint64:
+		return int64(v), v > math.MaxInt64, true
+	}
+	return 0, false, false
+}
+
+// Value claims field k and returns its value as decoded (nil when absent),
+// for a field no typed getter fits; checking it is the caller's business.
+func (d *Decoder) Value(k string) any { return d.get(k) }
+
+// Float returns field k as a number in [lo, hi]; absent or nil it returns
+// 0. An integer is accepted too. A value of another type, NaN or out of the
+// range is a problem and yields 0. Use Has to tell 0 from an absent field.
+func (d *Decoder) Float(k string, lo, hi float64) float64 {
+	var f float64
+	switch v := d.get(k).(type) {
+	case nil:
+		return 0
+	case float32:
+		f = float64(v)
+	case float64:
+		f = v
+	case uint64: // all of it, beyond math.MaxInt64 too
+		f = float64(v)
+	default:
+		n, _, ok := integer(v)
+		if !ok {
+			d.wrongType(k, -1, "a number", v)
+			return 0
+		}
+		f = float64(n)
+	}
+	if !(f >= lo && f <= hi) { // also refuses NaN
+		d.Bad(k, "%v is out of range [%v, %v]", f, lo, hi)
+		return 0
+	}
+	return f
+}
+
+// Maps returns field k as a list of maps; absent or nil it returns nil, and
+// an empty list gives an empty, non-nil slice. A value that is not an array
+// is a problem and yields nil. An element that is not a map is a problem
+// (each is named with BadElem) and is nil in the result, so the indexes of
+// the result are still those of the request.
+func (d *Decoder) Maps(k string) []map[string]any {
+	v := d.get(k)
+	if v == nil {
+		return nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		d.wrongType(k, -1, "an array of maps", v)
+		return nil
+	}
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			d.wrongType(k, i, "a map", it)
+			continue
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// TypeName names the msgpack type of v as wire.DecodeStrict decodes it
+// ("an integer", "a map", …), for an adapter's own "want …, got …"
+// messages about the values it reads with Value or Maps.
+func TypeName(v any) string { return typeName(v) }
 
 // Require makes field k a required string: Err names it
 // `field "k": required, a non-empty string` when it is absent, nil or "",

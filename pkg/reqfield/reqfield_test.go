@@ -3,6 +3,7 @@ package reqfield_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -96,6 +97,38 @@ func TestGetters(t *testing.T) {
 			want: 0, wantErr: `field "k": want an integer, got a float`},
 		{name: "int of an array", in: map[string]any{"k": []any{1}}, read: func(d *reqfield.Decoder) any { return d.Int("k", 0, 10) },
 			want: 0, wantErr: `field "k": want an integer, got an array`},
+
+		{name: "value", in: map[string]any{"k": map[string]any{"a": 1}}, read: func(d *reqfield.Decoder) any { return d.Value("k") },
+			want: map[string]any{"a": int8(1)}},
+		{name: "value absent", in: map[string]any{}, read: func(d *reqfield.Decoder) any { return d.Value("k") }, want: nil},
+		{name: "value claims the field", in: map[string]any{"k": []byte{1}}, read: func(d *reqfield.Decoder) any { d.Value("k"); return nil }, want: nil},
+
+		{name: "float", in: map[string]any{"k": 0.5}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 1) }, want: 0.5},
+		{name: "float of an integer", in: map[string]any{"k": 2}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 2) }, want: 2.0},
+		{name: "float of a float32", in: map[string]any{"k": float32(0.25)}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 1) }, want: 0.25},
+		{name: "float at the bounds", in: map[string]any{"lo": -1.5, "hi": uint64(3)},
+			read: func(d *reqfield.Decoder) any { return [2]float64{d.Float("lo", -1.5, 3), d.Float("hi", -1.5, 3)} }, want: [2]float64{-1.5, 3}},
+		{name: "float absent", in: map[string]any{}, read: func(d *reqfield.Decoder) any { return d.Float("k", 1, 2) }, want: 0.0},
+		{name: "float nil", in: map[string]any{"k": nil}, read: func(d *reqfield.Decoder) any { return d.Float("k", 1, 2) }, want: 0.0},
+		{name: "float above", in: map[string]any{"k": 2.5}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 2) },
+			want: 0.0, wantErr: `field "k": 2.5 is out of range [0, 2]`},
+		{name: "float below, an integer", in: map[string]any{"k": -3}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 0.5) },
+			want: 0.0, wantErr: `field "k": -3 is out of range [0, 0.5]`},
+		{name: "float NaN", in: map[string]any{"k": math.NaN()}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 2) },
+			want: 0.0, wantErr: `field "k": NaN is out of range [0, 2]`},
+		{name: "float of a string", in: map[string]any{"k": "hot"}, read: func(d *reqfield.Decoder) any { return d.Float("k", 0, 2) },
+			want: 0.0, wantErr: `field "k": want a number, got a string`},
+
+		{name: "maps", in: map[string]any{"k": []any{map[string]any{"a": "x"}, map[string]any{}}},
+			read: func(d *reqfield.Decoder) any { return d.Maps("k") }, want: []map[string]any{{"a": "x"}, {}}},
+		{name: "maps empty", in: map[string]any{"k": []any{}}, read: func(d *reqfield.Decoder) any { return d.Maps("k") }, want: []map[string]any{}},
+		{name: "maps absent", in: map[string]any{}, read: func(d *reqfield.Decoder) any { return d.Maps("k") }, want: []map[string]any(nil)},
+		{name: "maps nil", in: map[string]any{"k": nil}, read: func(d *reqfield.Decoder) any { return d.Maps("k") }, want: []map[string]any(nil)},
+		{name: "maps of a map", in: map[string]any{"k": map[string]any{}}, read: func(d *reqfield.Decoder) any { return d.Maps("k") },
+			want: []map[string]any(nil), wantErr: `field "k": want an array of maps, got a map`},
+		{name: "maps naming each bad element", in: map[string]any{"k": []any{"a", map[string]any{"b": true}, nil}},
+			read: func(d *reqfield.Decoder) any { return d.Maps("k") }, want: []map[string]any{nil, {"b": true}, nil},
+			wantErr: `field "k"[0]: want a map, got a string; field "k"[2]: want a map, got nil`},
 
 		{name: "required present", in: map[string]any{"p": "x"}, read: func(d *reqfield.Decoder) any { d.Require("p"); return d.String("p") }, want: "x"},
 		{name: "required absent", in: map[string]any{}, read: func(d *reqfield.Decoder) any { d.Require("p"); return d.String("p") },

@@ -4,6 +4,10 @@
 // JSON Schema that tool definitions use: type (one or a list), properties,
 // required, additionalProperties (bool), items, enum, const, minimum,
 // maximum, minLength, maxLength, minItems, maxItems, anyOf, oneOf.
+//
+// It also reads the tools and tool_results fields that every remote
+// adapter's request shares (Tools, Results), so they are checked, and their
+// problems worded, in one place.
 package toolschema
 
 import (
