@@ -249,3 +249,48 @@ func lastStored(n *node, runID string) (wire.Event, uint64, error) {
 	}
 	return log.Last(context.Background(), tenant, runID)
 }
+
+// A runner paused past its lease (SIGSTOP, as a long GC pause would) and
+// then resumed publishes nothing after the sweeper's terminal status.
+func TestPausedRunnerPublishesNothingAfterTheSweeper(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	const ttl = time.Second
+	cfg.Topology.LeaseTTL = ttl
+	n := startNode(t, srv, cfg)
+	c := newClient(t, srv)
+	r := startRunnerProcess(t, srv, "sleepy")
+	ctx := context.Background()
+	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range c.Events(ctx, tenant, id, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == wire.KindChunk {
+			break
+		}
+	}
+	if err := r.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	evs := collect(t, c, id) // the sweeper ends it while the runner sleeps
+	if st := last(evs); st.State != wire.StateFailed {
+		t.Fatalf("terminal = %+v", st)
+	}
+	if err := r.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Give the resumed runner the time it would need to publish its next
+	// chunks (one every 100 ms), then look at what is stored.
+	time.Sleep(ttl)
+	ev, _, err := lastStored(n, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Seq != uint64(len(evs)) || !ev.Terminal() {
+		t.Fatalf("after the resume the last stored event is seq %d (%s), want the terminal seq %d", ev.Seq, ev.Kind, len(evs))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -56,7 +57,8 @@ type run struct {
 	cancel          context.CancelCauseFunc
 	cancelRequested bool
 
-	stopLease func() // stops the lease heartbeat and waits for it
+	stopLease func()       // stops the lease heartbeat and waits for it
+	renewed   atomic.Int64 // unix ns of the lease's last write, once committed
 
 	done  chan struct{} // closed when the run has been handled
 	final wire.State    // the terminal state this runner published, if any
@@ -220,6 +222,12 @@ func (r *run) exec(parent context.Context) {
 				streamErr = err
 				break
 			}
+		} else if r.leaseStale() {
+			// A process paused past its lease (a long GC, SIGSTOP) must not
+			// publish what it had in hand: the sweeper may have ended the run.
+			r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
+			cancel(errLeaseLost)
+			break
 		} else if err := r.w.ChunkAsync(ctx, c); err != nil {
 			streamErr = wire.Errorf(wire.ProviderTransportError, "publish chunk: %v", err)
 			break
@@ -340,6 +348,7 @@ func (r *run) commit(ctx context.Context, hb *sync.WaitGroup, cancel context.Can
 		return fmt.Errorf("commit run record: %w", err)
 	}
 	r.rec, r.rev, r.committed = rec, rev, true
+	r.renewed.Store(time.Now().UnixNano())
 	leaseCtx, stop := context.WithCancel(ctx)
 	leaseDone := make(chan struct{})
 	r.stopLease = func() { stop(); <-leaseDone }
@@ -353,6 +362,13 @@ func (r *run) commit(ctx context.Context, hb *sync.WaitGroup, cancel context.Can
 	}
 	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.rec.Created)).Seconds())
 	return nil
+}
+
+// leaseStale reports whether the lease has gone unrenewed for two thirds
+// of its TTL (renewals come every third): the run may already be another
+// writer's to end.
+func (r *run) leaseStale() bool {
+	return time.Since(time.Unix(0, r.renewed.Load())) > 2*r.h.leaseTTL/3
 }
 
 // keepLease renews the lease every TTL/3. If a renewal fails the run is
@@ -374,6 +390,7 @@ func (r *run) keepLease(ctx context.Context, cancel context.CancelCauseFunc, lea
 				return
 			}
 			rev = next
+			r.renewed.Store(time.Now().UnixNano())
 		}
 	}
 }
