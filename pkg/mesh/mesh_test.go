@@ -666,3 +666,34 @@ func TestTerminalStatusCarriesExactCost(t *testing.T) {
 		}
 	}
 }
+
+// A cancel that lands while the runner is still publishing the running
+// status ends the run cancelled, every time.
+func TestCancelAtTheRunningStatus(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	c := newClient(t, srv)
+	ctx := context.Background()
+	for i := range 20 {
+		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 200}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev, err := range c.Events(ctx, tenant, id, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
+				break // the runner is about to publish running
+			}
+		}
+		if _, err := c.Cancel(ctx, tenant, id); err != nil {
+			t.Fatalf("run %d: cancel: %v", i, err)
+		}
+		evs := collect(t, c, id)
+		if st := last(evs); st.State != wire.StateCancelled {
+			t.Fatalf("run %d: %s", i, describe(evs))
+		}
+		checkGapless(t, evs)
+	}
+}

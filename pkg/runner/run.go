@@ -186,7 +186,12 @@ func (r *run) exec(parent context.Context) {
 			"run %s was attempted %d times; the attempt policy allows %d", r.work.RunID, r.attempt, r.work.Policy.MaxAttempts)})
 		return
 	}
-	if err := r.w.Status(ctx, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
+	// Publishes are not cut short by a cancel or the deadline: a publish
+	// abandoned mid-flight may still be stored, and the writer's seq would
+	// no longer match the stream (the terminal status could then never be
+	// published). JetStream's own publish timeout bounds them.
+	pub := context.WithoutCancel(ctx)
+	if err := r.w.Status(pub, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
 		r.conclude(ctx, err, nil)
 		return
 	}
@@ -218,7 +223,7 @@ func (r *run) exec(parent context.Context) {
 		}
 		if !r.committed {
 			stopHB()
-			if err := r.commit(ctx, &hb, cancel, c); err != nil {
+			if err := r.commit(ctx, pub, &hb, cancel, c); err != nil {
 				streamErr = err
 				break
 			}
@@ -228,7 +233,7 @@ func (r *run) exec(parent context.Context) {
 			r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
 			cancel(errLeaseLost)
 			break
-		} else if err := r.w.ChunkAsync(ctx, c); err != nil {
+		} else if err := r.w.ChunkAsync(pub, c); err != nil {
 			streamErr = wire.Errorf(wire.ProviderTransportError, "publish chunk: %v", err)
 			break
 		}
@@ -326,7 +331,7 @@ func (r *run) keepInProgress(ctx context.Context) {
 // commit crosses the first-output boundary: from here the run is never
 // replayed. The record and the lease say so before the chunk is published,
 // so a runner dying in between is failed by the sweeper, never re-executed.
-func (r *run) commit(ctx context.Context, hb *sync.WaitGroup, cancel context.CancelCauseFunc, first wire.Chunk) error {
+func (r *run) commit(ctx, pub context.Context, hb *sync.WaitGroup, cancel context.CancelCauseFunc, first wire.Chunk) error {
 	lease, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.work.RunID, Tenant: r.work.Tenant, Owner: r.h.cfg.ID})
 	if err != nil {
 		return err
@@ -353,7 +358,7 @@ func (r *run) commit(ctx context.Context, hb *sync.WaitGroup, cancel context.Can
 	leaseDone := make(chan struct{})
 	r.stopLease = func() { stop(); <-leaseDone }
 	hb.Go(func() { defer close(leaseDone); r.keepLease(leaseCtx, cancel, lease, leaseRev) })
-	if err := r.w.Chunk(ctx, first); err != nil {
+	if err := r.w.Chunk(pub, first); err != nil {
 		return err
 	}
 	if err := r.msg.DoubleAck(ctx); err != nil {
@@ -472,6 +477,15 @@ func (r *run) end(st wire.Status) {
 	sum := r.summary
 	st.Summary = &sum
 	err := r.w.Terminal(ctx, st)
+	if errors.Is(err, events.ErrFenced) {
+		// Other writers only ever end a run. If the run has not ended, the
+		// event after our last acknowledged one is our own (a publish whose
+		// acknowledgement was lost): continue after it.
+		if w, oerr := r.h.log.Open(ctx, r.work.Tenant, r.work.RunID); oerr == nil {
+			r.w = w
+			err = r.w.Terminal(ctx, st)
+		}
+	}
 	if errors.Is(err, events.ErrFenced) {
 		r.h.d.Log.Warn("run was ended by another writer", r.logger()...)
 		if !r.committed {
