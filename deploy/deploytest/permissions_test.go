@@ -1,0 +1,624 @@
+// Package deploytest checks deploy/nats against the code: it starts a NATS
+// server from deploy/nats/cluster.conf (which includes accounts.conf, the
+// users and their permissions), overridden to a single loopback node on a
+// random port with its store in a temporary directory, runs every service
+// of the mesh on its own user and a tenant on tenant-acme, and checks both
+// that everything the code does is allowed and that what a user must not do
+// is refused by the server with a permission error.
+package deploytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/router"
+	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/sweeper"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The configuration under test, relative to this package.
+const clusterConf = "../nats/cluster.conf"
+
+const tenant = "acme"
+
+// users are the NATS users of accounts.conf and the variables holding their
+// passwords.
+var users = map[string]string{
+	"router":      "AGENTMESH_ROUTER_PASSWORD",
+	"runner":      "AGENTMESH_RUNNER_PASSWORD",
+	"sweeper":     "AGENTMESH_SWEEPER_PASSWORD",
+	"exporter":    "AGENTMESH_EXPORTER_PASSWORD",
+	"tenant-acme": "AGENTMESH_TENANT_ACME_PASSWORD",
+	"ops":         "AGENTMESH_OPS_PASSWORD",
+}
+
+// mesh is a running server and the users' passwords.
+type mesh struct {
+	srv       *server.Server
+	passwords map[string]string
+}
+
+// startServer loads cluster.conf with the environment a node gets, then
+// turns it into one loopback node: the account, users and permissions are
+// the file's, unchanged.
+func startServer(t *testing.T) *mesh {
+	t.Helper()
+	m := &mesh{passwords: map[string]string{}}
+	for user, env := range users {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		m.passwords[user] = hex.EncodeToString(b)
+		t.Setenv(env, m.passwords[user])
+	}
+	store := t.TempDir()
+	t.Setenv("NATS_SERVER_NAME", "deploytest")
+	t.Setenv("NATS_STORE_DIR", store)
+	for i := 1; i <= 3; i++ {
+		t.Setenv(fmt.Sprintf("NATS_ROUTE_%d", i), fmt.Sprintf("nats://nats-%d.invalid:6222", i-1))
+	}
+	opts, err := server.ProcessConfigFile(clusterConf)
+	if err != nil {
+		t.Fatalf("load %s: %v", clusterConf, err)
+	}
+	if opts.Cluster.Name != "agentmesh" || len(opts.Routes) != 3 || opts.StoreDir != store || !opts.JetStream {
+		t.Fatalf("%s: cluster %q with %d routes, store %q, jetstream %v; want a three-route JetStream cluster node", clusterConf, opts.Cluster.Name, len(opts.Routes), opts.StoreDir, opts.JetStream)
+	}
+	// One node on loopback: no cluster, no routes, no monitoring port.
+	opts.Host, opts.Port = "127.0.0.1", -1
+	opts.HTTPHost, opts.HTTPPort = "", 0
+	opts.Cluster = server.ClusterOpts{}
+	opts.Routes, opts.RoutesStr = nil, ""
+	opts.NoSigs = true
+	opts.NoLog = os.Getenv("DEPLOYTEST_SERVER_LOG") == ""
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	if !opts.NoLog {
+		s.ConfigureLogger()
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	m.srv = s
+	return m
+}
+
+// url is the server's client URL carrying user's credentials, the form
+// AGENTMESH_NATS_URL takes in deploy/k8s.
+func (m *mesh) url(user string) string {
+	u, err := url.Parse(m.srv.ClientURL())
+	if err != nil {
+		panic(err)
+	}
+	u.User = url.UserPassword(user, m.passwords[user])
+	return u.String()
+}
+
+// asyncErrs records the asynchronous errors of a connection: a publish or
+// subscription the server refused arrives here.
+type asyncErrs struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (a *asyncErrs) handler(_ *nats.Conn, sub *nats.Subscription, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if sub != nil {
+		err = fmt.Errorf("subscription %s: %w", sub.Subject, err)
+	}
+	a.errs = append(a.errs, err)
+}
+
+func (a *asyncErrs) take() []error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.errs
+	a.errs = nil
+	return out
+}
+
+// connect dials as user. Every connection's asynchronous errors are
+// returned; a service connection must end the test with none.
+func (m *mesh) connect(t *testing.T, user string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, *asyncErrs) {
+	t.Helper()
+	errs := &asyncErrs{}
+	opts = append([]nats.Option{nats.Name("deploytest-" + user), nats.ErrorHandler(errs.handler)}, opts...)
+	nc, err := nats.Connect(m.url(user), opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, errs
+}
+
+func logger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func deps(nc *nats.Conn, js jetstream.JetStream) service.Deps {
+	return service.Deps{
+		NC: nc, JS: js, Log: logger(),
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{},
+	}
+}
+
+// runService runs run until the test ends and checks it returned cleanly.
+func runService(t *testing.T, name string, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s did not stop", name)
+		}
+	})
+}
+
+// startMesh runs the router, a runner host with the fixture adapter, the
+// sweeper and the exporter, each on its own user, and puts the records of
+// their connections' asynchronous errors in errs.
+func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
+	t.Helper()
+	ctx := context.Background()
+	topo := topology.Config{LeaseTTL: 2 * time.Second}
+
+	// The router starts first and creates the topology.
+	rnc, rjs, rerrs := m.connect(t, "router")
+	errs["router"] = rerrs
+	if err := topology.Ensure(ctx, rjs, topo); err != nil {
+		t.Fatalf("topology as router: %v", err)
+	}
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := adapter.NewRegistry(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := router.New(ctx, deps(rnc, rjs), profile.Builtin(), adapters, router.Config{})
+	if err != nil {
+		t.Fatalf("router: %v", err)
+	}
+	runService(t, "router", r.Run)
+
+	// Every other service ensures the topology too (an update of what
+	// exists), as serve.Start does.
+	nnc, njs, nerrs := m.connect(t, "runner")
+	errs["runner"] = nerrs
+	if err := topology.Ensure(ctx, njs, topo); err != nil {
+		t.Fatalf("topology as runner: %v", err)
+	}
+	h, err := runner.New(ctx, deps(nnc, njs), adapters, runner.Config{ID: "runner-1"})
+	if err != nil {
+		t.Fatalf("runner: %v", err)
+	}
+	runService(t, "runner", h.Run)
+
+	snc, sjs, serrs := m.connect(t, "sweeper")
+	errs["sweeper"] = serrs
+	if err := topology.Ensure(ctx, sjs, topo); err != nil {
+		t.Fatalf("topology as sweeper: %v", err)
+	}
+	sw, err := sweeper.New(ctx, deps(snc, sjs), sweeper.Config{ReconcileEvery: time.Second})
+	if err != nil {
+		t.Fatalf("sweeper: %v", err)
+	}
+	runService(t, "sweeper", sw.Run)
+
+	// The exporter as services/exporter runs it: serve.Start dials
+	// AGENTMESH_NATS_URL with the credentials in the URL and ensures the
+	// topology, then the service registers with micro.
+	cfg := service.Config{NatsURL: m.url("exporter"), ShutdownTimeout: 5 * time.Second, Replicas: 1,
+		EventsMaxAge: 24 * time.Hour, WorkQueueMax: 1024, LeaseTTL: 2 * time.Second}
+	infra, err := serve.Start(ctx, "agentmesh-exporter", cfg, logger())
+	if err != nil {
+		t.Fatalf("exporter: %v", err)
+	}
+	eerrs := &asyncErrs{}
+	infra.Deps.NC.SetErrorHandler(eerrs.handler)
+	errs["exporter"] = eerrs
+	svc, err := service.Register(infra.Deps.NC, "agentmesh-exporter", "exports trajectories", nil)
+	if err != nil {
+		t.Fatalf("exporter: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := errors.Join(svc.Stop(), infra.Close()); err != nil {
+			t.Errorf("exporter: %v", err)
+		}
+	})
+}
+
+func randomRunReq(t *testing.T, tenantName string, req map[string]any) wire.RunRequest {
+	t.Helper()
+	b, err := wire.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wire.RunRequest{RunID: client.NewRunID(), Tenant: tenantName, Principal: "alice", Profile: "fixture", Request: b}
+}
+
+// isPermissionError reports whether err is the server refusing a publish
+// or subscription, or a JetStream API request refused for lack of
+// permission.
+func isPermissionError(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(fmt.Sprint(err)), "permissions violation")
+}
+
+// waitAsyncPermission waits for the server's refusal of a publish or
+// subscription (op) on a subject starting with subj to reach errs.
+func waitAsyncPermission(t *testing.T, errs *asyncErrs, op, subj string) {
+	t.Helper()
+	want := strings.ToLower(op) + ` to "` + strings.ToLower(subj)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, err := range errs.take() {
+			if isPermissionError(err) && strings.Contains(strings.ToLower(err.Error()), want) {
+				return
+			}
+			t.Logf("other async error: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no permission violation for %s to %s", op, subj)
+}
+
+func TestDeployPermissions(t *testing.T) {
+	m := startServer(t)
+	serviceErrs := map[string]*asyncErrs{}
+	t.Cleanup(func() {
+		// Registered before the services start (cleanups run last-in
+		// first-out), so checked once they have stopped: nothing any
+		// service did, start-up to shutdown, was refused.
+		for name, e := range serviceErrs {
+			for _, err := range e.take() {
+				t.Errorf("%s connection: %v", name, err)
+			}
+		}
+	})
+	startMesh(t, m, serviceErrs)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tnc, tjs, terrs := m.connect(t, "tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
+	c, err := client.New(tnc, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("tenant runs to the end", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		var states []string
+		for ev, err := range c.Events(ctx, tenant, id, 1) {
+			if err != nil {
+				t.Fatalf("events: %v (after %v)", err, states)
+			}
+			if ev.Kind == wire.KindStatus {
+				states = append(states, string(ev.Status.State))
+			}
+		}
+		if got := strings.Join(states, " "); got != "accepted routed running succeeded" {
+			t.Fatalf("states = %s", got)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			rec, err := c.Status(ctx, tenant, id)
+			if err != nil {
+				t.Fatalf("status: %v", err)
+			}
+			if rec.State == wire.StateSucceeded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("record state %s, want succeeded", rec.State)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
+	t.Run("tenant cancels a running run", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "slow", "delay_ms": 200}))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		var last wire.Status
+		for ev, err := range c.Events(ctx, tenant, id, 1) {
+			if err != nil {
+				t.Fatalf("events: %v", err)
+			}
+			if ev.Kind == wire.KindStatus {
+				last = *ev.Status
+			}
+			if ev.Kind == wire.KindChunk && ev.Seq == 4 {
+				// Running, after its first chunk: the router forwards the
+				// cancel to the runner that owns the run. (Not at the
+				// running status: a cancel that lands while the runner
+				// still awaits that status's acknowledgement can leave the
+				// run without a terminal status — a pkg/runner race, see
+				// deploy/README.md.)
+				reply, err := c.Cancel(ctx, tenant, id)
+				if err != nil || !reply.Cancelled {
+					t.Fatalf("cancel = %+v, %v", reply, err)
+				}
+			}
+		}
+		if last.State != wire.StateCancelled {
+			t.Fatalf("terminal state %s, want cancelled", last.State)
+		}
+		rec, err := c.Status(ctx, tenant, id)
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if rec.State != wire.StateCancelled {
+			t.Fatalf("record state %s, want cancelled", rec.State)
+		}
+	})
+
+	t.Run("tenant cancels a queued run", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// Keep the runner busy (max_active 1), then cancel the next run
+		// while it waits: the router ends it itself.
+		busy, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "busy", "delay_ms": 300}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev, err := range c.Events(ctx, tenant, busy, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == wire.KindChunk {
+				break // the runner's one slot is taken
+			}
+		}
+		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "queued"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev, err := range c.Events(ctx, tenant, id, 1) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
+				break
+			}
+		}
+		if reply, err := c.Cancel(ctx, tenant, id); err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
+			t.Fatalf("cancel = %+v, %v", reply, err)
+		}
+		if st, err := c.Wait(ctx, tenant, id); err != nil || st.State != wire.StateCancelled {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+		if st, err := c.Wait(ctx, tenant, busy); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("busy run: %+v, %v", st, err)
+		}
+	})
+
+	t.Run("micro discovers every service", func(t *testing.T) {
+		// Services may answer $SRV requests, not ask them: the ops user
+		// asks, as `nats micro ls --inbox-prefix _INBOX_ops` would.
+		nc, _, errs := m.connect(t, "ops", nats.CustomInboxPrefix("_INBOX_ops"))
+		defer func() {
+			for _, err := range errs.take() {
+				t.Errorf("ops connection: %v", err)
+			}
+		}()
+		found := map[string]bool{}
+		sub, err := nc.SubscribeSync(nc.NewRespInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+		if err := nc.PublishRequest("$SRV.PING", sub.Subject, nil); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(found) < 4 && time.Now().Before(deadline) {
+			msg, err := sub.NextMsg(time.Until(deadline))
+			if err != nil {
+				break
+			}
+			var ping micro.Ping
+			if err := json.Unmarshal(msg.Data, &ping); err == nil {
+				found[ping.Name] = true
+			}
+		}
+		for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper", "agentmesh-exporter"} {
+			if !found[name] {
+				t.Errorf("%s did not answer $SRV.PING (found %v)", name, found)
+			}
+		}
+	})
+
+	t.Run("tenant cannot submit for another tenant", func(t *testing.T) {
+		terrs.take()
+		denied(t, terrs, "agentmesh.submit.other", func(ctx context.Context) error {
+			_, err := c.Submit(ctx, randomRunReq(t, "other", map[string]any{"prompt": "x"}))
+			return err
+		})
+		deniedPublish(t, tnc, terrs, "agentmesh.submit.other")
+		deniedPublish(t, tnc, terrs, "agentmesh.submit.acme.extra")
+	})
+
+	t.Run("tenant cannot read another tenant's events", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		terrs.take()
+		// pkg/client's ordered consumer, filtered to the other tenant.
+		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.", func(ctx context.Context) error {
+			for _, err := range c.Events(ctx, "other", "r1", 1) {
+				return err
+			}
+			return nil
+		})
+		// Nor an unfiltered consumer.
+		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop", func(ctx context.Context) error {
+			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop"})
+			return err
+		})
+		// Several filters cannot be put in the API subject, so that request
+		// has none and is refused too.
+		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop", func(ctx context.Context) error {
+			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop", FilterSubjects: []string{"agentmesh.events.acme.x", "agentmesh.events.other.>"}})
+			return err
+		})
+		// The tenant's own filter in the API subject with a body asking for
+		// another's is refused by JetStream itself.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		req := []byte(`{"stream_name":"AGENTMESH_EVENTS","config":{"name":"snoop","filter_subject":"agentmesh.events.other.>","ack_policy":"none"}}`)
+		resp, err := tnc.RequestWithContext(rctx, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop.agentmesh.events.acme.x", req)
+		if err != nil || !strings.Contains(string(resp.Data), `"error"`) {
+			t.Fatalf("consumer whose filter differs from the API subject's: %v %s", err, respData(resp))
+		}
+		t.Logf("JetStream refused a mismatched filter: %s", resp.Data)
+		// Core subscriptions to events, and to anyone else's replies.
+		deniedSubscribe(t, tnc, terrs, "agentmesh.events.other.>")
+		deniedSubscribe(t, tnc, terrs, "agentmesh.events.acme.>") // events are read through JetStream only
+		deniedSubscribe(t, tnc, terrs, "_INBOX.>")
+		// Another tenant's run record.
+		denied(t, terrs, "$JS.API.DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs.other.r1", func(ctx context.Context) error {
+			_, err := c.Status(ctx, "other", "r1")
+			return err
+		})
+		// A record by sequence, which would reach any tenant's.
+		deniedPublish(t, tnc, terrs, "$JS.API.DIRECT.GET.KV_agentmesh_runs")
+		deniedPublish(t, tnc, terrs, "$JS.API.STREAM.MSG.GET.KV_agentmesh_runs")
+	})
+
+	t.Run("tenant cannot publish work, cancel for another tenant or touch the topology", func(t *testing.T) {
+		terrs.take()
+		deniedPublish(t, tnc, terrs, "agentmesh.work.in_process.fixture")
+		deniedPublish(t, tnc, terrs, "agentmesh.events.acme.r1")
+		denied(t, terrs, "agentmesh.control.other.r1.cancel", func(ctx context.Context) error {
+			_, err := c.Cancel(ctx, "other", "r1")
+			return err
+		})
+		denied(t, terrs, "$JS.API.STREAM.DELETE.AGENTMESH_EVENTS", func(ctx context.Context) error {
+			return tjs.DeleteStream(ctx, "AGENTMESH_EVENTS")
+		})
+		deniedPublish(t, tnc, terrs, "$KV.agentmesh_runs.acme.r1")
+		deniedPublish(t, tnc, terrs, "$SRV.PING")
+	})
+
+	t.Run("runner cannot submit", func(t *testing.T) {
+		nc, js, errs := m.connect(t, "runner")
+		denied(t, errs, "agentmesh.submit.acme", func(ctx context.Context) error {
+			msg := nats.NewMsg("agentmesh.submit.acme")
+			msg.Data = []byte("x")
+			_, err := js.PublishMsg(ctx, msg)
+			return err
+		})
+		deniedPublish(t, nc, errs, "agentmesh.submit.other")
+		deniedPublish(t, nc, errs, "agentmesh.control.acme.r1.cancel")
+		denied(t, errs, "$JS.API.STREAM.DELETE.AGENTMESH_SUBMIT", func(ctx context.Context) error {
+			return js.DeleteStream(ctx, "AGENTMESH_SUBMIT")
+		})
+	})
+}
+
+func respData(m *nats.Msg) string {
+	if m == nil {
+		return ""
+	}
+	return string(m.Data)
+}
+
+// denied runs f, which must fail, and checks that the server refused a
+// publish to a subject starting with subj. A JetStream API request the
+// server refuses gets no reply, so f fails by its context's deadline; the
+// permission violation the server sends instead is what is asserted.
+func denied(t *testing.T, errs *asyncErrs, subj string, f func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := f(ctx); err == nil {
+		t.Fatalf("%s: allowed, want a permission violation", subj)
+	}
+	waitAsyncPermission(t, errs, "publish", subj)
+}
+
+// deniedPublish publishes to subj and checks the server refused it.
+func deniedPublish(t *testing.T, nc *nats.Conn, errs *asyncErrs, subj string) {
+	t.Helper()
+	if err := nc.Publish(subj, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitAsyncPermission(t, errs, "publish", subj)
+}
+
+// deniedSubscribe subscribes to subj and checks the server refused it.
+func deniedSubscribe(t *testing.T, nc *nats.Conn, errs *asyncErrs, subj string) {
+	t.Helper()
+	sub, err := nc.SubscribeSync(subj)
+	if err != nil {
+		if !isPermissionError(err) {
+			t.Fatalf("subscribe %s: %v", subj, err)
+		}
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitAsyncPermission(t, errs, "subscription", subj)
+}
