@@ -178,18 +178,29 @@ func (c *Client) Cancel(ctx context.Context, tenant, runID string) (wire.CancelR
 	return reply, nil
 }
 
-// Status returns the run's record.
+// Status returns the run's record. It reads the record with one JetStream
+// direct get, so it needs no access to the rest of the runs bucket.
 func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunRecord, error) {
-	kv, err := c.js.KeyValue(ctx, c.names.RunsBucket())
-	if err != nil {
-		return wire.RunRecord{}, fmt.Errorf("open bucket %s: %w", c.names.RunsBucket(), err)
+	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
+		return wire.RunRecord{}, err
 	}
-	e, err := kv.Get(ctx, subject.RunKey(tenant, runID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 	}
+	msg, err := c.nc.RequestWithContext(ctx, c.names.RunRecordGet(tenant, runID), nil)
 	if err != nil {
 		return wire.RunRecord{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	return wire.Decode[wire.RunRecord](e.Value())
+	switch status := msg.Header.Get("Status"); {
+	case status == "404":
+		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
+	case status != "":
+		return wire.RunRecord{}, fmt.Errorf("read run %s: status %s %s", runID, status, msg.Header.Get("Description"))
+	}
+	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
+	}
+	return wire.Decode[wire.RunRecord](msg.Data)
 }

@@ -122,3 +122,12 @@ func EventMsgID(runID string, seq uint64) string { return fmt.Sprintf("%s:%d", r
 // SweeperReconcile is the request/reply subject that makes a sweeper scan
 // every run record now; it answers with the number of runs it ended.
 func (n Names) SweeperReconcile() string { return n.subj("agentmesh.sweeper.reconcile") }
+
+// RunRecordGet is the JetStream direct-get subject that answers with a
+// run's record (the last value of its key in the runs bucket). Reading a
+// record this way needs no stream info, so a tenant's permissions can be
+// confined to its own keys.
+func (n Names) RunRecordGet(tenant, runID string) string {
+	b := n.RunsBucket()
+	return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + RunKey(tenant, runID)
+}
