@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -118,7 +119,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		AllowDirect: true,
 	}}
 	for _, sc := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		if err := ensureStream(ctx, js, sc); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
@@ -132,15 +133,79 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	}
 	for _, kc := range buckets {
 		kc.Storage, kc.Replicas = cfg.Storage, cfg.Replicas
-		if _, err := js.CreateOrUpdateKeyValue(ctx, kc); err != nil {
+		if err := ensureBucket(ctx, js, kc); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 	}
 	oc := jetstream.ObjectStoreConfig{Bucket: n.TrajectoryStore(), Description: "redacted trajectories", Storage: cfg.Storage, Replicas: cfg.Replicas}
-	if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+	if _, err := js.ObjectStore(ctx, oc.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+			return fmt.Errorf("ensure object store %s: %w", oc.Bucket, err)
+		}
+	} else if err != nil {
 		return fmt.Errorf("ensure object store %s: %w", oc.Bucket, err)
 	}
 	return nil
+}
+
+// ensureStream creates the stream, or updates it only when a setting we
+// own differs: services start concurrently, and a needless update of a
+// stream others are already using is work (and, in nats-server 2.15, races
+// with consumer creation under the race detector).
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateOrUpdateStream(ctx, want)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	have := st.CachedInfo().Config
+	if slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention && have.Discard == want.Discard &&
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && unlimited(have.MaxMsgsPerSubject) == unlimited(want.MaxMsgsPerSubject) &&
+		have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge && have.Storage == want.Storage &&
+		have.Replicas == want.Replicas && have.AllowDirect == want.AllowDirect {
+		return nil
+	}
+	_, err = js.CreateOrUpdateStream(ctx, want)
+	return err
+}
+
+// unlimited folds the server's -1 and the config's 0, both "no limit".
+func unlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// ensureBucket is ensureStream for a key-value bucket.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateOrUpdateKeyValue(ctx, want)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return err
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		_, err = js.CreateOrUpdateKeyValue(ctx, want)
+		return err
+	}
+	have := bs.Config()
+	if have.History == max(want.History, 1) && have.TTL == want.TTL && have.LimitMarkerTTL == want.LimitMarkerTTL &&
+		have.Storage == want.Storage && have.Replicas == max(want.Replicas, 1) && have.Description == want.Description {
+		return nil
+	}
+	_, err = js.CreateOrUpdateKeyValue(ctx, want)
+	return err
 }
 
 // LeaseTTL reads the lease TTL the leases bucket was created with, so every

@@ -119,3 +119,36 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// A second Ensure with the same settings updates nothing: services start
+// concurrently against streams others already use.
+func TestEnsureLeavesAnUnchangedTopologyAlone(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	cfg := topology.Config{LeaseTTL: 2 * time.Second}
+	if err := topology.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	updates, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.STREAM.UPDATED.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topology.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := updates.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatalf("the second Ensure updated %s", msg.Subject)
+	}
+	// A changed setting still updates.
+	cfg.WorkQueueMax = 9
+	if err := topology.Ensure(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := updates.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("a changed setting was not applied: %v", err)
+	}
+}
