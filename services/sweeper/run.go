@@ -16,7 +16,7 @@ import (
 type Config struct {
 	service.Config
 	ProfilesDir           string        `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-	SweeperReconcileEvery time.Duration `split_words:"true" default:"5m" desc:"how often all run records are scanned for runs without a lease"`
+	SweeperReconcileEvery time.Duration `split_words:"true" default:"1m" desc:"how often all run records are scanned for running runs without a lease and queued runs past their deadline"`
 }
 
 // Validate names each bad sweeper variable.
