@@ -117,6 +117,7 @@ func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 	var mc mesh.Config
 	mc.Runner.DefaultMaxActive = cfg.MaxActive
 	mc.Topology.WorkQueueMax = cfg.WorkQueueMax
+	mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax
 
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan struct{})

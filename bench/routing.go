@@ -225,6 +225,7 @@ func StartRouters(tb testing.TB, srv *server.Server, cfg RoutersConfig) *Routers
 		r.metrics = append(r.metrics, d.Metrics)
 		mc := mesh.Config{Router: cfg.Router, WithoutRunner: true, WithoutSweeper: true}
 		mc.Topology.WorkQueueMax = cfg.WorkQueueMax
+		mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax
 
 		ctx, cancel := context.WithCancel(context.Background())
 		exited := make(chan struct{})

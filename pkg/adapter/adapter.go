@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"sort"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -59,6 +60,24 @@ type Adapter interface {
 	// loop, or ctx ending, tears the transport down before Stream returns.
 	// Stream yields no synthetic chunk on cancellation.
 	Stream(ctx context.Context, call Call) iter.Seq2[wire.Chunk, error]
+}
+
+// Teardown is implemented by an adapter whose transport takes time to tear
+// down after its context ends (a subprocess: the kill grace plus the
+// stderr drain). A runner hosting it keeps every run's work and lease
+// alive through that time, and refuses to start with an ack wait or lease
+// TTL that is not above it.
+type Teardown interface {
+	TeardownBound() time.Duration
+}
+
+// TeardownBound is a's Teardown bound, 0 for an adapter that tears down at
+// once.
+func TeardownBound(a Adapter) time.Duration {
+	if t, ok := a.(Teardown); ok {
+		return t.TeardownBound()
+	}
+	return 0
 }
 
 // TokenClasses is implemented by an adapter that reports usage: it lists

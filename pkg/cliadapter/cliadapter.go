@@ -109,6 +109,16 @@ func (a *Adapter[R]) Name() string                    { return a.spec.Name }
 func (a *Adapter[R]) Capabilities() wire.Capabilities { return a.spec.Capabilities }
 func (a *Adapter[R]) RuntimeKeys() []string           { return []string{RuntimeWorkspace} }
 
+// TeardownBound is how long tearing a run's CLI down may take: the grace
+// between SIGTERM and SIGKILL of its process group plus the stderr drain.
+func (a *Adapter[R]) TeardownBound() time.Duration {
+	grace := a.cfg.Grace
+	if grace <= 0 {
+		grace = proc.DefaultGrace
+	}
+	return grace + proc.DefaultDrainTimeout
+}
+
 // TokenClasses returns the Spec's token classes (adapter.TokenClasses), a
 // new slice on every call.
 func (a *Adapter[R]) TokenClasses() []string { return slices.Clone(a.spec.TokenClasses) }

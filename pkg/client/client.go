@@ -40,9 +40,10 @@ func New(nc *nats.Conn, names subject.Names) (*Client, error) {
 // NewRunID returns a fresh run id.
 func NewRunID() string { return nuid.Next() }
 
-// Submit validates the request's identity at the edge and publishes it. It
-// blocks until JetStream has stored it. Submitting the same RunID again is
-// idempotent: the mesh runs it once. An empty RunID is filled in; the id
+// Submit validates the request's identity at the edge and publishes it
+// with Nats-Msg-Id <tenant>.<run_id>. It blocks until JetStream has stored
+// it. Submitting the same RunID again in the same tenant is idempotent:
+// the mesh runs it once (the same RunID in another tenant is another run). An empty RunID is filled in; the id
 // used is returned.
 func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error) {
 	if req.RunID == "" {
@@ -65,7 +66,7 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 	}
 	msg := nats.NewMsg(c.names.Submit(req.Tenant))
 	msg.Data = b
-	msg.Header.Set(jetstream.MsgIDHeader, req.RunID)
+	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(req.Tenant, req.RunID))
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
 	}

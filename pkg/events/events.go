@@ -60,7 +60,7 @@ func (l *Log) Last(ctx context.Context, tenant, runID string) (wire.Event, uint6
 
 // New returns a writer for a run with no events yet (the router's).
 func (l *Log) New(tenant, runID string) *Writer {
-	return &Writer{js: l.js, subject: l.names.Events(tenant, runID), runID: runID}
+	return &Writer{js: l.js, subject: l.names.Events(tenant, runID), tenant: tenant, runID: runID}
 }
 
 // Open returns a writer that continues a run's events after its last one. It
@@ -85,6 +85,7 @@ func (l *Log) Open(ctx context.Context, tenant, runID string) (*Writer, error) {
 type Writer struct {
 	js      jetstream.JetStream
 	subject string
+	tenant  string
 	runID   string
 	seq     uint64 // seq of the last event handed to NATS
 	last    uint64 // stream sequence of the last acknowledged event
@@ -107,7 +108,7 @@ func (w *Writer) next(ev wire.Event) (*nats.Msg, error) {
 	}
 	msg := nats.NewMsg(w.subject)
 	msg.Data = b
-	msg.Header.Set(jetstream.MsgIDHeader, subject.EventMsgID(w.runID, ev.Seq))
+	msg.Header.Set(jetstream.MsgIDHeader, subject.EventMsgID(w.tenant, w.runID, ev.Seq))
 	return msg, nil
 }
 
@@ -211,44 +212,32 @@ func (w *Writer) Terminal(ctx context.Context, st wire.Status) error {
 	if !st.State.Terminal() {
 		return fmt.Errorf("terminal status with state %s", st.State)
 	}
+	return w.fenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &st})
+}
+
+// StatusFenced publishes a non-terminal status like Status, but only if
+// the run's last stored event is this writer's own (ErrFenced otherwise).
+// A runner claims an attempt with it: its running status cannot land
+// after another writer ended the run.
+func (w *Writer) StatusFenced(ctx context.Context, st wire.Status) error {
+	return w.fenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &st})
+}
+
+// ChunkFenced publishes a chunk like Chunk, but only if the run's last
+// stored event is this writer's own (ErrFenced otherwise). A runner
+// publishes its first output with it.
+func (w *Writer) ChunkFenced(ctx context.Context, c wire.Chunk) error {
+	return w.fenced(ctx, wire.Event{Kind: wire.KindChunk, Chunk: &c})
+}
+
+func (w *Writer) fenced(ctx context.Context, ev wire.Event) error {
 	if err := w.Flush(ctx); err != nil {
 		return err
 	}
-	err := w.publish(ctx, wire.Event{Kind: wire.KindStatus, Status: &st}, jetstream.WithExpectLastSequencePerSubject(w.last))
+	err := w.publish(ctx, ev, jetstream.WithExpectLastSequencePerSubject(w.last))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		return fmt.Errorf("%w: %s", ErrFenced, w.runID)
 	}
 	return err
-}
-
-// ClaimAndEnd ends a run that no runner holds (queued, or orphaned by a
-// runner that is gone). It first claims the run's record in runs at
-// revision rev, so a runner picking the work up later finds it ended, then
-// publishes st, fenced. It reports false, with no error, if the record had
-// changed since rev: the caller should read it again.
-func (l *Log) ClaimAndEnd(ctx context.Context, runs jetstream.KeyValue, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
-	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
-	b, err := wire.Marshal(&rec)
-	if err != nil {
-		return false, err
-	}
-	_, err = runs.Update(ctx, subject.RunKey(rec.Tenant, rec.RunID), b, rev)
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("claim run record %s: %w", rec.RunID, err)
-	}
-	w, err := l.Open(ctx, rec.Tenant, rec.RunID)
-	if errors.Is(err, ErrEnded) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := w.Terminal(ctx, st); err != nil && !errors.Is(err, ErrFenced) {
-		return false, err
-	}
-	return true, nil
 }

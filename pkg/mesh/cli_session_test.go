@@ -33,6 +33,9 @@ const (
 )
 
 func runFakeCLI(logPath string) int {
+	if pidFile := os.Getenv(fakeCLIHang); pidFile != "" {
+		return hangingCLI(pidFile, os.Getenv(fakeCLIFirst))
+	}
 	prior, _ := os.ReadFile(logPath)
 	line, _ := json.Marshal(os.Args[1:])
 	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)

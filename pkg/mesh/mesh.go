@@ -33,6 +33,9 @@ type Config struct {
 // one service failing stops the others.
 func Run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) error {
 	cfg.Topology.Names = d.Names
+	if cfg.Router.AdapterQueueMax == 0 {
+		cfg.Router.AdapterQueueMax = cfg.Topology.WorkQueueMax
+	}
 	cfg.Runner.Metadata = service.Metadata(cfg.Runner.Metadata, "registry_version", profiles.Version())
 	cfg.Sweeper.Metadata = service.Metadata(cfg.Sweeper.Metadata, "registry_version", profiles.Version())
 	if err := topology.Ensure(ctx, d.JS, cfg.Topology); err != nil {

@@ -128,19 +128,10 @@ func newClient(t *testing.T, srv *server.Server) *client.Client {
 	return c
 }
 
-// collect returns every event of a run up to its terminal status.
+// collect returns every event of a run of tenant up to its terminal status.
 func collect(t *testing.T, c *client.Client, runID string) []wire.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var out []wire.Event
-	for ev, err := range c.Events(ctx, tenant, runID, 1) {
-		if err != nil {
-			t.Fatalf("events of %s: %v (got %s)", runID, err, describe(out))
-		}
-		out = append(out, ev)
-	}
-	return out
+	return collectIn(t, c, tenant, runID)
 }
 
 // describe renders events as "accepted routed running text ... succeeded".
@@ -254,7 +245,7 @@ func TestRejections(t *testing.T) {
 			r := tt.in()
 			r.V = wire.Version
 			// Publish directly: the client would refuse some of these at the edge.
-			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), request(t, &r)); err != nil {
+			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), request(t, &r), jetstream.WithMsgID(subject.RunMsgID(tenant, r.RunID))); err != nil {
 				t.Fatal(err)
 			}
 			evs := collect(t, c, r.RunID)
@@ -268,8 +259,8 @@ func TestRejections(t *testing.T) {
 		})
 	}
 
-	t.Run("undecodable payload is dropped and counted", func(t *testing.T) {
-		dropped := func() float64 { return counter(t, n.d.Metrics.Dropped.WithLabelValues("router", "decode")) }
+	t.Run("a payload naming no run is dropped and counted", func(t *testing.T) {
+		dropped := func() float64 { return counter(t, n.d.Metrics.Dropped.WithLabelValues("router", "run_id")) }
 		before := dropped()
 		for _, garbage := range [][]byte{[]byte("not msgpack"), {0xc1}, {0x81, 0xa1}} {
 			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), garbage); err != nil {
@@ -477,6 +468,7 @@ func TestManyRunsTwoRoutersTwoRunners(t *testing.T) {
 	cfg := mesh.Config{}
 	cfg.Runner.DefaultMaxActive = 16
 	cfg.Topology.WorkQueueMax = 2000
+	cfg.Topology.WorkQueueTenantMax = 2000 // one tenant submits them all
 	startNode(t, srv, cfg)
 	startNode(t, srv, cfg)
 	c := newClient(t, srv)

@@ -228,6 +228,9 @@ func (p *Profile) check(where string) []error {
 	if p.Policy.MaxWaiting < 0 {
 		bad("policy.max_waiting", "must be >= 0, got %d", p.Policy.MaxWaiting)
 	}
+	if p.Policy.StallAfter < 0 || (p.Policy.StallAfter > 0 && p.Policy.StallAfter < MinStallAfter) {
+		bad("policy.stall_after", "must be at least %s, got %s", MinStallAfter, p.Policy.StallAfter)
+	}
 	switch p.Transport {
 	case wire.TransportSubprocess:
 		if p.Binary == "" {

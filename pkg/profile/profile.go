@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -80,10 +81,35 @@ type Policy struct {
 	// past its first output. A full queue rejects at once with
 	// AdmissionRejected. 0: only AGENTMESH_WORK_QUEUE_MAX bounds it.
 	MaxWaiting int `yaml:"max_waiting,omitempty" msgpack:"max_waiting"`
+	// StallAfter ends a run whose transport has produced nothing for that
+	// long with ProviderStallError, tearing the transport down (0 or
+	// absent: DefaultStallAfter for a subprocess profile, none otherwise).
+	StallAfter time.Duration `yaml:"stall_after,omitempty" msgpack:"stall_after,omitempty"`
 	// Fallback names the profiles a run of this profile may fall back to.
 	// They must exist and not include the profile itself. It is validated
 	// only: routing does not fall back yet.
 	Fallback []string `yaml:"fallback,omitempty" msgpack:"fallback,omitempty"`
+}
+
+// DefaultStallAfter is a subprocess profile's stall_after when it names
+// none: real agent CLIs are known to hang mid-stream without ever printing
+// their result, while a long tool call (a test suite, a build) may print
+// nothing for minutes.
+const DefaultStallAfter = 10 * time.Minute
+
+// MinStallAfter is the shortest stall_after a profile may name.
+const MinStallAfter = 100 * time.Millisecond
+
+// StallAfter is how long a run of p may produce nothing before it ends
+// with ProviderStallError; 0 means never.
+func (p *Profile) StallAfter() time.Duration {
+	if p.Policy.StallAfter > 0 {
+		return p.Policy.StallAfter
+	}
+	if p.Transport == wire.TransportSubprocess {
+		return DefaultStallAfter
+	}
+	return 0
 }
 
 // ErrUnknown is returned by Resolve for a name that matches no profile.

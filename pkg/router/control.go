@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -46,10 +46,12 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 		reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
 		return reply
 	}
-	key := subject.RunKey(tenant, runID)
+	cancelled := func(rec wire.RunRecord) wire.Status {
+		return wire.Status{State: wire.StateCancelled, Pin: rec.Pin, Attempt: rec.Attempt}
+	}
 	for attempt := 0; attempt < 100; attempt++ {
-		entry, err := r.runs.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		run, err := r.store.Get(ctx, tenant, runID)
+		if errors.Is(err, runs.ErrNotFound) {
 			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "no run %s for tenant %s", runID, tenant)
 			return reply
 		}
@@ -57,11 +59,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			reply.Error = wire.Errorf(wire.ProviderTransportError, "read run %s: %v", runID, err).Retry()
 			return reply
 		}
-		rec, err := wire.Decode[wire.RunRecord](entry.Value())
-		if err != nil {
-			reply.Error = wire.Errorf(wire.ProviderProtocolError, "run record %s: %v", runID, err)
-			return reply
-		}
+		rec := run.Record
 		reply.State = rec.State
 		switch {
 		case rec.State.Terminal():
@@ -72,8 +70,9 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		case rec.State == wire.StateRouted:
-			// Queued: no runner owns it; whoever changes the record first wins.
-			done, err := r.endRun(ctx, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+			// Queued: no runner owns it. The fenced terminal decides between
+			// this cancel and a runner's fenced claim of the run.
+			done, err := r.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted }, cancelled)
 			if err != nil {
 				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel queued run %s: %v", runID, err).Retry()
 				return reply
@@ -84,11 +83,14 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			}
 			continue
 		default: // running: the owner tears its transport down and answers
-			msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(rec.Owner), []byte(runID), forwardTimeout)
+			msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(rec.Owner), []byte(run.Key()), forwardTimeout)
 			if errors.Is(err, nats.ErrNoResponders) {
 				// The owner is gone. Before output its work is redelivered,
 				// after output the sweeper would fail it; a cancel ends it now.
-				done, err := r.endRun(ctx, rec, entry.Revision(), wire.Status{State: wire.StateCancelled, Pin: rec.Pin})
+				owner, attempt := rec.Owner, rec.Attempt
+				done, err := r.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool {
+					return rec.State == wire.StateRunning && rec.Owner == owner && rec.Attempt == attempt
+				}, cancelled)
 				if err != nil {
 					reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
 					return reply
@@ -118,17 +120,4 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 	}
 	reply.Error = wire.Errorf(wire.ProviderTransportError, "run %s kept changing state; try again", runID).Retry()
 	return reply
-}
-
-// endRun ends a run no runner holds and counts it.
-func (r *Router) endRun(ctx context.Context, rec wire.RunRecord, rev uint64, st wire.Status) (bool, error) {
-	done, err := r.log.ClaimAndEnd(ctx, r.runs, rec, rev, st)
-	if done {
-		adapterName := rec.Adapter
-		if adapterName == "" {
-			adapterName = "none"
-		}
-		r.d.Metrics.Runs.WithLabelValues(string(st.State), adapterName).Inc()
-	}
-	return done, err
 }

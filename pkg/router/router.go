@@ -1,7 +1,10 @@
 // Package router consumes run requests from AGENTMESH_SUBMIT through the
-// shared durable consumer, validates them, writes the run record, publishes
-// accepted and then routed or rejected, and dispatches work to
-// AGENTMESH_WORK. It also answers cancel requests (control.go).
+// shared durable consumer, validates them, creates the run (pkg/runs),
+// publishes accepted and then routed or rejected, and dispatches work to
+// AGENTMESH_WORK on the tenant's own work subject. A submission that names
+// its tenant and run id but cannot be decoded or validated ends rejected
+// with its typed error on the run's events; only one naming no run at all
+// is dropped. It also answers cancel requests (control.go).
 package router
 
 import (
@@ -10,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -37,6 +42,10 @@ type Config struct {
 	DefaultDeadline time.Duration
 	// MaxDeadline caps deadline_ms (default 24h).
 	MaxDeadline time.Duration
+	// AdapterQueueMax bounds one adapter's queued work over all tenants
+	// (default 1024, AGENTMESH_WORK_QUEUE_MAX); a tenant's own bound is the
+	// work stream's (AGENTMESH_WORK_QUEUE_TENANT_MAX).
+	AdapterQueueMax int64
 }
 
 func (c *Config) setDefaults() {
@@ -52,6 +61,9 @@ func (c *Config) setDefaults() {
 	if c.MaxDeadline == 0 {
 		c.MaxDeadline = 24 * time.Hour
 	}
+	if c.AdapterQueueMax == 0 {
+		c.AdapterQueueMax = 1024
+	}
 }
 
 // Validate reports the first invalid field.
@@ -61,6 +73,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: workers must be > 0, got %d", ErrInvalidConfig, c.Workers)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
+	case c.AdapterQueueMax < 1:
+		return fmt.Errorf("%w: adapter queue max must be > 0, got %d", ErrInvalidConfig, c.AdapterQueueMax)
 	case c.DefaultDeadline <= 0 || c.DefaultDeadline > c.MaxDeadline:
 		return fmt.Errorf("%w: default deadline %s must be in (0, max deadline %s]", ErrInvalidConfig, c.DefaultDeadline, c.MaxDeadline)
 	}
@@ -80,12 +94,12 @@ type Router struct {
 	cfg         Config
 	profiles    *profile.Registry
 	adapters    *adapter.Registry
-	runs        jetstream.KeyValue
+	store       *runs.Store
 	sessions    jetstream.KeyValue
 	checkpoints jetstream.KeyValue
-	log         *events.Log
 	submit      jetstream.Consumer
 	work        jetstream.Stream
+	depth       depthCache
 }
 
 // New binds a router to the topology, which must exist.
@@ -94,9 +108,9 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	runs, err := d.JS.KeyValue(ctx, d.Names.RunsBucket())
+	store, err := runs.Open(ctx, d)
 	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
+		return nil, err
 	}
 	sessions, err := d.JS.KeyValue(ctx, d.Names.SessionsBucket())
 	if err != nil {
@@ -105,10 +119,6 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	checkpoints, err := d.JS.KeyValue(ctx, d.Names.CheckpointsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
-	}
-	log, err := events.NewLog(ctx, d.JS, d.Names)
-	if err != nil {
-		return nil, err
 	}
 	work, err := d.JS.Stream(ctx, d.Names.WorkStream())
 	if err != nil {
@@ -124,7 +134,8 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, runs: runs, sessions: sessions, checkpoints: checkpoints, log: log, submit: cons, work: work}, nil
+	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
+		submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -169,67 +180,106 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 }
 
-func (r *Router) drop(msg jetstream.Msg, reason string, err error) {
-	r.d.Metrics.Dropped.WithLabelValues("router", reason).Inc()
-	r.d.Log.Warn("dropping submission", "subject", msg.Subject(), "reason", reason, "err", err)
-	_ = msg.Term()
+// errDrop marks a submission that cannot be addressed (no tenant or run
+// id to reject it on): it is terminated with a log line and a metric.
+var errDrop = errors.New("unaddressable submission")
+
+// dropError is an errDrop with the reason for the metric.
+type dropError struct {
+	reason string
+	err    error
 }
 
-// handle routes one submission. Every path settles msg.
-func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
-	tenant := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]
-	rr, err := wire.Decode[wire.RunRequest](msg.Data())
-	if err != nil {
-		r.drop(msg, "decode", err)
-		return
-	}
-	if err := subject.ValidToken("run_id", rr.RunID); err != nil {
-		// Without a valid run id there is no event subject to reject on.
-		r.drop(msg, "run_id", err)
-		return
-	}
-	if err := subject.ValidToken("tenant", tenant); err != nil {
-		r.drop(msg, "tenant", err)
-		return
-	}
-	key := subject.RunKey(tenant, rr.RunID)
-	now := time.Now()
-	rec := wire.RunRecord{
-		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Profile: rr.Profile,
-		Conversation: rr.Conversation, RequestDigest: digest(msg.Data()), State: wire.StateAccepted,
-		Created: now.UnixMilli(), Updated: now.UnixMilli(),
-	}
-	recBytes, err := wire.Marshal(&rec)
-	if err != nil {
-		r.drop(msg, "encode", err)
-		return
-	}
-	rev, err := r.runs.Create(ctx, key, recBytes)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		// Either a resubmission (one run already exists) or a redelivery of
-		// a submission whose router stopped half way: resume only that.
-		entry, gerr := r.runs.Get(ctx, key)
-		if gerr != nil {
-			r.retry(msg, gerr)
-			return
-		}
-		prev, derr := wire.Decode[wire.RunRecord](entry.Value())
-		md, _ := msg.Metadata()
-		if derr != nil || prev.State != wire.StateAccepted || md == nil || md.NumDelivered < 2 || prev.RequestDigest != rec.RequestDigest {
-			r.d.Log.Debug("duplicate submission", "run_id", rr.RunID, "tenant", tenant)
-			_ = msg.Ack()
-			return
-		}
-		rec, rev = prev, entry.Revision()
-	} else if err != nil {
-		r.retry(msg, err)
-		return
-	}
+func (e *dropError) Error() string   { return fmt.Sprintf("%s: %v", e.reason, e.err) }
+func (e *dropError) Unwrap() []error { return []error{errDrop, e.err} }
 
-	w := r.log.New(tenant, rr.RunID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
-		r.retry(msg, err)
-		return
+// handle routes one submission and settles it.
+func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				r.d.Log.Error("panic while routing; submission will be retried", "subject", msg.Subject(), "panic", p, "stack", string(debug.Stack()))
+				err = fmt.Errorf("panic: %v", p)
+			}
+		}()
+		err = r.route(ctx, msg)
+	}()
+	r.settle(msg, err)
+}
+
+// settle is the one place a submission is settled: nil acks it, an
+// unaddressable one is terminated, and anything else (an infrastructure
+// failure) is redelivered after a second.
+func (r *Router) settle(msg jetstream.Msg, err error) {
+	var de *dropError
+	switch {
+	case err == nil:
+		_ = msg.Ack()
+	case errors.As(err, &de):
+		r.d.Metrics.Dropped.WithLabelValues("router", de.reason).Inc()
+		r.d.Log.Warn("dropping submission", "subject", msg.Subject(), "reason", de.reason, "err", de.err)
+		_ = msg.Term()
+	default:
+		r.d.Log.Warn("submission will be retried", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+// address finds the tenant and run id a submission is about: the tenant
+// from its subject, the run id from its Nats-Msg-Id (<tenant>.<run_id>).
+// An id in another form that still names a run gives that run with the
+// problem to reject it with; none at all is a dropError.
+func address(msg jetstream.Msg, body *wire.RunRequest) (tenant, runID string, problem *wire.Error, err error) {
+	tenant = msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]
+	if err := subject.ValidToken("tenant", tenant); err != nil {
+		return "", "", nil, &dropError{"tenant", err}
+	}
+	id := msg.Headers().Get(jetstream.MsgIDHeader)
+	t, rid, splitErr := subject.SplitRunKey(id)
+	switch {
+	case splitErr == nil && t == tenant:
+		return tenant, rid, nil, nil
+	case splitErr == nil:
+		return tenant, rid, wire.Errorf(wire.AgenticRequestValidationError, "Nats-Msg-Id %q names tenant %q; the subject's tenant is %q", id, t, tenant), nil
+	case subject.ValidToken("run_id", id) == nil:
+		return tenant, id, wire.Errorf(wire.AgenticRequestValidationError, "Nats-Msg-Id must be <tenant>.<run_id> (%s.%s), got the bare run id %q", tenant, id, id), nil
+	case id == "" && body != nil && subject.ValidToken("run_id", body.RunID) == nil:
+		return tenant, body.RunID, wire.Errorf(wire.AgenticRequestValidationError, "the submission has no Nats-Msg-Id; it must be %s", subject.RunMsgID(tenant, body.RunID)), nil
+	}
+	return "", "", nil, &dropError{"run_id", fmt.Errorf("Nats-Msg-Id %q is not <tenant>.<run_id>", id)}
+}
+
+// route routes one submission. A nil error means it is done with (routed,
+// rejected or a duplicate); any other error is for settle.
+func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
+	rr, decErr := wire.Decode[wire.RunRequest](msg.Data())
+	var body *wire.RunRequest
+	if decErr == nil {
+		body = &rr
+	}
+	tenant, runID, problem, err := address(msg, body)
+	if err != nil {
+		return err
+	}
+	switch {
+	case problem != nil:
+	case decErr != nil:
+		problem = wire.Errorf(wire.AgenticRequestValidationError, "undecodable run request: %v", decErr)
+	case rr.RunID != runID:
+		problem = wire.Errorf(wire.AgenticRequestValidationError, "run_id %q differs from %q of the Nats-Msg-Id", rr.RunID, runID)
+	}
+	now := time.Now()
+	rec := wire.RunRecord{RunID: runID, Tenant: tenant, RequestDigest: digest(msg.Data()), Created: now.UnixMilli()}
+	if problem == nil {
+		rec.Principal, rec.Profile, rec.Conversation = rr.Principal, rr.Profile, rr.Conversation
+	}
+	run, w, routed, err := r.open(ctx, msg, rec)
+	if err != nil || w == nil {
+		return err
+	}
+	if problem != nil {
+		return r.reject(ctx, w, run, problem, "none")
 	}
 	wk, p, verr := r.validate(ctx, tenant, &rr, now)
 	if verr == nil {
@@ -238,30 +288,77 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 	if verr != nil {
 		var we *wire.Error
 		if !errors.As(verr, &we) {
-			r.retry(msg, verr) // infrastructure failure: try again later
-			return
-		}
-		if we.Class == wire.AdmissionRejected {
-			r.d.Metrics.AdmissionRejections.WithLabelValues(p.Adapter).Inc()
+			return verr // infrastructure failure: try again later
 		}
 		adapterName := "none"
 		if p != nil {
 			adapterName = p.Adapter
 		}
-		r.finish(ctx, msg, w, key, rec, rev, wire.Status{State: wire.StateRejected, Error: we}, adapterName)
-		return
+		if we.Class == wire.AdmissionRejected {
+			r.d.Metrics.AdmissionRejections.WithLabelValues(adapterName).Inc()
+		}
+		return r.reject(ctx, w, run, we, adapterName)
 	}
-	if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
-		r.retry(msg, err)
-		return
+	if !routed {
+		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+			return err
+		}
 	}
-	rec.State, rec.Pin, rec.Adapter, rec.Deadline, rec.Updated = wire.StateRouted, &wk.Pin, wk.Adapter, wk.Deadline, time.Now().UnixMilli()
-	if err := r.update(ctx, key, rec, rev); err != nil {
-		r.retry(msg, err)
-		return
+	if _, err := r.store.Route(ctx, run, &wk.Pin, wk.Adapter, wk.Deadline); err != nil {
+		return err
 	}
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
-	_ = msg.Ack()
+	return nil
+}
+
+// open creates the run's record and publishes accepted, or resumes a
+// submission whose router stopped half way (a redelivery of the same
+// bytes while the record still says accepted). A nil writer with a nil
+// error means there is nothing to do: a resubmission of a run that exists.
+// routed reports that the resumed run's routed event is already stored.
+func (r *Router) open(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord) (run runs.Run, w *events.Writer, routed bool, err error) {
+	run, err = r.store.Create(ctx, rec)
+	if err == nil {
+		w = r.store.Events().New(rec.Tenant, rec.RunID)
+		return run, w, false, w.Status(ctx, wire.Status{State: wire.StateAccepted})
+	}
+	if !errors.Is(err, runs.ErrExists) {
+		return run, nil, false, err
+	}
+	if run, err = r.store.Get(ctx, rec.Tenant, rec.RunID); err != nil {
+		return run, nil, false, err
+	}
+	md, _ := msg.Metadata()
+	if run.Record.State != wire.StateAccepted || md == nil || md.NumDelivered < 2 || run.Record.RequestDigest != rec.RequestDigest {
+		r.d.Log.Debug("duplicate submission", "run_id", rec.RunID, "tenant", rec.Tenant)
+		return run, nil, false, nil
+	}
+	w, err = r.store.Events().Open(ctx, rec.Tenant, rec.RunID)
+	if errors.Is(err, events.ErrEnded) {
+		_, err = r.store.Ended(ctx, rec.Tenant, rec.RunID) // repairs the record
+		return run, nil, false, err
+	}
+	if err != nil {
+		return run, nil, false, err
+	}
+	switch w.Seq() {
+	case 0:
+		err = w.Status(ctx, wire.Status{State: wire.StateAccepted})
+	case 1:
+	default:
+		routed = true
+	}
+	return run, w, routed, err
+}
+
+// reject ends the run rejected with we, straight from accepted.
+func (r *Router) reject(ctx context.Context, w *events.Writer, run runs.Run, we *wire.Error, adapterName string) error {
+	run.Record.Adapter = adapterName
+	err := r.store.End(ctx, w, run, wire.Status{State: wire.StateRejected, Error: we}, nil)
+	if errors.Is(err, events.ErrFenced) {
+		return nil // another writer ended it (a cancel): it is not ours to end
+	}
+	return err
 }
 
 // validate checks the request and builds its work item. A returned
@@ -319,7 +416,8 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	wk = wire.Work{
 		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter,
 		Request: request, Runtime: rr.Runtime, Pin: pin, Conversation: rr.Conversation, SessionID: sessionID,
-		Deadline: now.Add(deadline).UnixMilli(), Policy: wire.AttemptPolicy{MaxAttempts: p.MaxAttempts},
+		Deadline: now.Add(deadline).UnixMilli(),
+		Policy:   wire.AttemptPolicy{MaxAttempts: p.MaxAttempts, StallAfterMS: p.StallAfter().Milliseconds()},
 	}
 	return wk, p, nil
 }
@@ -398,72 +496,83 @@ func checkLabels(labels map[string]string) error {
 	return nil
 }
 
-// dispatch publishes the work item. A full adapter queue is AdmissionRejected.
+// dispatch publishes the work item. A full queue is AdmissionRejected:
+// the tenant's own queue for the adapter (the work stream's per-subject
+// bound, exact) or the adapter's queue over all tenants
+// (AdapterQueueMax and the profile's max_waiting, checked against a count
+// at most depthTTL old, so concurrent routers can pass it by a few).
 func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work) error {
 	b, err := wire.Marshal(&wk)
 	if err != nil {
 		return wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
 	}
-	subj := r.d.Names.Work(string(p.Transport), p.Adapter)
+	bound := r.cfg.AdapterQueueMax
 	if p.Policy.MaxWaiting > 0 {
-		// The profile's own queue bound. Routers check it concurrently, so
-		// it can be passed by a few; AGENTMESH_WORK_QUEUE_MAX is the hard
-		// bound the stream enforces.
-		info, err := r.work.Info(ctx, jetstream.WithSubjectFilter(subj))
-		if err != nil {
-			return fmt.Errorf("queue of %s: %w", p.Adapter, err)
-		}
-		if n := info.State.Subjects[subj]; n >= uint64(p.Policy.MaxWaiting) {
-			return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full (%d waiting, max_waiting %d)", p.Adapter, n, p.Policy.MaxWaiting)
-		}
+		bound = min(bound, int64(p.Policy.MaxWaiting))
 	}
-	msg := nats.NewMsg(subj)
+	n, err := r.queued(ctx, string(p.Transport), p.Adapter)
+	if err != nil {
+		return err
+	}
+	if n >= uint64(bound) {
+		return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full (%d waiting over all tenants, bound %d)", p.Adapter, n, bound)
+	}
+	msg := nats.NewMsg(r.d.Names.Work(string(p.Transport), p.Adapter, wk.Tenant))
 	msg.Data = b
-	msg.Header.Set(jetstream.MsgIDHeader, wk.RunID)
+	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(wk.Tenant, wk.RunID))
 	_, err = r.d.JS.PublishMsg(ctx, msg)
 	if isQueueFull(err) {
-		return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full", p.Adapter)
+		return wire.Errorf(wire.AdmissionRejected, "tenant %s's queue of adapter %s is full", wk.Tenant, p.Adapter)
 	}
 	if err != nil {
 		return fmt.Errorf("dispatch %s: %w", wk.RunID, err)
 	}
+	r.depth.add(p.Adapter)
 	return nil
+}
+
+// depthTTL is how old the adapter queue count dispatch checks may be.
+const depthTTL = 250 * time.Millisecond
+
+// depthCache holds each adapter's queued work over all tenants, read from
+// the work stream at most every depthTTL and counted up by this router's
+// own dispatches in between.
+type depthCache struct {
+	mu sync.Mutex
+	at map[string]time.Time
+	n  map[string]uint64
+}
+
+func (c *depthCache) add(adapter string) {
+	c.mu.Lock()
+	c.n[adapter]++
+	c.mu.Unlock()
+}
+
+// queued is the adapter's queued work over all tenants.
+func (r *Router) queued(ctx context.Context, transport, adapter string) (uint64, error) {
+	c := &r.depth
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at[adapter]) < depthTTL {
+		return c.n[adapter], nil
+	}
+	info, err := r.work.Info(ctx, jetstream.WithSubjectFilter(r.d.Names.WorkAdapter(transport, adapter)))
+	if err != nil {
+		return 0, fmt.Errorf("queue of %s: %w", adapter, err)
+	}
+	var n uint64
+	for _, k := range info.State.Subjects {
+		n += k
+	}
+	c.n[adapter], c.at[adapter] = n, time.Now()
+	return n, nil
 }
 
 func isQueueFull(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStreamStoreFailed &&
 		strings.Contains(apiErr.Description, "maximum messages per subject")
-}
-
-// finish ends a run the router owns with a terminal status.
-func (r *Router) finish(ctx context.Context, msg jetstream.Msg, w *events.Writer, key string, rec wire.RunRecord, rev uint64, st wire.Status, adapterName string) {
-	if err := w.Terminal(ctx, st); err != nil && !errors.Is(err, events.ErrFenced) {
-		r.retry(msg, err)
-		return
-	}
-	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
-	if err := r.update(ctx, key, rec, rev); err != nil {
-		r.retry(msg, err)
-		return
-	}
-	r.d.Metrics.Runs.WithLabelValues(string(st.State), adapterName).Inc()
-	_ = msg.Ack()
-}
-
-func (r *Router) update(ctx context.Context, key string, rec wire.RunRecord, rev uint64) error {
-	b, err := wire.Marshal(&rec)
-	if err != nil {
-		return err
-	}
-	_, err = r.runs.Update(ctx, key, b, rev)
-	return err
-}
-
-// retry leaves a submission for redelivery after an infrastructure failure.
-func (r *Router) retry(msg jetstream.Msg, err error) {
-	r.d.Log.Warn("submission will be retried", "subject", msg.Subject(), "err", err)
-	_ = msg.NakWithDelay(time.Second)
 }
 
 func digest(b []byte) string {

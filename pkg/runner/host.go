@@ -10,13 +10,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,8 +39,10 @@ type Config struct {
 	// DefaultMaxActive applies to adapters not in MaxActive (default 1, the
 	// record's in-process default).
 	DefaultMaxActive int
-	// AckWait is the work consumers' ack wait; before its first output a
-	// run's work is kept in progress every AckWait/3 (default 30s).
+	// AckWait is the work consumers' ack wait; until it is settled (at the
+	// first output, or the terminal status) a run's work is kept in
+	// progress every AckWait/3 (default 30s). It must be above the hosted
+	// adapters' teardown (adapter.Teardown).
 	AckWait time.Duration
 	// RetryBackoff is the delay before a retryable attempt is redelivered,
 	// multiplied by the attempt number (default 250ms).
@@ -91,16 +94,13 @@ type Host struct {
 	d           service.Deps
 	cfg         Config
 	adapters    *adapter.Registry
-	runs        jetstream.KeyValue
-	leases      jetstream.KeyValue
+	store       *runs.Store
 	sessions    jetstream.KeyValue
 	checkpoints jetstream.KeyValue
-	log         *events.Log
-	leaseTTL    time.Duration
 	cons        map[string]jetstream.Consumer
 
 	mu     sync.Mutex
-	active map[string]*run
+	active map[string]*run // by <tenant>.<run_id>
 }
 
 // New binds a host to the topology, which must exist, and ensures the
@@ -112,11 +112,8 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	}
 	h := &Host{d: d, cfg: cfg, adapters: adapters, cons: map[string]jetstream.Consumer{}, active: map[string]*run{}}
 	var err error
-	if h.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
-	}
-	if h.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
+	if h.store, err = runs.Open(ctx, d); err != nil {
+		return nil, err
 	}
 	if h.sessions, err = d.JS.KeyValue(ctx, d.Names.SessionsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.SessionsBucket(), err)
@@ -124,17 +121,14 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	if h.checkpoints, err = d.JS.KeyValue(ctx, d.Names.CheckpointsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
 	}
-	if h.leaseTTL, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
-		return nil, err
-	}
-	if h.log, err = events.NewLog(ctx, d.JS, d.Names); err != nil {
+	if err := checkTeardown(adapters, cfg.AckWait, h.store.LeaseTTL()); err != nil {
 		return nil, err
 	}
 	for _, name := range adapters.Names() {
 		a, _ := adapters.Get(name)
 		c, err := d.JS.CreateOrUpdateConsumer(ctx, d.Names.WorkStream(), jetstream.ConsumerConfig{
 			Durable:       d.Names.WorkConsumer(name),
-			FilterSubject: d.Names.Work(string(a.Capabilities().Transport), name),
+			FilterSubject: d.Names.WorkAdapter(string(a.Capabilities().Transport), name),
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       cfg.AckWait,
 			MaxDeliver:    -1,
@@ -146,6 +140,32 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 		h.cons[name] = c
 	}
 	return h, nil
+}
+
+// checkTeardown refuses an ack wait or lease TTL that is not above the
+// longest teardown of the hosted adapters (a CLI's kill grace plus its
+// stderr drain): a run's work and lease are kept alive until its terminal
+// status is published, and that includes the teardown.
+func checkTeardown(adapters *adapter.Registry, ackWait, leaseTTL time.Duration) error {
+	var bound time.Duration
+	var slowest string
+	for _, name := range adapters.Names() {
+		a, _ := adapters.Get(name)
+		if b := adapter.TeardownBound(a); b > bound {
+			bound, slowest = b, name
+		}
+	}
+	if bound == 0 {
+		return nil
+	}
+	var errs []error
+	if ackWait <= bound {
+		errs = append(errs, fmt.Errorf("%w: AGENTMESH_RUNNER_ACK_WAIT %s must be above %s, adapter %s's teardown (kill grace plus stderr drain)", ErrInvalidConfig, ackWait, bound, slowest))
+	}
+	if leaseTTL <= bound {
+		errs = append(errs, fmt.Errorf("%w: AGENTMESH_LEASE_TTL %s (the leases bucket's TTL) must be above %s, adapter %s's teardown (kill grace plus stderr drain)", ErrInvalidConfig, leaseTTL, bound, slowest))
+	}
+	return errors.Join(errs...)
 }
 
 // ID is the runner's id.
@@ -216,13 +236,19 @@ func (h *Host) Run(ctx context.Context) error {
 // this process holds, once the run has ended.
 func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 	return func(req micro.Request) {
-		runID := string(req.Data())
-		h.mu.Lock()
-		r := h.active[runID]
-		h.mu.Unlock()
+		key := string(req.Data())
+		_, runID, err := subject.SplitRunKey(key)
 		reply := wire.CancelReply{V: wire.Version, RunID: runID}
+		if err != nil {
+			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "cancel: %v", err)
+			respond(req, &reply)
+			return
+		}
+		h.mu.Lock()
+		r := h.active[key]
+		h.mu.Unlock()
 		if r == nil {
-			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "runner %s does not hold run %s", h.cfg.ID, runID)
+			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "runner %s does not hold run %s", h.cfg.ID, key)
 			respond(req, &reply)
 			return
 		}
@@ -250,28 +276,60 @@ func respond(req micro.Request, reply *wire.CancelReply) {
 	}
 }
 
+// execute handles one delivery of work and settles it (run.go).
 func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg) {
+	d := h.deliver(msg)
+	defer d.release() // a path that settled nothing leaves the work to come back
 	work, err := wire.Decode[wire.Work](msg.Data())
 	if err != nil {
-		h.d.Metrics.Dropped.WithLabelValues("runner", "decode").Inc()
-		h.d.Log.Error("dropping undecodable work", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		h.undecodable(ctx, d, err)
 		return
 	}
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
 		h.d.Metrics.Redeliveries.WithLabelValues(a.Name()).Inc()
 	}
-	r := &run{h: h, a: a, msg: msg, work: work, done: make(chan struct{})}
+	r := &run{h: h, a: a, d: d, work: work, done: make(chan struct{})}
+	key := subject.RunKey(work.Tenant, work.RunID)
 	h.mu.Lock()
-	h.active[work.RunID] = r
+	h.active[key] = r
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		delete(h.active, work.RunID)
+		delete(h.active, key)
 		h.mu.Unlock()
 		close(r.done)
 	}()
+	defer func() {
+		// The adapter's own panics fail only their run (run.go); one here
+		// is the runner's, and costs this delivery, not the process.
+		if p := recover(); p != nil {
+			h.d.Log.Error("panic while handling work; it will come back", append(r.logger(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
+		}
+	}()
 	r.exec(ctx)
+}
+
+// undecodable ends the run a work item that cannot be decoded was for,
+// found by its Nats-Msg-Id (<tenant>.<run_id>), failed: a run that can
+// never run ends. Work that names no run is dropped.
+func (h *Host) undecodable(ctx context.Context, d *delivery, decodeErr error) {
+	h.d.Log.Error("undecodable work", "subject", d.msg.Subject(), "err", decodeErr)
+	tenant, runID, err := subject.SplitRunKey(d.msg.Headers().Get(jetstream.MsgIDHeader))
+	if err != nil {
+		h.d.Metrics.Dropped.WithLabelValues("runner", "decode").Inc()
+		d.settle(settleTerm, 0)
+		return
+	}
+	_, err = h.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return !rec.Committed }, func(rec wire.RunRecord) wire.Status {
+		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+			Error: wire.Errorf(wire.ProviderProtocolError, "the work item of run %s cannot be decoded: %v", runID, decodeErr)}
+	})
+	if err != nil && !errors.Is(err, runs.ErrNotFound) {
+		h.d.Log.Warn("end run of undecodable work", "tenant", tenant, "run_id", runID, "err", err)
+		d.settle(settleRetry, time.Second)
+		return
+	}
+	d.settle(settleTerm, 0)
 }
 
 // idle reports whether a fetch error only means no work arrived in time.

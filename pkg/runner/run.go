@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,28 +25,30 @@ var (
 	errShutdown  = errors.New("runner shutting down")
 	errLeaseLost = errors.New("lease lost")
 	errNotOwner  = errors.New("run is no longer held by this runner")
+	errStalled   = errors.New("transport stalled")
 )
 
 // routingWaits are the pauses before reading again a record the router has
 // not yet marked routed; after them the work is handed back for later.
 var routingWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond}
 
-// endTimeout bounds the publishing of a terminal status and the record
-// update after the run's own context has ended.
+// endTimeout bounds the ending of a run (terminal status, record, lease)
+// after the run's own context has ended; publishes inside it retry through
+// a leader election.
 const endTimeout = 10 * time.Second
 
 // run is one delivery of one work item.
 type run struct {
-	h       *Host
-	a       adapter.Adapter
-	msg     jetstream.Msg
-	work    wire.Work
-	attempt int // set by claim
-	key     string
+	h    *Host
+	a    adapter.Adapter
+	d    *delivery
+	work wire.Work
+	key  string // <tenant>.<run_id>
 
-	rec       wire.RunRecord
-	rev       uint64
+	run       runs.Run // the record as this attempt last wrote it
+	attempt   int
 	w         *events.Writer
+	lease     *runs.Lease // once committed
 	committed bool
 	summary   wire.Summary
 	started   time.Time
@@ -56,9 +59,6 @@ type run struct {
 	mu              sync.Mutex
 	cancel          context.CancelCauseFunc
 	cancelRequested bool
-
-	stopLease func()       // stops the lease heartbeat and waits for it
-	renewed   atomic.Int64 // unix ns of the lease's last write, once committed
 
 	done  chan struct{} // closed when the run has been handled
 	final wire.State    // the terminal state this runner published, if any
@@ -77,23 +77,40 @@ func (r *run) logger() []any {
 	return []any{"run_id", r.work.RunID, "tenant", r.work.Tenant, "adapter", r.a.Name(), "attempt", r.attempt}
 }
 
-// claim takes the run record for this attempt. It settles the message and
-// reports false when the run is not to be executed here.
+func (r *run) deadline() time.Time {
+	if r.work.Deadline <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(r.work.Deadline)
+}
+
+// claim takes the run for this attempt: it checks the deadline and the
+// attempt policy first (at every delivery, so a run redelivered after its
+// deadline or its last attempt ends instead of running), opens the run's
+// events, and records the claim. It settles the delivery and reports false
+// when the run is not to be executed here.
 func (r *run) claim(ctx context.Context) bool {
 	routing := 0
 	for {
-		entry, err := r.h.runs.Get(ctx, r.key)
+		if dl := r.deadline(); !dl.IsZero() && time.Now().After(dl) {
+			r.endUnowned(ctx, "passed its deadline before it could run", func(rec wire.RunRecord) wire.Status {
+				return wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Attempt: rec.Attempt,
+					Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline before it could run", rec.RunID)}
+			})
+			return false
+		}
+		cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
+		if errors.Is(err, runs.ErrNotFound) {
+			r.h.d.Log.Error("work for a run without a record; dropping it", r.logger()...)
+			r.d.settle(settleTerm, 0)
+			return false
+		}
 		if err != nil {
 			r.h.d.Log.Warn("read run record", append(r.logger(), "err", err)...)
-			_ = r.msg.NakWithDelay(time.Second)
+			r.d.settle(settleRetry, time.Second)
 			return false
 		}
-		rec, err := wire.Decode[wire.RunRecord](entry.Value())
-		if err != nil {
-			r.h.d.Log.Error("undecodable run record; dropping work", append(r.logger(), "err", err)...)
-			_ = r.msg.Term()
-			return false
-		}
+		rec := cur.Record
 		if rec.State == wire.StateAccepted && routing < len(routingWaits) {
 			// The router dispatches before it records the run as routed
 			// (so a full queue is a rejection straight from accepted);
@@ -104,41 +121,78 @@ func (r *run) claim(ctx context.Context) bool {
 		}
 		switch {
 		case rec.State.Terminal() || rec.Committed:
-			// Cancelled while queued, or held by the runner that produced output.
-			_ = r.msg.Ack()
+			// Cancelled while queued, or held by the runner that produced
+			// output (whose lease, once expired, is the sweeper's to act on).
+			r.d.settle(settleAck, 0)
 			return false
 		case rec.State == wire.StateAccepted:
-			// The router has not finished routing it yet.
-			_ = r.msg.NakWithDelay(50 * time.Millisecond)
+			r.d.settle(settleRetry, 50*time.Millisecond)
+			return false
+		case rec.Attempt >= r.work.Policy.MaxAttempts:
+			// Every attempt the policy allows was claimed and none produced
+			// output (their runners died or gave the work back).
+			r.endUnowned(ctx, "is out of attempts", func(rec wire.RunRecord) wire.Status {
+				return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+					Error: wire.Errorf(wire.ProviderTransportError, "run %s was attempted %d times without output; the attempt policy allows %d", rec.RunID, rec.Attempt, r.work.Policy.MaxAttempts)}
+			})
 			return false
 		}
-		// Attempts are counted on the record, not from deliveries: a delivery
-		// that finds the run still being routed is not an attempt.
-		rec.State, rec.Owner, rec.Attempt, rec.Updated = wire.StateRunning, r.h.cfg.ID, rec.Attempt+1, time.Now().UnixMilli()
-		rev, err := r.put(ctx, rec, entry.Revision())
-		if isConflict(err) {
+		// Open before claiming: a run that cannot be opened now (a leader
+		// election) is handed back without spending an attempt.
+		w, err := r.h.store.Events().Open(ctx, r.work.Tenant, r.work.RunID)
+		if errors.Is(err, events.ErrEnded) {
+			if _, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err != nil {
+				r.h.d.Log.Warn("repair run record", append(r.logger(), "err", err)...)
+			}
+			r.d.settle(settleAck, 0)
+			return false
+		}
+		if err != nil {
+			r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
+			r.d.settle(settleRetry, time.Second)
+			return false
+		}
+		claimed, err := r.h.store.Claim(ctx, cur, r.h.cfg.ID)
+		if errors.Is(err, runs.ErrChanged) {
 			continue
 		}
 		if err != nil {
 			r.h.d.Log.Warn("claim run record", append(r.logger(), "err", err)...)
-			_ = r.msg.NakWithDelay(time.Second)
+			r.d.settle(settleRetry, time.Second)
 			return false
 		}
-		r.rec, r.rev, r.attempt = rec, rev, rec.Attempt
+		r.run, r.attempt, r.w = claimed, claimed.Record.Attempt, w
 		return true
 	}
 }
 
-func (r *run) put(ctx context.Context, rec wire.RunRecord, rev uint64) (uint64, error) {
-	b, err := wire.Marshal(&rec)
+// endUnowned ends a run this delivery found unable to run (past its
+// deadline, out of attempts) and done with: unless it produced output
+// (then its lease holder or the sweeper ends it) or has ended.
+func (r *run) endUnowned(ctx context.Context, why string, status func(wire.RunRecord) wire.Status) {
+	ended, err := r.h.store.EndUnowned(ctx, r.work.Tenant, r.work.RunID,
+		func(rec wire.RunRecord) bool { return !rec.Committed }, status)
 	if err != nil {
-		return 0, err
+		r.h.d.Log.Warn("end run that "+why, append(r.logger(), "err", err)...)
+		r.d.settle(settleRetry, time.Second)
+		return
 	}
-	return r.h.runs.Update(ctx, r.key, b, rev)
+	if ended {
+		r.h.d.Log.Info("ended run that "+why, r.logger()...)
+	}
+	r.d.settle(settleAck, 0)
 }
 
-func isConflict(err error) bool {
-	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists)
+// publishContext bounds the run's publishes: not cut short by a cancel or
+// the deadline (a publish abandoned mid-flight may still be stored, and the
+// writer's seq would no longer match the stream), but retried through a
+// leader election only until endTimeout past the deadline.
+func (r *run) publishContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl := r.deadline()
+	if dl.IsZero() || dl.Before(time.Now()) {
+		dl = time.Now()
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), dl.Add(endTimeout))
 }
 
 func (r *run) exec(parent context.Context) {
@@ -146,13 +200,11 @@ func (r *run) exec(parent context.Context) {
 	if !r.claim(parent) {
 		return
 	}
-	var hb sync.WaitGroup
-	defer hb.Wait() // deferred first, so it runs after the run's context is cancelled
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	if r.work.Deadline > 0 {
+	if dl := r.deadline(); !dl.IsZero() {
 		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, time.UnixMilli(r.work.Deadline), errDeadline)
+		ctx, stop = context.WithDeadlineCause(ctx, dl, errDeadline)
 		defer stop()
 	}
 	r.mu.Lock()
@@ -162,40 +214,30 @@ func (r *run) exec(parent context.Context) {
 	}
 	r.mu.Unlock()
 
-	hbCtx, stopHB := context.WithCancel(ctx)
-	defer stopHB()
-	hb.Go(func() { r.keepInProgress(hbCtx) })
-
-	var err error
-	r.w, err = r.h.log.Open(ctx, r.work.Tenant, r.work.RunID)
-	if errors.Is(err, events.ErrEnded) {
-		_ = r.msg.Ack()
-		return
-	}
-	if err != nil {
-		r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
-		_ = r.msg.NakWithDelay(time.Second)
+	pub, stopPub := r.publishContext(ctx)
+	defer stopPub()
+	// The running status is this attempt's claim on the run's events:
+	// fenced, so it cannot land after a cancel or the sweeper ended the run.
+	if err := r.w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
+		if errors.Is(err, events.ErrFenced) {
+			// A cancel ended the queued run, or another delivery's attempt
+			// claimed it since this one read its events.
+			if ended, eerr := r.h.store.Ended(pub, r.work.Tenant, r.work.RunID); eerr == nil && ended {
+				r.h.d.Log.Debug("run ended before this attempt started", r.logger()...)
+				r.d.settle(settleAck, 0)
+				return
+			}
+			r.abandon("another attempt claimed the run")
+			return
+		}
+		r.conclude(ctx, wire.Errorf(wire.ProviderTransportError, "publish running status: %v", err).Retry(), nil)
 		return
 	}
 	if ctx.Err() != nil {
 		r.conclude(ctx, nil, nil)
 		return
 	}
-	if r.attempt > r.work.Policy.MaxAttempts {
-		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderTransportError,
-			"run %s was attempted %d times; the attempt policy allows %d", r.work.RunID, r.attempt, r.work.Policy.MaxAttempts)})
-		return
-	}
-	// Publishes are not cut short by a cancel or the deadline: a publish
-	// abandoned mid-flight may still be stored, and the writer's seq would
-	// no longer match the stream (the terminal status could then never be
-	// published). JetStream's own publish timeout bounds them.
-	pub := context.WithoutCancel(ctx)
-	if err := r.w.Status(pub, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
-		r.conclude(ctx, err, nil)
-		return
-	}
-	req, err := r.a.Validate(r.work.Request)
+	req, err := r.validate()
 	if err != nil {
 		r.end(wire.Status{State: wire.StateFailed, Error: wire.AsError(err)})
 		return
@@ -211,42 +253,71 @@ func (r *run) exec(parent context.Context) {
 		call.SaveCheckpoint = func(b []byte) { r.checkpoint = bytes.Clone(b) }
 	}
 	r.started = time.Now()
-	var streamErr error
-	var failure *wire.Chunk
+	streamErr, failure := r.stream(ctx, pub, cancel, call)
+	r.conclude(ctx, streamErr, failure)
+}
+
+// validate decodes the work's request; an adapter that panics on it fails
+// the run with ProviderProtocolError.
+func (r *run) validate() (req any, err error) {
+	defer r.recoverAdapter(&err)
+	return r.a.Validate(r.work.Request)
+}
+
+// recoverAdapter turns an adapter's panic into the run's
+// ProviderProtocolError: the stack goes to the log, never to an event, and
+// the runner and its other runs go on.
+func (r *run) recoverAdapter(err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	r.h.d.Log.Error("adapter panicked", append(r.logger(), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))...)
+	*err = wire.Errorf(wire.ProviderProtocolError, "adapter %s failed while handling the run (panic: %v)", r.a.Name(), p)
+}
+
+// stream drives the adapter, publishing what it yields. It returns the
+// attempt's failure, or the provider's error chunk.
+func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, call adapter.Call) (streamErr error, failure *wire.Chunk) {
+	defer r.recoverAdapter(&streamErr)
+	var watchdog *time.Timer
+	stall := time.Duration(r.work.Policy.StallAfterMS) * time.Millisecond
+	if stall > 0 {
+		watchdog = time.AfterFunc(stall, func() { cancel(errStalled) })
+		defer watchdog.Stop()
+	}
 	for c, err := range r.a.Stream(ctx, call) {
+		if watchdog != nil {
+			watchdog.Reset(stall)
+		}
 		if err != nil {
-			streamErr = err
-			break
+			return err, nil
 		}
 		if c.Type == wire.ChunkResult && c.Metadata.Usage != nil {
 			c.Metadata.Cost = r.price(*c.Metadata.Usage)
 		}
 		if !r.committed {
-			stopHB()
-			if err := r.commit(ctx, pub, &hb, cancel, c); err != nil {
-				streamErr = err
-				break
+			if err := r.commit(ctx, pub, cancel, c); err != nil {
+				return err, nil
 			}
-		} else if r.leaseStale() {
+		} else if r.lease.Stale() {
 			// A process paused past its lease (a long GC, SIGSTOP) must not
 			// publish what it had in hand: the sweeper may have ended the run.
 			r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
 			cancel(errLeaseLost)
-			break
+			return nil, nil
 		} else if err := r.w.ChunkAsync(pub, c); err != nil {
-			streamErr = wire.Errorf(wire.ProviderTransportError, "publish chunk: %v", err)
-			break
+			return wire.Errorf(wire.ProviderTransportError, "publish chunk %d: %v", r.w.Seq()+1, err), nil
 		}
 		r.account(c)
 		if c.Type == wire.ChunkSystem {
 			r.confirmSession(ctx, c.Metadata.SessionID)
 		}
 		if c.Type == wire.ChunkError {
-			failure = &c
-			break // nothing may follow a provider-declared failure
+			return nil, &c // nothing may follow a provider-declared failure
 		}
 	}
-	r.conclude(ctx, streamErr, failure)
+	return nil, nil
 }
 
 // price is the exact cost of usage under the pin's pricing; empty when
@@ -275,9 +346,10 @@ func (r *run) confirmSession(ctx context.Context, id string) {
 	r.session = id
 }
 
-// loadCheckpoint returns the conversation's continuation state for this
-// adapter, or nil for a fresh conversation. A checkpoint another adapter
-// wrote is not handed over: its state means nothing to this one.
+// loadCheckpoint returns the conversation's continuation state, or nil for
+// a fresh conversation. A checkpoint another adapter wrote fails closed
+// with PinMismatch: its state means nothing to this adapter, and running
+// without it would silently lose the conversation.
 func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 	e, err := r.h.checkpoints.Get(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -291,7 +363,7 @@ func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 		return nil, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)
 	}
 	if cp.Adapter != r.a.Name() {
-		return nil, nil
+		return nil, wire.Errorf(wire.PinMismatch, "conversation %s was checkpointed by adapter %s; this run's adapter is %s", r.work.Conversation, cp.Adapter, r.a.Name())
 	}
 	return cp.State, nil
 }
@@ -313,91 +385,35 @@ func (r *run) saveCheckpoint(ctx context.Context) {
 	}
 }
 
-// keepInProgress stops the work from being redelivered while this attempt
-// has not produced output yet.
-func (r *run) keepInProgress(ctx context.Context) {
-	t := time.NewTicker(r.h.cfg.AckWait / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = r.msg.InProgress()
-		}
-	}
-}
-
 // commit crosses the first-output boundary: from here the run is never
-// replayed. The record and the lease say so before the chunk is published,
-// so a runner dying in between is failed by the sweeper, never re-executed.
-func (r *run) commit(ctx, pub context.Context, hb *sync.WaitGroup, cancel context.CancelCauseFunc, first wire.Chunk) error {
-	lease, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.work.RunID, Tenant: r.work.Tenant, Owner: r.h.cfg.ID})
-	if err != nil {
-		return err
-	}
-	leaseRev, err := r.h.leases.Put(ctx, r.key, lease)
-	if err != nil {
-		return fmt.Errorf("write lease: %w", err)
-	}
-	rec := r.rec
-	rec.Committed, rec.Updated = true, time.Now().UnixMilli()
-	rev, err := r.put(ctx, rec, r.rev)
-	if isConflict(err) {
-		_ = r.h.leases.Delete(ctx, r.key)
+// replayed. The lease and the record say so before the chunk is
+// published, so a runner dying in between is failed by the sweeper, never
+// re-executed; the chunk itself is fenced after the running status, so it
+// cannot land after another writer ended the run.
+func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, first wire.Chunk) error {
+	committed, lease, err := r.h.store.Commit(ctx, r.run)
+	if errors.Is(err, runs.ErrChanged) {
 		cancel(errNotOwner)
 		return errNotOwner
 	}
 	if err != nil {
-		_ = r.h.leases.Delete(ctx, r.key)
-		return fmt.Errorf("commit run record: %w", err)
+		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", err).Retry()
 	}
-	r.rec, r.rev, r.committed = rec, rev, true
-	r.renewed.Store(time.Now().UnixNano())
-	leaseCtx, stop := context.WithCancel(ctx)
-	leaseDone := make(chan struct{})
-	r.stopLease = func() { stop(); <-leaseDone }
-	hb.Go(func() { defer close(leaseDone); r.keepLease(leaseCtx, cancel, lease, leaseRev) })
-	if err := r.w.Chunk(pub, first); err != nil {
-		return err
-	}
-	if err := r.msg.DoubleAck(ctx); err != nil {
-		// The record is committed, so a redelivery is dropped unexecuted.
-		r.h.d.Log.Warn("ack work at first output", append(r.logger(), "err", err)...)
-	}
-	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.rec.Created)).Seconds())
-	return nil
-}
-
-// leaseStale reports whether the lease has gone unrenewed for two thirds
-// of its TTL (renewals come every third): the run may already be another
-// writer's to end.
-func (r *run) leaseStale() bool {
-	return time.Since(time.Unix(0, r.renewed.Load())) > 2*r.h.leaseTTL/3
-}
-
-// keepLease renews the lease every TTL/3. If a renewal fails the run is
-// cancelled with errLeaseLost: it stops publishing and tears down.
-func (r *run) keepLease(ctx context.Context, cancel context.CancelCauseFunc, lease []byte, rev uint64) {
-	t := time.NewTicker(r.h.leaseTTL / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			next, err := r.h.leases.Update(ctx, r.key, lease, rev)
-			if err != nil {
-				if ctx.Err() == nil {
-					r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
-					cancel(errLeaseLost)
-				}
-				return
-			}
-			rev = next
-			r.renewed.Store(time.Now().UnixNano())
+	r.run, r.lease, r.committed = committed, lease, true
+	lease.Keep(func(err error) {
+		r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
+		cancel(errLeaseLost)
+	})
+	if err := r.w.ChunkFenced(pub, first); err != nil {
+		if errors.Is(err, events.ErrFenced) {
+			cancel(errNotOwner)
+			return errNotOwner
 		}
+		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", err)
 	}
+	r.d.settle(settleCommit, 0)
+	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.run.Record.Created)).Seconds())
+	return nil
 }
 
 func (r *run) account(c wire.Chunk) {
@@ -419,22 +435,22 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 	cause := context.Cause(ctx)
 	switch {
 	case errors.Is(cause, errLeaseLost), errors.Is(cause, errNotOwner):
-		// Another writer (the sweeper, or a cancel of an orphaned run) owns
-		// the run's end now; this runner publishes nothing more.
-		r.h.d.Log.Warn("abandoned run", append(r.logger(), "cause", cause)...)
-		if !r.committed {
-			_ = r.msg.Ack()
-		}
+		// Another writer (the sweeper, a cancel of an orphaned run, another
+		// runner) owns the run's end now; this runner publishes nothing more.
+		r.abandon(cause.Error())
 	case errors.Is(cause, errCancelled):
 		r.end(wire.Status{State: wire.StateCancelled})
 	case errors.Is(cause, errDeadline):
 		r.end(wire.Status{State: wire.StateTimedOut, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline", r.work.RunID)})
 	case errors.Is(cause, errShutdown):
 		if !r.committed {
-			_ = r.msg.Nak() // another runner of the pool takes it
+			r.d.settle(settleRelease, 0) // another runner of the pool takes it
 			return
 		}
 		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderTransportError, "runner %s shut down during the run", r.h.cfg.ID)})
+	case errors.Is(cause, errStalled):
+		r.retryOrFail(wire.Errorf(wire.ProviderStallError, "adapter %s produced nothing for %s (policy.stall_after); its transport was torn down",
+			r.a.Name(), time.Duration(r.work.Policy.StallAfterMS)*time.Millisecond).Retry())
 	case failure != nil:
 		msg := failure.Content
 		if msg == "" {
@@ -449,25 +465,42 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 		}
 		r.end(wire.Status{State: wire.StateFailed, Error: wire.Errorf(class, "%s", msg)})
 	case streamErr != nil:
-		we := wire.AsError(streamErr)
-		if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
-			r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
-			_ = r.msg.NakWithDelay(time.Duration(r.attempt) * r.h.cfg.RetryBackoff)
-			return
-		}
-		r.end(wire.Status{State: wire.StateFailed, Error: we})
+		r.retryOrFail(wire.AsError(streamErr))
 	default:
 		r.saveCheckpoint(ctx)
 		r.end(wire.Status{State: wire.StateSucceeded})
 	}
 }
 
-// end publishes the run's terminal status, fenced, then records it and
-// releases the work and the lease.
-func (r *run) end(st wire.Status) {
-	if r.stopLease != nil {
-		r.stopLease()
+// retryOrFail hands a retryable failure before first output back for
+// another attempt while the policy allows one, and fails the run otherwise.
+func (r *run) retryOrFail(we *wire.Error) {
+	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
+		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
+		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
+		return
 	}
+	r.end(wire.Status{State: wire.StateFailed, Error: we})
+}
+
+// abandon gives the run up without publishing: another writer holds it.
+// Uncommitted work is left unsettled: the heartbeat stops, and if the run
+// is not over it comes back after the ack wait.
+func (r *run) abandon(why string) {
+	r.h.d.Log.Warn("abandoned run", append(r.logger(), "cause", why)...)
+	if r.lease != nil {
+		r.lease.Stop()
+	}
+	if r.committed {
+		return
+	}
+	r.d.release()
+}
+
+// end ends the run by the ending protocol (pkg/runs), then settles the
+// work. The work's heartbeat and the lease are kept until the terminal
+// status is published.
+func (r *run) end(st wire.Status) {
 	ctx, cancel := context.WithTimeout(context.Background(), endTimeout)
 	defer cancel()
 	st.Pin, st.Attempt = &r.work.Pin, r.attempt
@@ -476,57 +509,45 @@ func (r *run) end(st wire.Status) {
 	}
 	sum := r.summary
 	st.Summary = &sum
-	err := r.w.Terminal(ctx, st)
+	err := r.h.store.End(ctx, r.w, r.run, st, r.lease)
 	if errors.Is(err, events.ErrFenced) {
-		// Other writers only ever end a run. If the run has not ended, the
-		// event after our last acknowledged one is our own (a publish whose
-		// acknowledgement was lost): continue after it.
-		if w, oerr := r.h.log.Open(ctx, r.work.Tenant, r.work.RunID); oerr == nil {
-			r.w = w
-			err = r.w.Terminal(ctx, st)
+		// Other writers only ever end a run, or claim an attempt after
+		// taking the record from this one. If this attempt still holds the
+		// record and the run has not ended, the event after our last
+		// acknowledged one is our own (a publish whose acknowledgement was
+		// lost): continue after it.
+		if cur, gerr := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID); gerr == nil && !cur.Record.State.Terminal() &&
+			cur.Record.Owner == r.h.cfg.ID && cur.Record.Attempt == r.attempt {
+			if w, oerr := r.h.store.Events().Open(ctx, r.work.Tenant, r.work.RunID); oerr == nil {
+				r.w = w
+				err = r.h.store.End(ctx, w, cur, st, r.lease)
+			}
 		}
 	}
 	if errors.Is(err, events.ErrFenced) {
 		r.h.d.Log.Warn("run was ended by another writer", r.logger()...)
-		if !r.committed {
-			_ = r.msg.Ack()
+		if r.lease != nil {
+			r.lease.Stop()
 		}
+		r.d.settle(settleAck, 0)
 		return
 	}
 	if err != nil {
-		r.h.d.Log.Error("publish terminal status", append(r.logger(), "err", err)...)
-		if !r.committed {
-			_ = r.msg.NakWithDelay(time.Second)
+		// The run stays unended: before output its work comes back for
+		// another attempt; after output the lease stops and the sweeper
+		// ends the run once it expires.
+		r.h.d.Log.Error("publish terminal status", append(r.logger(), "state", st.State, "err", err)...)
+		if r.lease != nil {
+			r.lease.Stop()
 		}
+		r.d.settle(settleRetry, time.Second)
 		return
 	}
 	r.final = st.State
-	r.h.d.Metrics.Runs.WithLabelValues(string(st.State), r.a.Name()).Inc()
 	if st.Error != nil {
 		r.h.d.Log.Info("run ended", append(r.logger(), "state", st.State, "error", st.Error.Error())...)
 	} else {
 		r.h.d.Log.Debug("run ended", append(r.logger(), "state", st.State, "chunks", sum.Chunks)...)
 	}
-	rec := r.rec
-	rec.State, rec.Error, rec.Updated = st.State, st.Error, time.Now().UnixMilli()
-	if _, err := r.put(ctx, rec, r.rev); isConflict(err) {
-		// Someone touched the record since our last write: write the end on
-		// top of what is there now, keeping its other fields.
-		if entry, gerr := r.h.runs.Get(ctx, r.key); gerr == nil {
-			if cur, derr := wire.Decode[wire.RunRecord](entry.Value()); derr == nil {
-				cur.State, cur.Error, cur.Updated = st.State, st.Error, rec.Updated
-				_, err = r.put(ctx, cur, entry.Revision())
-			}
-		}
-		if err != nil && !isConflict(err) {
-			r.h.d.Log.Error("record terminal state", append(r.logger(), "err", err)...)
-		}
-	} else if err != nil {
-		r.h.d.Log.Error("record terminal state", append(r.logger(), "err", err)...)
-	}
-	if r.committed {
-		_ = r.h.leases.Delete(ctx, r.key)
-	} else {
-		_ = r.msg.Ack()
-	}
+	r.d.settle(settleAck, 0)
 }

@@ -142,6 +142,9 @@ func CheckCommon(c service.Config) error {
 	if c.WorkQueueMax < 1 {
 		bad.Add("AGENTMESH_WORK_QUEUE_MAX", "must be > 0, got %d", c.WorkQueueMax)
 	}
+	if c.WorkQueueTenantMax < 0 || c.WorkQueueTenantMax > c.WorkQueueMax {
+		bad.Add("AGENTMESH_WORK_QUEUE_TENANT_MAX", "must be in [1, AGENTMESH_WORK_QUEUE_MAX %d] (or 0 for the default), got %d", c.WorkQueueMax, c.WorkQueueTenantMax)
+	}
 	if c.LeaseTTL < time.Second {
 		bad.Add("AGENTMESH_LEASE_TTL", "must be at least 1s, got %s", c.LeaseTTL)
 	}

@@ -22,18 +22,22 @@ type Config struct {
 	Replicas        int           `split_words:"true" default:"1"`
 	EventsMaxAge    time.Duration `split_words:"true" default:"24h"`
 	WorkQueueMax    int64         `split_words:"true" default:"1024"`
-	LeaseTTL        time.Duration `split_words:"true" default:"30s"`
-	LogLevel        string        `split_words:"true" default:"info"`
+	// WorkQueueTenantMax is one tenant's queue per adapter (0: 256, or
+	// WorkQueueMax if smaller).
+	WorkQueueTenantMax int64         `split_words:"true"`
+	LeaseTTL           time.Duration `split_words:"true" default:"30s"`
+	LogLevel           string        `split_words:"true" default:"info"`
 }
 
 // Topology is the topology configuration c describes.
 func (c Config) Topology() topology.Config {
 	return topology.Config{
-		Names:        subject.Names{Prefix: c.Prefix},
-		Replicas:     c.Replicas,
-		EventsMaxAge: c.EventsMaxAge,
-		WorkQueueMax: c.WorkQueueMax,
-		LeaseTTL:     c.LeaseTTL,
+		Names:              subject.Names{Prefix: c.Prefix},
+		Replicas:           c.Replicas,
+		EventsMaxAge:       c.EventsMaxAge,
+		WorkQueueMax:       c.WorkQueueMax,
+		WorkQueueTenantMax: c.WorkQueueTenantMax,
+		LeaseTTL:           c.LeaseTTL,
 	}
 }
 

@@ -9,6 +9,8 @@ package subject
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // ErrInvalidToken is returned for a tenant, run id, conversation or principal
@@ -82,13 +84,21 @@ func (n Names) Events(tenant, runID string) string {
 // EventsAll matches every run's events.
 func (n Names) EventsAll() string { return n.subj("agentmesh.events.*.*") }
 
-// Work is where the router dispatches runs for one adapter.
-func (n Names) Work(transport, adapter string) string {
-	return n.subj("agentmesh.work." + transport + "." + adapter)
+// Work is where the router dispatches one tenant's runs for one adapter.
+// The tenant is a token of its own so the work stream can bound each
+// tenant's queue per adapter (one tenant's burst never fills another's).
+func (n Names) Work(transport, adapter, tenant string) string {
+	return n.subj("agentmesh.work." + transport + "." + adapter + "." + tenant)
+}
+
+// WorkAdapter matches every tenant's work for one adapter: the filter of
+// the adapter's runner pool.
+func (n Names) WorkAdapter(transport, adapter string) string {
+	return n.subj("agentmesh.work." + transport + "." + adapter + ".*")
 }
 
 // WorkAll matches all dispatched work.
-func (n Names) WorkAll() string { return n.subj("agentmesh.work.*.*") }
+func (n Names) WorkAll() string { return n.subj("agentmesh.work.*.*.*") }
 
 // WorkConsumer is the durable consumer shared by an adapter's runner pool.
 func (n Names) WorkConsumer(adapter string) string { return "runner-" + adapter }
@@ -105,19 +115,43 @@ func (n Names) Cancel(tenant, runID string) string {
 func (n Names) CancelAll() string { return n.subj("agentmesh.control.*.*.cancel") }
 
 // RunnerCancel is the request/reply subject on which the runner process
-// runnerID stops a run it owns; the control responder forwards to it.
+// runnerID stops a run it owns; the control responder forwards to it with
+// the run's RunKey as the body.
 func (n Names) RunnerCancel(runnerID string) string {
 	return n.subj("agentmesh.runner." + runnerID + ".cancel")
 }
 
-// RunKey is a run's key in the runs and exports buckets.
+// RunKey is a run's key in the runs, leases and exports buckets, and the
+// tenant-scoped identity of a run everywhere else: run ids are unique per
+// tenant only.
 func RunKey(tenant, runID string) string { return tenant + "." + runID }
+
+// SplitRunKey splits a RunKey into its tenant and run id, checking both
+// tokens.
+func SplitRunKey(key string) (tenant, runID string, err error) {
+	tenant, runID, ok := strings.Cut(key, ".")
+	if !ok {
+		return "", "", fmt.Errorf("%w: %q is not <tenant>.<run_id>", ErrInvalidToken, key)
+	}
+	if err := errors.Join(ValidToken("tenant", tenant), ValidToken("run_id", runID)); err != nil {
+		return "", "", err
+	}
+	return tenant, runID, nil
+}
+
+// RunMsgID is the Nats-Msg-Id of a run's submission and of its work item:
+// <tenant>.<run_id>. JetStream's dedupe window is stream-wide, so the id
+// carries the tenant: the same run id in two tenants is two runs.
+func RunMsgID(tenant, runID string) string { return RunKey(tenant, runID) }
 
 // ConversationKey is a conversation's key in the sessions and checkpoints buckets.
 func ConversationKey(tenant, conversation string) string { return tenant + "." + conversation }
 
-// EventMsgID is the Nats-Msg-Id of a run's seq-th event.
-func EventMsgID(runID string, seq uint64) string { return fmt.Sprintf("%s:%d", runID, seq) }
+// EventMsgID is the Nats-Msg-Id of a run's seq-th event:
+// <tenant>.<run_id>:<seq>.
+func EventMsgID(tenant, runID string, seq uint64) string {
+	return tenant + "." + runID + ":" + strconv.FormatUint(seq, 10)
+}
 
 // SweeperReconcile is the request/reply subject that makes a sweeper scan
 // every run record now; it answers with the number of runs it ended.

@@ -1,21 +1,22 @@
-// Package sweeper ends running runs whose runner stopped heartbeating: when
-// a run's lease expires, the sweeper publishes its terminal failed status
-// with ProviderTransportError, fenced so that it never ends a run its runner
-// ended first. Trajectory expiry (DESIGN §7) is not built yet.
+// Package sweeper ends runs no live runner will end: when a committed run's
+// lease expires it ends the run failed with ProviderTransportError, and
+// its periodic reconcile times out runs past their deadline that no runner
+// holds (queued, or claimed by a runner that died before output) and
+// repairs records whose writer ended the run but died before recording it.
+// It ends runs only through pkg/runs, fenced, so it never ends a run its
+// runner ended first. Trajectory expiry (DESIGN §7) is not built yet.
 package sweeper
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -30,15 +31,18 @@ type Config struct {
 	ReconcileEvery time.Duration
 	// Metadata is added to the sweeper's micro service info.
 	Metadata map[string]string
+	// OrphanGrace is how long past its deadline a run claimed by a runner
+	// and without output is left to that runner before the reconcile
+	// times it out itself (default 30s: a live runner ends it at the
+	// deadline, after its transport's teardown).
+	OrphanGrace time.Duration
 }
 
 // Sweeper watches leases.
 type Sweeper struct {
 	d        service.Deps
 	cfg      Config
-	runs     jetstream.KeyValue
-	leases   jetstream.KeyValue
-	log      *events.Log
+	store    *runs.Store
 	leaseTTL time.Duration
 
 	mu   sync.Mutex
@@ -53,20 +57,15 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	if cfg.ReconcileEvery < time.Second {
 		return nil, fmt.Errorf("invalid sweeper config: reconcile interval must be at least 1s, got %s", cfg.ReconcileEvery)
 	}
+	if cfg.OrphanGrace == 0 {
+		cfg.OrphanGrace = 30 * time.Second
+	}
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
-	if s.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
-	}
-	if s.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
-	}
-	if s.leaseTTL, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
+	if s.store, err = runs.Open(ctx, d); err != nil {
 		return nil, err
 	}
-	if s.log, err = events.NewLog(ctx, d.JS, d.Names); err != nil {
-		return nil, err
-	}
+	s.leaseTTL = s.store.LeaseTTL()
 	return s, nil
 }
 
@@ -90,14 +89,17 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	watcher, err := s.leases.WatchAll(ctx)
+	watcher, err := s.store.WatchLeases(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing to report
+		}
 		return fmt.Errorf("watch %s: %w", s.d.Names.LeasesBucket(), err)
 	}
 	defer func() { _ = watcher.Stop() }()
 	updates := watcher.Updates()
 	s.d.Health.Add("sweeper", service.ConnCheck(s.d.NC))
-	if _, err := s.Reconcile(ctx); err != nil {
+	if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 		s.d.Log.Warn("initial reconcile", "err", err)
 	}
 	check := time.NewTicker(max(s.leaseTTL/4, 100*time.Millisecond))
@@ -127,7 +129,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		case <-check.C:
 			s.checkStale(ctx)
 		case <-reconcile.C:
-			if _, err := s.Reconcile(ctx); err != nil {
+			if _, err := s.Reconcile(ctx); err != nil && ctx.Err() == nil {
 				s.d.Log.Warn("reconcile", "err", err)
 			}
 		}
@@ -138,7 +140,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 // until it works or ctx ends.
 func (s *Sweeper) rewatch(ctx context.Context) (jetstream.KeyWatcher, error) {
 	for {
-		w, err := s.leases.WatchAll(ctx)
+		w, err := s.store.WatchLeases(ctx)
 		if err == nil {
 			return w, nil
 		}
@@ -183,8 +185,8 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, key := range due {
-		_, err := s.leases.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		held, err := s.store.LeaseHeld(ctx, key)
+		if err == nil && !held {
 			s.mu.Lock()
 			delete(s.seen, key)
 			s.mu.Unlock()
@@ -193,101 +195,108 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 	}
 }
 
-// Reconcile scans every run record, fails running, committed runs that
-// have no lease and times out queued runs past their deadline. It returns
-// how many it ended.
+// Reconcile scans every run record. It fails running, committed runs
+// that have no lease; times out runs past their deadline that no runner
+// holds (queued ones at once, ones claimed without output once the
+// claiming runner had OrphanGrace to end them); and repairs a record whose
+// run's events already end. It returns how many runs it ended.
 func (s *Sweeper) Reconcile(ctx context.Context) (int, error) {
-	lister, err := s.runs.ListKeys(ctx)
-	if err != nil {
-		if errors.Is(err, jetstream.ErrNoKeysFound) {
-			return 0, nil
-		}
-		return 0, fmt.Errorf("list %s: %w", s.d.Names.RunsBucket(), err)
+	keys, err := s.store.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return 0, nil
 	}
-	defer func() { _ = lister.Stop() }()
+	if err != nil {
+		return 0, err
+	}
 	n := 0
-	for key := range lister.Keys() {
-		entry, err := s.runs.Get(ctx, key)
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			return n, ctx.Err()
+		}
+		run, err := s.store.GetKey(ctx, key)
 		if err != nil {
 			continue
 		}
-		rec, err := wire.Decode[wire.RunRecord](entry.Value())
-		if err != nil {
-			continue
-		}
-		if rec.State == wire.StateRouted && rec.Deadline > 0 && time.Now().UnixMilli() > rec.Deadline {
-			// Queued past its deadline with no runner to notice.
-			st := wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline while queued", rec.RunID)}
-			if done, err := s.log.ClaimAndEnd(ctx, s.runs, rec, entry.Revision(), st); err != nil {
-				s.d.Log.Warn("time out queued run", "run_id", rec.RunID, "err", err)
-			} else if done {
-				s.d.Metrics.Runs.WithLabelValues(string(wire.StateTimedOut), rec.Adapter).Inc()
-				n++
-			}
-			continue
-		}
-		if rec.State != wire.StateRunning || !rec.Committed {
-			continue
-		}
-		if _, err := s.leases.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
-			if s.expire(ctx, rec.Tenant, rec.RunID) {
-				n++
-			}
+		if s.reconcile(ctx, run) {
+			n++
 		}
 	}
 	return n, nil
 }
 
+// reconcile acts on one run for Reconcile and reports whether it ended it.
+func (s *Sweeper) reconcile(ctx context.Context, run runs.Run) bool {
+	rec := run.Record
+	if rec.State.Terminal() {
+		return false
+	}
+	now := time.Now()
+	pastDeadline := rec.Deadline > 0 && now.UnixMilli() > rec.Deadline
+	switch {
+	case rec.State == wire.StateRouted && pastDeadline:
+		return s.timeOut(ctx, rec, "while queued", func(r wire.RunRecord) bool { return r.State == wire.StateRouted })
+	case rec.State == wire.StateRunning && !rec.Committed && pastDeadline &&
+		now.Sub(time.UnixMilli(rec.Deadline)) > s.cfg.OrphanGrace:
+		// Its runner would have ended it at the deadline: it died before
+		// output and no delivery of its work came to another runner.
+		owner, attempt := rec.Owner, rec.Attempt
+		return s.timeOut(ctx, rec, "after its runner stopped", func(r wire.RunRecord) bool {
+			return r.State == wire.StateRunning && !r.Committed && r.Owner == owner && r.Attempt == attempt
+		})
+	case rec.State == wire.StateRunning && rec.Committed:
+		if held, err := s.store.LeaseHeld(ctx, run.Key()); err == nil && !held {
+			return s.expire(ctx, rec.Tenant, rec.RunID)
+		}
+	case now.Sub(time.UnixMilli(rec.Updated)) > s.cfg.OrphanGrace:
+		// A record that has not moved for a while: if its writer ended the
+		// run and died before recording it, make the record say so.
+		if _, err := s.store.Ended(ctx, rec.Tenant, rec.RunID); err != nil {
+			s.d.Log.Warn("repair run record", "run_id", rec.RunID, "tenant", rec.Tenant, "err", err)
+		}
+	}
+	return false
+}
+
+// timeOut ends a run past its deadline that no runner holds, if cond
+// still holds of its record.
+func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string, cond func(wire.RunRecord) bool) bool {
+	done, err := s.store.EndUnowned(ctx, rec.Tenant, rec.RunID, cond, func(r wire.RunRecord) wire.Status {
+		return wire.Status{State: wire.StateTimedOut, Pin: r.Pin, Attempt: r.Attempt,
+			Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline %s", r.RunID, where)}
+	})
+	if err != nil {
+		s.d.Log.Warn("time out run", "run_id", rec.RunID, "tenant", rec.Tenant, "err", err)
+	}
+	return done
+}
+
 func (s *Sweeper) expireKey(ctx context.Context, key string) {
-	tenant, runID, ok := strings.Cut(key, ".")
-	if !ok {
-		s.d.Log.Warn("lease key is not <tenant>.<run_id>", "key", key)
+	tenant, runID, err := subject.SplitRunKey(key)
+	if err != nil {
+		s.d.Log.Warn("lease key is not <tenant>.<run_id>", "key", key, "err", err)
 		return
 	}
 	s.expire(ctx, tenant, runID)
 }
 
-// expire ends a run whose lease is gone, if it is still running. The
-// terminal status is published fenced before the record changes, so a
-// runner that ended the run first wins and the record stays true.
+// expire ends a committed run whose lease is gone, if it is still
+// running: fenced, so a runner that ended the run first wins.
 func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
-	key := subject.RunKey(tenant, runID)
-	entry, err := s.runs.Get(ctx, key)
+	var owner string
+	done, err := s.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool {
+		return rec.State == wire.StateRunning && rec.Committed
+	}, func(rec wire.RunRecord) wire.Status {
+		owner = rec.Owner
+		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+			Error: wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)}
+	})
 	if err != nil {
-		s.d.Log.Warn("read run record", "run_id", runID, "err", err)
+		s.d.Log.Warn("end run after lease expiry", "run_id", runID, "tenant", tenant, "err", err)
 		return false
 	}
-	rec, err := wire.Decode[wire.RunRecord](entry.Value())
-	if err != nil || rec.State != wire.StateRunning || !rec.Committed {
-		return false
+	if done {
+		s.d.Metrics.LeaseExpiries.Inc()
+		s.d.Log.Info("ended run after lease expiry", "run_id", runID, "tenant", tenant, "owner", owner)
 	}
-	w, err := s.log.Open(ctx, tenant, runID)
-	if err != nil {
-		if !errors.Is(err, events.ErrEnded) {
-			s.d.Log.Warn("open run events", "run_id", runID, "err", err)
-		}
-		return false
-	}
-	we := wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)
-	st := wire.Status{State: wire.StateFailed, Pin: rec.Pin, Error: we, Attempt: rec.Attempt}
-	if err := w.Terminal(ctx, st); err != nil {
-		if !errors.Is(err, events.ErrFenced) {
-			s.d.Log.Warn("publish terminal status", "run_id", runID, "err", err)
-		}
-		return false
-	}
-	rec.State, rec.Error, rec.Updated = wire.StateFailed, we, time.Now().UnixMilli()
-	if b, err := wire.Marshal(&rec); err == nil {
-		if _, err := s.runs.Update(ctx, key, b, entry.Revision()); err != nil {
-			s.d.Log.Warn("record expiry", "run_id", runID, "err", err)
-		}
-	}
-	s.d.Metrics.LeaseExpiries.Inc()
-	adapterName := rec.Adapter
-	if adapterName == "" {
-		adapterName = "none"
-	}
-	s.d.Metrics.Runs.WithLabelValues(string(wire.StateFailed), adapterName).Inc()
-	s.d.Log.Info("ended run after lease expiry", "run_id", runID, "tenant", tenant, "owner", rec.Owner)
-	return true
+	return done
 }

@@ -29,10 +29,17 @@ type Config struct {
 	EventsMaxAge time.Duration
 	// EventsDuplicates is the dedupe window of events (default 2m).
 	EventsDuplicates time.Duration
-	// WorkQueueMax bounds the queued work per adapter subject; a full queue
-	// discards new work, which the router reports as AdmissionRejected
-	// (default 1024).
+	// WorkQueueMax bounds the queued work of one adapter over all tenants
+	// (default 1024). The router enforces it (pkg/router); it is here so
+	// every service reads one value, and so the tenant bound can be
+	// checked against it.
 	WorkQueueMax int64
+	// WorkQueueTenantMax bounds the queued work of one tenant for one
+	// adapter (default 256, at most WorkQueueMax): the stream's per-subject
+	// limit on agentmesh.work.<transport>.<adapter>.<tenant>, discarding
+	// new work, which the router reports as AdmissionRejected. One
+	// tenant's burst fills only its own queue.
+	WorkQueueTenantMax int64
 	// LeaseTTL is how long a lease lives without a heartbeat (default 30s).
 	LeaseTTL time.Duration
 	// Storage of every resource (default file).
@@ -55,6 +62,9 @@ func (c *Config) setDefaults() {
 	if c.WorkQueueMax == 0 {
 		c.WorkQueueMax = 1024
 	}
+	if c.WorkQueueTenantMax == 0 {
+		c.WorkQueueTenantMax = min(256, c.WorkQueueMax)
+	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
 	}
@@ -71,6 +81,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: events dedupe window %s exceeds events max age %s", ErrInvalidConfig, c.EventsDuplicates, c.EventsMaxAge)
 	case c.WorkQueueMax < 1:
 		return fmt.Errorf("%w: work queue max must be > 0, got %d", ErrInvalidConfig, c.WorkQueueMax)
+	case c.WorkQueueTenantMax < 1 || c.WorkQueueTenantMax > c.WorkQueueMax:
+		return fmt.Errorf("%w: work queue tenant max must be in [1, work queue max %d], got %d", ErrInvalidConfig, c.WorkQueueMax, c.WorkQueueTenantMax)
 	case c.LeaseTTL < time.Second:
 		return fmt.Errorf("%w: lease TTL must be at least 1s, got %s", ErrInvalidConfig, c.LeaseTTL)
 	}
@@ -104,7 +116,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		Retention:            jetstream.WorkQueuePolicy,
 		Discard:              jetstream.DiscardNew,
 		DiscardNewPerSubject: true,
-		MaxMsgsPerSubject:    cfg.WorkQueueMax,
+		MaxMsgsPerSubject:    cfg.WorkQueueTenantMax,
 		Duplicates:           2 * time.Minute,
 		Storage:              cfg.Storage,
 		Replicas:             cfg.Replicas,

@@ -64,7 +64,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 	}
 
 	// A changed setting updates the resource in place.
-	cfg.WorkQueueMax = 7
+	cfg.WorkQueueTenantMax = 7
 	if err := topology.Ensure(ctx, js, cfg); err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -73,7 +73,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := st.CachedInfo().Config.MaxMsgsPerSubject; got != 7 {
-		t.Fatalf("work queue max = %d, want 7", got)
+		t.Fatalf("work queue tenant max = %d, want 7", got)
 	}
 }
 
@@ -81,21 +81,25 @@ func TestWorkQueueDiscardsNewPerSubject(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if err := topology.Ensure(ctx, js, topology.Config{WorkQueueMax: 2}); err != nil {
+	if err := topology.Ensure(ctx, js, topology.Config{WorkQueueMax: 8, WorkQueueTenantMax: 2}); err != nil {
 		t.Fatal(err)
 	}
 	n := subject.Names{}
 	for i := range 2 {
-		if _, err := js.Publish(ctx, n.Work("in_process", "a"), []byte{byte(i)}); err != nil {
+		if _, err := js.Publish(ctx, n.Work("in_process", "a", "alpha"), []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := js.Publish(ctx, n.Work("in_process", "a"), []byte("third")); err == nil {
+	if _, err := js.Publish(ctx, n.Work("in_process", "a", "alpha"), []byte("third")); err == nil {
 		t.Fatal("third message on a full subject was stored")
 	}
-	// Another adapter's queue is independent.
-	if _, err := js.Publish(ctx, n.Work("in_process", "b"), []byte("x")); err != nil {
-		t.Fatalf("other subject: %v", err)
+	// Another tenant's queue for the same adapter, and another adapter's,
+	// are independent.
+	if _, err := js.Publish(ctx, n.Work("in_process", "a", "beta"), []byte("x")); err != nil {
+		t.Fatalf("other tenant: %v", err)
+	}
+	if _, err := js.Publish(ctx, n.Work("in_process", "b", "alpha"), []byte("x")); err != nil {
+		t.Fatalf("other adapter: %v", err)
 	}
 }
 
@@ -106,6 +110,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"short dedupe window", topology.Config{SubmitDuplicates: time.Minute}},
 		{"zero queue", topology.Config{WorkQueueMax: -1}},
+		{"tenant queue above adapter queue", topology.Config{WorkQueueMax: 4, WorkQueueTenantMax: 5}},
 		{"short lease", topology.Config{LeaseTTL: 10 * time.Millisecond}},
 		{"bad prefix", topology.Config{Names: subject.Names{Prefix: "a.b"}}},
 		{"replicas", topology.Config{Replicas: 7}},

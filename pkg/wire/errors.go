@@ -22,6 +22,9 @@ const (
 	ProviderProcessError       Class = "ProviderProcessError"
 	ProviderProtocolError      Class = "ProviderProtocolError"
 	ProviderStreamError        Class = "ProviderStreamError"
+	// ProviderStallError: the transport produced nothing for the
+	// profile's policy.stall_after (a CLI hung mid-stream).
+	ProviderStallError Class = "ProviderStallError"
 
 	AgenticRequestValidationError Class = "AgenticRequestValidationError"
 	AgenticHandlerError           Class = "AgenticHandlerError"
@@ -40,6 +43,7 @@ var parents = map[Class]Class{
 	ProviderTransportError:     ProviderError,
 	ProviderExecutableNotFound: ProviderTransportError,
 	ProviderProcessError:       ProviderTransportError,
+	ProviderStallError:         ProviderTransportError,
 	ProviderProtocolError:      ProviderError,
 	ProviderStreamError:        ProviderError,
 }

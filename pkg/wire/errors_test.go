@@ -12,7 +12,7 @@ import (
 
 var allClasses = []Class{
 	ProviderError, ProviderQuotaError, ProviderAuthError, ProviderContextError, ProviderTransportError,
-	ProviderExecutableNotFound, ProviderProcessError, ProviderProtocolError, ProviderStreamError,
+	ProviderExecutableNotFound, ProviderProcessError, ProviderProtocolError, ProviderStreamError, ProviderStallError,
 	AgenticRequestValidationError, AgenticHandlerError, AgenticOperationUnsupported, AdmissionRejected,
 	DeadlineExceeded, ProfileError, PinMismatch, ProviderUnavailable,
 }
@@ -45,6 +45,7 @@ func TestClassIsA(t *testing.T) {
 		{ProviderContextError, ProviderError, true},
 		{ProviderProtocolError, ProviderError, true},
 		{ProviderStreamError, ProviderError, true},
+		{ProviderStallError, ProviderTransportError, true},
 		{ProviderTransportError, ProviderError, true},
 		{ProviderQuotaError, ProviderTransportError, false},
 		{ProviderTransportError, ProviderProcessError, false},

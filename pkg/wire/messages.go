@@ -188,6 +188,10 @@ type RunRequest struct {
 // AttemptPolicy bounds the attempts of one run.
 type AttemptPolicy struct {
 	MaxAttempts int `msgpack:"max_attempts" json:"max_attempts"`
+	// StallAfterMS ends a run whose adapter has yielded nothing for that
+	// long with ProviderStallError (the profile's policy.stall_after);
+	// 0 means no stall detection.
+	StallAfterMS int64 `msgpack:"stall_after_ms,omitempty" json:"stall_after_ms,omitempty"`
 }
 
 // DefaultMaxAttempts is the record's default attempt count.

@@ -60,6 +60,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		AckWait:         cfg.RouterAckWait,
 		DefaultDeadline: cfg.RouterDefaultDeadline,
 		MaxDeadline:     cfg.RouterMaxDeadline,
+		AdapterQueueMax: cfg.WorkQueueMax,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// settlement is how a delivery of work is settled.
+type settlement int
+
+const (
+	// settleAck: done with the work (the run ended, or is not to run here).
+	settleAck settlement = iota
+	// settleCommit: the run crossed its first output; the ack is confirmed
+	// by the server, so the work is never delivered again.
+	settleCommit
+	// settleRetry: deliver the work again after a delay.
+	settleRetry
+	// settleRelease: deliver it again now, to another runner of the pool.
+	settleRelease
+	// settleTerm: never deliver it again.
+	settleTerm
+)
+
+// commitAckTimeout bounds the confirmed ack at the first output.
+const commitAckTimeout = 5 * time.Second
+
+// delivery is one delivery of a work message. From receipt until it is
+// settled it keeps the message in progress every AckWait/3, so work is
+// never redelivered while this runner still holds it — through a cancel's
+// or a deadline's teardown too. It is settled at most once.
+type delivery struct {
+	msg jetstream.Msg
+
+	once sync.Once
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// deliver starts the delivery's heartbeat.
+func (h *Host) deliver(msg jetstream.Msg) *delivery {
+	ctx, stop := context.WithCancel(context.Background())
+	d := &delivery{msg: msg, stop: stop, done: make(chan struct{})}
+	every := h.cfg.AckWait / 3
+	go func() {
+		defer close(d.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress() // resets the ack wait on the server
+			}
+		}
+	}()
+	return d
+}
+
+// settle is the one place work is settled: it stops the heartbeat, then
+// acks, naks or terminates the message. Only the first call of settle or
+// release on a delivery has an effect.
+func (d *delivery) settle(s settlement, delay time.Duration) {
+	d.once.Do(func() {
+		d.stop()
+		<-d.done
+		switch s {
+		case settleAck:
+			_ = d.msg.Ack()
+		case settleCommit:
+			ctx, cancel := context.WithTimeout(context.Background(), commitAckTimeout)
+			defer cancel()
+			// If the confirmation is lost the record is committed anyway,
+			// so a redelivery is dropped unexecuted.
+			_ = d.msg.DoubleAck(ctx)
+		case settleRetry:
+			_ = d.msg.NakWithDelay(delay)
+		case settleRelease:
+			_ = d.msg.Nak()
+		case settleTerm:
+			_ = d.msg.Term()
+		}
+	})
+}
+
+// release stops the heartbeat without settling: if nothing settled the
+// work, the server delivers it again after the ack wait.
+func (d *delivery) release() {
+	d.once.Do(func() {
+		d.stop()
+		<-d.done
+	})
+}

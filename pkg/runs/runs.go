@@ -1,0 +1,443 @@
+// Package runs owns a run's lifecycle: it creates, routes, claims, commits
+// and ends runs, and it is the only code that writes the agentmesh_runs
+// and agentmesh_leases buckets. The router, the runner host and the
+// sweeper change a run only through a Store.
+//
+// # The ending protocol
+//
+// A run ends in exactly one way (Store.End):
+//
+//  1. its terminal status is published on the run's events, fenced with
+//     Nats-Expected-Last-Subject-Sequence after the writer's last event, so
+//     of two writers racing to end a run exactly one succeeds (the other
+//     gets events.ErrFenced and publishes nothing more);
+//  2. then the run's record is set to the terminal state (a
+//     compare-and-set loop that never overwrites another terminal state);
+//  3. then the run's lease, if it has one, stops renewing and is deleted.
+//
+// The event stream is the truth; the record follows it. A writer that dies
+// between 1 and 2 leaves a record that says the run is still going while
+// its events say it ended: whoever next acts on the run (a runner given
+// its work again, a cancel, the sweeper's reconcile) finds the terminal
+// event and repairs the record (Store.Repair).
+//
+// Every status that changes who owns a run is fenced too: a runner's
+// running status (its claim of an attempt) and its first chunk (the
+// first-output boundary), so neither can land after another writer ended
+// the run.
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	// ErrExists is returned by Create for a run id the tenant already used.
+	ErrExists = errors.New("run already exists")
+	// ErrNotFound is returned for a run that has no record.
+	ErrNotFound = errors.New("run not found")
+	// ErrChanged is returned when a run's record changed since it was read:
+	// another writer acted on the run; read it again.
+	ErrChanged = errors.New("run record changed")
+)
+
+// casRetries bounds the compare-and-set loops that re-read a record.
+const casRetries = 32
+
+// Run is a run's record at one revision.
+type Run struct {
+	Record wire.RunRecord
+	Rev    uint64
+}
+
+// Key is the run's key: <tenant>.<run_id>.
+func (r Run) Key() string { return subject.RunKey(r.Record.Tenant, r.Record.RunID) }
+
+// adapterLabel is the adapter label of the run's metrics.
+func (r Run) adapterLabel() string {
+	if r.Record.Adapter == "" {
+		return "none"
+	}
+	return r.Record.Adapter
+}
+
+// Store reads and writes run records and leases. It is safe for concurrent
+// use.
+type Store struct {
+	runs    jetstream.KeyValue
+	leases  jetstream.KeyValue
+	log     *events.Log
+	ttl     time.Duration
+	logger  *slog.Logger
+	metrics *service.Metrics
+}
+
+// Open binds a store to the topology, which must exist.
+func Open(ctx context.Context, d service.Deps) (*Store, error) {
+	s := &Store{logger: d.Log, metrics: d.Metrics}
+	var err error
+	if s.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
+	}
+	if s.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
+	}
+	if s.ttl, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
+		return nil, err
+	}
+	if s.log, err = events.NewLog(ctx, d.JS, d.Names); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Events is the event log the store ends runs on.
+func (s *Store) Events() *events.Log { return s.log }
+
+// LeaseTTL is the TTL the leases bucket was created with.
+func (s *Store) LeaseTTL() time.Duration { return s.ttl }
+
+// Get reads a run's record.
+func (s *Store) Get(ctx context.Context, tenant, runID string) (Run, error) {
+	return s.GetKey(ctx, subject.RunKey(tenant, runID))
+}
+
+// GetKey reads the record under key (<tenant>.<run_id>).
+func (s *Store) GetKey(ctx context.Context, key string) (Run, error) {
+	e, err := s.runs.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("read run record %s: %w", key, err)
+	}
+	rec, err := wire.Decode[wire.RunRecord](e.Value())
+	if err != nil {
+		return Run{}, fmt.Errorf("decode run record %s: %w", key, err)
+	}
+	return Run{Record: rec, Rev: e.Revision()}, nil
+}
+
+// Keys lists every run's key. It blocks until the listing is complete.
+func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	lister, err := s.runs.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list run records: %w", err)
+	}
+	defer func() { _ = lister.Stop() }()
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// Create writes the record of a new run in state accepted. It returns
+// ErrExists if the tenant already has a run with that id.
+func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
+	rec.V, rec.State = wire.Version, wire.StateAccepted
+	b, err := wire.Marshal(&rec)
+	if err != nil {
+		return Run{}, err
+	}
+	key := subject.RunKey(rec.Tenant, rec.RunID)
+	rev, err := s.runs.Create(ctx, key, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("create run record %s: %w", key, err)
+	}
+	return Run{Record: rec, Rev: rev}, nil
+}
+
+// put writes rec over revision rev; ErrChanged if the record moved on.
+func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, error) {
+	rec.Updated = time.Now().UnixMilli()
+	b, err := wire.Marshal(&rec)
+	if err != nil {
+		return Run{}, err
+	}
+	key := subject.RunKey(rec.Tenant, rec.RunID)
+	next, err := s.runs.Update(ctx, key, b, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return Run{}, fmt.Errorf("%w: %s", ErrChanged, key)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("write run record %s: %w", key, err)
+	}
+	return Run{Record: rec, Rev: next}, nil
+}
+
+// Route records that the router dispatched the run with pin to adapter.
+// Its routed event must already be published.
+func (s *Store) Route(ctx context.Context, r Run, pin *wire.Pin, adapter string, deadline int64) (Run, error) {
+	rec := r.Record
+	rec.State, rec.Pin, rec.Adapter, rec.Deadline = wire.StateRouted, pin, adapter, deadline
+	return s.put(ctx, rec, r.Rev)
+}
+
+// Claim records that owner runs the next attempt of r. It returns
+// ErrChanged if another writer touched the record since r was read.
+func (s *Store) Claim(ctx context.Context, r Run, owner string) (Run, error) {
+	rec := r.Record
+	rec.State, rec.Owner, rec.Attempt = wire.StateRunning, owner, rec.Attempt+1
+	return s.put(ctx, rec, r.Rev)
+}
+
+// Commit crosses the first-output boundary for the attempt r: it writes
+// the run's lease and then marks the record committed, so a runner dying
+// after this is failed by the sweeper once the lease expires, never run
+// again. The lease is not renewed until Keep is called. ErrChanged means
+// the attempt no longer holds the run (the lease is removed again).
+func (s *Store) Commit(ctx context.Context, r Run) (Run, *Lease, error) {
+	value, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.Record.RunID, Tenant: r.Record.Tenant, Owner: r.Record.Owner})
+	if err != nil {
+		return Run{}, nil, err
+	}
+	key := r.Key()
+	rev, err := s.leases.Put(ctx, key, value)
+	if err != nil {
+		return Run{}, nil, fmt.Errorf("write lease %s: %w", key, err)
+	}
+	l := &Lease{s: s, key: key, value: value, rev: rev, done: make(chan struct{})}
+	l.renewed.Store(time.Now().UnixNano())
+	rec := r.Record
+	rec.Committed = true
+	next, err := s.put(ctx, rec, r.Rev)
+	if err != nil {
+		s.deleteLease(key)
+		return Run{}, nil, err
+	}
+	return next, l, nil
+}
+
+// End ends the run by the ending protocol (the package comment): the
+// terminal status st on w, fenced; then the record; then lease, if not nil,
+// is stopped and deleted. It returns an error wrapping events.ErrFenced if
+// another writer wrote on the run since w's last event: the run is that
+// writer's to end, and nothing was changed. Once the terminal status is
+// stored End returns nil; a record or lease write that fails then is
+// logged, and repaired by the next writer that reads the run.
+func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status, lease *Lease) error {
+	if err := w.Terminal(ctx, st); err != nil {
+		return err
+	}
+	s.metrics.Runs.WithLabelValues(string(st.State), r.adapterLabel()).Inc()
+	if err := s.recordEnd(ctx, r, st.State, st.Error); err != nil {
+		s.logger.Error("record the end of a run", "run_id", r.Record.RunID, "tenant", r.Record.Tenant, "state", st.State, "err", err)
+	}
+	if lease != nil {
+		lease.Stop()
+		s.deleteLease(lease.key)
+	}
+	return nil
+}
+
+// recordEnd sets the record to its terminal state, re-reading it while
+// other writers move it on, and never over another terminal state.
+func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wire.Error) error {
+	for range casRetries {
+		if r.Record.State.Terminal() {
+			return nil
+		}
+		rec := r.Record
+		rec.State, rec.Error = state, werr
+		_, err := s.put(ctx, rec, r.Rev)
+		if !errors.Is(err, ErrChanged) {
+			return err
+		}
+		if r, err = s.GetKey(ctx, r.Key()); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %s kept changing", ErrChanged, r.Key())
+}
+
+// Repair makes r's record say what its terminal event says, for a run
+// whose writer ended it and stopped before recording the end.
+func (s *Store) Repair(ctx context.Context, r Run, terminal wire.Event) error {
+	if !terminal.Terminal() {
+		return fmt.Errorf("repair run %s: event %d is not terminal", r.Key(), terminal.Seq)
+	}
+	return s.recordEnd(ctx, r, terminal.Status.State, terminal.Status.Error)
+}
+
+// EndUnowned ends a run that no live writer holds — queued, past its
+// deadline, or orphaned by a runner that is gone — if cond still holds of
+// its record; status gives the terminal status from the record. It reads
+// the record and the run's last event, then ends the run by the ending
+// protocol, looking again when another writer got there first. It reports
+// whether this call ended the run; a run already ended (its record
+// repaired if need be), or one for which cond no longer holds, is false
+// with no error.
+func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, status func(wire.RunRecord) wire.Status) (bool, error) {
+	for range casRetries {
+		r, err := s.Get(ctx, tenant, runID)
+		if err != nil {
+			return false, err
+		}
+		if r.Record.State.Terminal() || !cond(r.Record) {
+			return false, nil
+		}
+		w, err := s.log.Open(ctx, tenant, runID)
+		if errors.Is(err, events.ErrEnded) {
+			return false, s.repairFromLog(ctx, r)
+		}
+		if err != nil {
+			return false, err
+		}
+		err = s.End(ctx, w, r, status(r.Record), nil)
+		if errors.Is(err, events.ErrFenced) {
+			continue // someone wrote on the run meanwhile: look again
+		}
+		return err == nil, err
+	}
+	return false, fmt.Errorf("%w: %s kept changing", ErrChanged, subject.RunKey(tenant, runID))
+}
+
+// repairFromLog repairs r from the run's last event.
+func (s *Store) repairFromLog(ctx context.Context, r Run) error {
+	ev, _, err := s.log.Last(ctx, r.Record.Tenant, r.Record.RunID)
+	if err != nil {
+		return err
+	}
+	return s.Repair(ctx, r, ev)
+}
+
+// Ended reports, for a run whose writer was fenced or found the run ended,
+// whether its events end in a terminal status; if they do, the record is
+// repaired to match.
+func (s *Store) Ended(ctx context.Context, tenant, runID string) (bool, error) {
+	ev, _, err := s.log.Last(ctx, tenant, runID)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !ev.Terminal() {
+		return false, nil
+	}
+	r, err := s.Get(ctx, tenant, runID)
+	if err != nil {
+		return true, err
+	}
+	return true, s.Repair(ctx, r, ev)
+}
+
+// LeaseHeld reports whether the run under key has a lease.
+func (s *Store) LeaseHeld(ctx context.Context, key string) (bool, error) {
+	_, err := s.leases.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// WatchLeases watches every lease: puts are heartbeats, deletes releases,
+// purges (the bucket's TTL markers) expiries.
+func (s *Store) WatchLeases(ctx context.Context) (jetstream.KeyWatcher, error) {
+	return s.leases.WatchAll(ctx)
+}
+
+func (s *Store) deleteLease(key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
+	defer cancel()
+	if err := s.leases.Delete(ctx, key); err != nil {
+		s.logger.Warn("delete lease", "key", key, "err", err)
+	}
+}
+
+// Lease is a committed run's heartbeat in the leases bucket.
+type Lease struct {
+	s       *Store
+	key     string
+	value   []byte
+	rev     uint64
+	renewed atomic.Int64 // unix ns of the last write
+
+	once sync.Once
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// Keep renews the lease every TTL/3 until Stop. A renewal that fails is
+// tried again until the lease has gone unrenewed for 2/3 of its TTL (a
+// leader election is shorter than that); then, or at once if another
+// writer replaced the lease, onLost is called once and renewing stops.
+// Keep starts one goroutine, which Stop waits for; call it at most once.
+func (l *Lease) Keep(onLost func(error)) {
+	ctx, stop := context.WithCancel(context.Background())
+	l.stop = stop
+	go func() {
+		defer close(l.done)
+		every := l.s.ttl / 3
+		t := time.NewTimer(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := l.renew(ctx)
+			switch {
+			case err == nil:
+				t.Reset(every)
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || l.Stale():
+				onLost(err)
+				return
+			default:
+				t.Reset(min(every, 100*time.Millisecond))
+			}
+		}
+	}()
+}
+
+func (l *Lease) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.s.ttl/3)
+	defer cancel()
+	next, err := l.s.leases.Update(ctx, l.key, l.value, l.rev)
+	if err != nil {
+		return err
+	}
+	l.rev = next
+	l.renewed.Store(time.Now().UnixNano())
+	return nil
+}
+
+// Stale reports whether the lease has gone unrenewed for two thirds of its
+// TTL: the run may already be another writer's to end, and its holder must
+// publish nothing more. Safe for concurrent use.
+func (l *Lease) Stale() bool {
+	return time.Since(time.Unix(0, l.renewed.Load())) > 2*l.s.ttl/3
+}
+
+// Stop stops renewing and waits for the renewing goroutine. It is
+// idempotent and does not delete the lease (End does).
+func (l *Lease) Stop() {
+	l.once.Do(func() {
+		if l.stop == nil {
+			close(l.done)
+			return
+		}
+		l.stop()
+	})
+	<-l.done
+}
