@@ -94,7 +94,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing to report
 		}
-		return fmt.Errorf("watch %s: %w", s.d.Names.LeasesBucket(), err)
+		return fmt.Errorf("watch leases: %w", err)
 	}
 	defer func() { _ = watcher.Stop() }()
 	updates := watcher.Updates()

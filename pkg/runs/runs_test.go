@@ -1,0 +1,167 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T) (*runs.Store, service.Deps) {
+	t.Helper()
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	if err := topology.Ensure(context.Background(), js, topology.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+	s, err := runs.Open(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, d
+}
+
+// routed creates a run, publishes accepted and routed, and records it routed.
+func routed(t *testing.T, s *runs.Store, tenant, id string) runs.Run {
+	t.Helper()
+	ctx := context.Background()
+	r, err := s.Create(ctx, wire.RunRecord{RunID: id, Tenant: tenant, Principal: "p", Profile: "fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Events().New(tenant, id)
+	if err := w.Status(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Status(ctx, wire.Status{State: wire.StateRouted}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = s.Route(ctx, r, &wire.Pin{Provider: "fixture"}, "fixture", 0); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestCreateIsPerTenant(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	for _, tn := range []string{"alpha", "beta"} {
+		if _, err := s.Create(ctx, wire.RunRecord{RunID: "job-1", Tenant: tn}); err != nil {
+			t.Fatalf("%s: %v", tn, err)
+		}
+	}
+	if _, err := s.Create(ctx, wire.RunRecord{RunID: "job-1", Tenant: "alpha"}); !errors.Is(err, runs.ErrExists) {
+		t.Fatalf("second create in alpha: %v, want ErrExists", err)
+	}
+}
+
+// Of many writers ending one run at once, exactly one ends it; the record
+// says what the one terminal event says.
+func TestExactlyOneWriterEndsARun(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	const writers = 8
+	for i := range 20 {
+		id := "race-" + string(rune('a'+i))
+		routed(t, s, "acme", id)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for w := range writers {
+			wg.Go(func() {
+				state := wire.StateCancelled
+				if w%2 == 1 {
+					state = wire.StateTimedOut
+				}
+				done, err := s.EndUnowned(ctx, "acme", id, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted },
+					func(rec wire.RunRecord) wire.Status { return wire.Status{State: state} })
+				if err != nil {
+					t.Error(err)
+				}
+				if done {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("run %s was ended by %d writers", id, wins)
+		}
+		ev, _, err := s.Events().Last(ctx, "acme", id)
+		if err != nil || !ev.Terminal() || ev.Seq != 3 {
+			t.Fatalf("last event %+v, %v; want the one terminal at seq 3", ev, err)
+		}
+		r, err := s.Get(ctx, "acme", id)
+		if err != nil || r.Record.State != ev.Status.State {
+			t.Fatalf("record %s, %v; terminal event %s", r.Record.State, err, ev.Status.State)
+		}
+	}
+}
+
+// A running status fenced after a terminal one is refused: a runner's claim
+// cannot land after a cancel ended the queued run.
+func TestClaimAfterEndIsFenced(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	r := routed(t, s, "acme", "late")
+	w, err := s.Events().Open(ctx, "acme", "late") // the runner reads the events...
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := s.EndUnowned(ctx, "acme", "late", func(wire.RunRecord) bool { return true },
+		func(wire.RunRecord) wire.Status { return wire.Status{State: wire.StateCancelled} }) // ...a cancel ends the run...
+	if err != nil || !done {
+		t.Fatalf("cancel: %t, %v", done, err)
+	}
+	if _, err := s.Claim(ctx, r, "runner-1"); !errors.Is(err, runs.ErrChanged) {
+		t.Fatalf("claim over the ended record: %v, want ErrChanged", err)
+	}
+	// ...and even a claim that read the record first cannot publish.
+	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning}); !errors.Is(err, events.ErrFenced) {
+		t.Fatalf("running after cancelled: %v, want ErrFenced", err)
+	}
+}
+
+// A writer that ended a run and stopped before recording it leaves a
+// record that Ended repairs.
+func TestEndedRepairsARecordLeftBehind(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	routed(t, s, "acme", "orphan")
+	w, err := s.Events().Open(ctx, "acme", "orphan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The terminal event without the rest of the protocol.
+	if err := w.Terminal(ctx, wire.Status{State: wire.StateFailed, Error: wire.Errorf(wire.ProviderError, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.Get(ctx, "acme", "orphan"); r.Record.State != wire.StateRouted {
+		t.Fatalf("record %s before repair", r.Record.State)
+	}
+	ended, err := s.Ended(ctx, "acme", "orphan")
+	if err != nil || !ended {
+		t.Fatalf("Ended = %t, %v", ended, err)
+	}
+	r, err := s.Get(ctx, "acme", "orphan")
+	if err != nil || r.Record.State != wire.StateFailed || !errors.Is(r.Record.Error, wire.ProviderError) {
+		t.Fatalf("repaired record %+v, %v", r.Record, err)
+	}
+}
