@@ -343,6 +343,97 @@ func TestCLI(t *testing.T) {
 	}
 }
 
+// tempHomeAttempts is the attempt policy of TestCLIGeminiTempHome's
+// profile: neither 1 nor the CLI's own 10, so only the policy itself can
+// explain the count.
+const tempHomeAttempts = 3
+
+// TestCLIGeminiTempHome runs Gemini CLI under a runner whose home is in the
+// system temp directory, as in many CI jobs and containers. The temp dir is
+// world-writable and sticky, so Gemini CLI refuses any settings file below
+// it; the adapter must put its retry settings elsewhere. A 429 is then
+// tried exactly the policy's number of times, counted at the fake model
+// API. A runner that is not root cannot create a file the CLI accepts: it
+// must fail the run with the typed error instead, having called the API
+// not once, unless root has provisioned geminicli.SharedSettingsDir.
+func TestCLIGeminiTempHome(t *testing.T) {
+	i := slices.IndexFunc(clis, func(c cliCase) bool { return c.name == geminicli.Name })
+	c := clis[i]
+	if _, err := exec.LookPath(c.binary); err != nil {
+		t.Fatalf("%s not on PATH (%s); `make e2e-cli` installs the pinned CLIs into .cache/cli", c.binary, c.hint)
+	}
+	fi, err := os.Stat(os.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm()&0o002 == 0 || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("the system temp dir %s has mode %v; this case needs it world-writable and sticky, as /tmp is on real machines (unset TMPDIR)", os.TempDir(), fi.Mode())
+	}
+	tag := fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())
+	t.Cleanup(func() { checkReaped(t, tag+"/") })
+
+	root := t.TempDir() // in the system temp dir
+	home := mkdir(t, root, "home")
+	// The runner's own home, which the adapter's first candidate
+	// directory (the user cache dir) is derived from; the CLI gets it too.
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CACHE_HOME", "")
+
+	fake := fakemodel.New(fakemodel.Auto)
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
+	e := cliEnv{home: home, tmp: mkdir(t, root, "tmp"), workRoot: mkdir(t, root, "work"), fakeURL: fake.URL(), tag: tag + "/" + c.name}
+	mkdir(t, e.workRoot, c.name)
+	a, err := c.adapter(t, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := profile.New(profile.Profile{
+		Name: c.name, Adapter: c.name, Transport: wire.TransportSubprocess,
+		Model: c.model, Binary: c.binary, InstallHint: c.hint, MaxAttempts: tempHomeAttempts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{fake: fake, tag: tag, results: map[string]string{}}
+	h.client = startMesh(t, reg, []adapter.Adapter{a})
+
+	t.Run("error-429", func(t *testing.T) {
+		p := prompt(c, "What is the answer?", "temp-home error-429", fakemodel.RateLimited)
+		r := h.follow(t, h.start(t, c, c.name, "", p, false))
+		reqs := h.requestsFor(p)
+		if err := r.final.Error; os.Geteuid() != 0 && err != nil && err.Class == wire.ProviderTransportError {
+			// Not root, and SharedSettingsDir not provisioned.
+			if !strings.Contains(err.Message, "no place for the retry settings file") || len(reqs) != 0 {
+				t.Fatalf("want the typed settings error and no request, got %s; %d requests", r.summary(), len(reqs))
+			}
+			t.Logf("not root: the run failed as documented, without calling the API: %s", err.Message)
+			return
+		}
+		if len(reqs) != tempHomeAttempts {
+			t.Fatalf("the CLI made %d requests for a 429, want %d (max_attempts %d): %s\nfake saw:\n%s",
+				len(reqs), tempHomeAttempts, tempHomeAttempts, r.summary(), describeRequests(reqs))
+		}
+		if r.final.State != wire.StateFailed || r.final.Error == nil || r.final.Error.Class != wire.ProviderQuotaError {
+			t.Fatalf("want failed with ProviderQuotaError, got %s", r.summary())
+		}
+		t.Logf("429 tried %d times: %s", len(reqs), r.summary())
+	})
+	t.Run("answer", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			t.Skip("not root: covered by error-429's typed failure")
+		}
+		h.testAnswer(t, c)
+	})
+	// The user cache dir under this home was refused before anything was
+	// created in it.
+	if _, err := os.Stat(filepath.Join(home, ".cache", "agentmesh")); !os.IsNotExist(err) {
+		t.Errorf("the adapter created settings under the refused home %s (%v)", home, err)
+	}
+}
+
 // startMesh runs router, runner host and sweeper in this process on an
 // embedded JetStream server, serving the given adapters, and returns a
 // client. Everything is stopped when the test ends.

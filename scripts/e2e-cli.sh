@@ -5,7 +5,9 @@
 #
 # Environment: GO (default go), E2E_CLI_CACHE (install folder, default
 # .cache/cli), E2E_TIMEOUT (go test -timeout, default 10m), E2E_RUN (go test
-# -run, default TestCLI).
+# -run, default TestCLI: every CLI's scenarios, and TestCLIGeminiTempHome,
+# which sets the test process's HOME inside the system temp dir, so TMPDIR
+# must be unset or a world-writable, sticky directory such as /tmp).
 #
 # Install scripts are not run (--ignore-scripts): some (node-gyp rebuilds,
 # prebuilt-binary fetches) need a compiler or more than the npm registry,

@@ -44,6 +44,13 @@ type Invocation struct {
 	// Files are request fields that name paths; each must stay inside the
 	// run's workspace.
 	Files []string
+	// Stderr, if set, is called with each line the CLI writes to stderr
+	// (within the transport's kept head, proc.Spec.StderrLine), in order,
+	// and must not block. A non-nil error ends the attempt: the CLI is torn
+	// down and the error is the stream's terminal error, after any chunk
+	// already yielded. For what the CLI reports only on stderr, such as a
+	// setting it refused.
+	Stderr func(line string) error
 }
 
 // Spec is one CLI's grammar.
@@ -174,6 +181,17 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 			Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: inv.Args, Dir: dir,
 			Env: proc.AllowEnv(a.cfg.EnvAllow, set), TailRepair: a.spec.TailRepair, Classify: a.spec.Classify,
 			Grace: a.cfg.Grace,
+		}
+		if inv.Stderr != nil {
+			var refuse context.CancelCauseFunc
+			ctx, refuse = context.WithCancelCause(ctx)
+			defer refuse(nil)
+			// proc ends the child when ctx ends and returns its cause.
+			ps.StderrLine = func(line string) {
+				if err := inv.Stderr(line); err != nil {
+					refuse(wire.AsError(err))
+				}
+			}
 		}
 		p := a.spec.NewParser(req, call)
 		g := guard{yield: yield}

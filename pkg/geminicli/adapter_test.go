@@ -68,7 +68,7 @@ func (h *harness) replayFiles(stdout, stderr, exit string) {
 	cfg.EnvSet[fakeExit] = strings.TrimSpace(exit)
 	// A race-instrumented fake would otherwise wait a second at exit.
 	cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
-	a, err := cliadapter.New(spec(settingsFiles{dirs: func() []string { return []string{h.settings} }}), cfg)
+	a, err := cliadapter.New(spec(testSettings(h.t, h.settings)), cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -401,7 +401,7 @@ func TestArgv(t *testing.T) {
 			if _, set := rec.Env[EnvSystemMD]; set && tt.wantEnv[EnvSystemMD] == "" {
 				t.Errorf("%s set without system_md", EnvSystemMD)
 			}
-			if want := string(settingsContent(tt.wantTries)); rec.Settings != want {
+			if want := string(SettingsContent(tt.wantTries)); rec.Settings != want {
 				t.Errorf("retry settings = %q, want %q", rec.Settings, want)
 			}
 		})
@@ -458,7 +458,7 @@ func TestMissingBinary(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Binary = "gemini-not-installed-here"
 	cfg.WorkspaceRoot = t.TempDir()
-	a, err := cliadapter.New(spec(settingsFiles{dirs: func() []string { return []string{t.TempDir()} }}), cfg)
+	a, err := cliadapter.New(spec(testSettings(t, t.TempDir())), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,5 +491,74 @@ func TestDeclaration(t *testing.T) {
 	}
 	if want := []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"}; !reflect.DeepEqual(cfg.EnvAllow, want) {
 		t.Errorf("EnvAllow = %q, want %q", cfg.EnvAllow, want)
+	}
+}
+
+// TestSettingsSkipped: when the CLI says on stderr that it skipped the
+// retry settings file, the run ends with a ProviderTransportError naming
+// the file and the CLI's reason, whatever its stdout said, and the CLI is
+// torn down.
+func TestSettingsSkipped(t *testing.T) {
+	h := newHarness(t)
+	stderr := filepath.Join(t.TempDir(), "stderr.txt")
+	warning := "Security Warning: Skipping system settings file '/x/settings.json': Parent directory '/tmp' is insecure: Directory '/tmp' is writable by group or others (mode: 41777)."
+	if err := os.WriteFile(stderr, []byte("Warning: 256-color support not detected.\n"+warning+"\nRipgrep is not available.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.replayFiles(filepath.Join(transcriptsDir, "S1.stdout.ndjson"), stderr, "0")
+	_, err := h.run(Request{Prompt: "What is the answer?"}, adapter.Call{Model: pinned, MaxAttempts: 2})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Class != wire.ProviderTransportError {
+		t.Fatalf("err = %v, want a ProviderTransportError", err)
+	}
+	rec, ran := h.seen()
+	if !ran {
+		t.Fatal("the fake CLI never ran")
+	}
+	for _, want := range []string{rec.Env[EnvSystemSettingsPath], "general.maxAttempts 2", "Parent directory '/tmp' is insecure"} {
+		if !strings.Contains(we.Message, want) {
+			t.Errorf("message %q lacks %q", we.Message, want)
+		}
+	}
+	// Other stderr lines are no refusal.
+	h.transcript("S1")
+	if _, err := h.run(Request{Prompt: "What is the answer?"}, adapter.Call{Model: pinned, MaxAttempts: 2}); err != nil {
+		t.Errorf("S1 with its own stderr: %v", err)
+	}
+}
+
+// TestNoAcceptableSettingsDir: when no candidate directory passes the
+// CLI's check, the run fails with a ProviderTransportError naming each
+// candidate and why, and the CLI is never started.
+func TestNoAcceptableSettingsDir(t *testing.T) {
+	h := newHarness(t)
+	h.transcript("S1")
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Binary, cfg.WorkspaceRoot = mustExe(t), h.root
+	cfg.EnvSet[fakeRecord] = h.record
+	a, err := cliadapter.New(spec(testSettings(t, filepath.Join(open, "a"), filepath.Join(open, "b"))), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.a = a
+	_, err = h.run(Request{Prompt: "hi"}, adapter.Call{Model: pinned, MaxAttempts: 3})
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Class != wire.ProviderTransportError || we.Retryable {
+		t.Fatalf("err = %#v, want a non-retryable ProviderTransportError", err)
+	}
+	for _, want := range []string{filepath.Join(open, "a") + ":", filepath.Join(open, "b") + ":", "general.maxAttempts 3", SharedSettingsDir} {
+		if !strings.Contains(we.Message, want) {
+			t.Errorf("message %q lacks %q", we.Message, want)
+		}
+	}
+	if _, ran := h.seen(); ran {
+		t.Error("the CLI was started without its retry settings")
 	}
 }

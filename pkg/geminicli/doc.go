@@ -71,17 +71,51 @@
 // that switch: retries = MaxAttempts-1, so general.maxAttempts =
 // MaxAttempts (clamped to the CLI's 1…10; 0 means wire.DefaultMaxAttempts).
 // The CLI has no flag or environment variable for it, so the adapter points
-// GEMINI_CLI_SYSTEM_SETTINGS_PATH at a file that holds only that setting.
-// System settings are the CLI's highest-precedence layer and are deep-merged
-// over the user's $HOME/.gemini/settings.json, so nothing else changes. The
-// files are content-addressed (one per value, in agentmesh/geminicli under
-// the user cache directory, else in a per-user directory in the system temp
-// directory; either must be private to the runner's user), written
-// atomically and never modified in place, so concurrent runs share them
-// safely and nothing is left per run. This
-// replaces the machine-wide /etc/gemini-cli/settings.json (and the
-// system-defaults.json beside it) for the child: put operator settings in
+// GEMINI_CLI_SYSTEM_SETTINGS_PATH at a file that holds only that setting,
+// named SettingsFileName(n) with SettingsContent(n). System settings are
+// the CLI's highest-precedence layer and are deep-merged over the user's
+// $HOME/.gemini/settings.json, so nothing else changes. This replaces the
+// machine-wide /etc/gemini-cli/settings.json (and the system-defaults.json
+// beside it) for the child: put operator settings in
 // $HOME/.gemini/settings.json instead.
+//
+// The CLI loads that file only if the file and every directory from its
+// parent up to "/" are owned by root and not writable by group or others
+// (a sticky bit does not count: nothing below a mode-1777 /tmp passes); a
+// symlink on the way must be owned by root, and a path that resolves
+// elsewhere is checked there too. Otherwise it prints "Security Warning:
+// Skipping system settings file …" on stderr and keeps its own 10 attempts.
+// The adapter applies the same check before every run and uses the first
+// of SettingsDirs that passes: agentmesh/geminicli under the user cache
+// directory ($XDG_CACHE_HOME or $HOME/.cache), then SharedSettingsDir
+// (/var/cache/agentmesh/geminicli), then a per-user directory in the system
+// temp dir. It creates a missing directory (mode 0700) only when the
+// directories above it pass and the runner is root. The files are
+// content-addressed (one per value), written atomically, replaced when
+// their content or mode is wrong and never modified in place, so
+// concurrent runs and runners share them safely and nothing is left per
+// run.
+//
+// So a root runner works with any home, including one in the temp dir (the
+// first candidate fails, SharedSettingsDir passes). A runner that is not
+// root cannot create a file the CLI accepts; root provisions
+// SharedSettingsDir for it once:
+//
+//	install -d -o root -g root -m 0755 /var/cache/agentmesh/geminicli
+//	for n in 1 2 3 4 5 6 7 8 9 10; do
+//	  printf '{"general":{"maxAttempts":%d}}\n' $n |
+//	    install -o root -g root -m 0644 /dev/stdin \
+//	      /var/cache/agentmesh/geminicli/system-settings-max-attempts-$n.json
+//	done
+//
+// When no candidate passes, the run fails before the CLI starts with a
+// non-retryable ProviderTransportError naming each candidate and why it was
+// refused (the runner logs it with the run id as the run's end). When the
+// CLI prints the skip warning anyway (a directory changed under a running
+// runner, a newer CLI with another rule), the adapter stops the CLI at once
+// and fails the run with a ProviderTransportError quoting the warning:
+// running on would silently retry up to 10 times, for minutes, against the
+// run's policy.
 //
 // # Sessions
 //

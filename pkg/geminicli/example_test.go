@@ -43,3 +43,12 @@ func ExampleDecode() {
 	// "List the files" yolo <nil>
 	// AgenticRequestValidationError: gemini request: field "approval_mode": "always" is not one of default, auto_edit, yolo, plan; unknown field "turns"
 }
+
+// The retry settings file for a policy of three attempts, as root would
+// provision it in SharedSettingsDir for a runner that is not root.
+func ExampleSettingsFileName() {
+	fmt.Printf("%s/%s\n%s", geminicli.SharedSettingsDir, geminicli.SettingsFileName(3), geminicli.SettingsContent(3))
+	// Output:
+	// /var/cache/agentmesh/geminicli/system-settings-max-attempts-3.json
+	// {"general":{"maxAttempts":3}}
+}

@@ -1,13 +1,8 @@
 package geminicli
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/argv"
@@ -68,10 +63,10 @@ func New(cfg cliadapter.Config) (*cliadapter.Adapter[Request], error) {
 	return cliadapter.New(Spec(), cfg)
 }
 
-// Spec is the Gemini CLI grammar. Its retry settings files live under the
-// user cache directory (see the package doc).
+// Spec is the Gemini CLI grammar. Its retry settings files live in the
+// first of SettingsDirs that Gemini CLI accepts (see the package doc).
 func Spec() cliadapter.Spec[Request] {
-	return spec(settingsFiles{dirs: defaultSettingsDirs})
+	return spec(settingsFiles{dirs: SettingsDirs, rule: cliRule})
 }
 
 func spec(sf settingsFiles) cliadapter.Spec[Request] {
@@ -121,16 +116,21 @@ func invoke(req Request, call adapter.Call, dir string, sf settingsFiles) (cliad
 	}
 	args = append(args, argv.Build(f)...)
 
-	settings, err := sf.path(CLIAttempts(call.MaxAttempts))
+	n := CLIAttempts(call.MaxAttempts)
+	settings, err := sf.path(n)
 	if err != nil {
-		return cliadapter.Invocation{}, wire.Errorf(wire.ProviderTransportError, "%s: retry settings: %v", Name, err)
+		return cliadapter.Invocation{}, wire.Errorf(wire.ProviderTransportError,
+			"%s: no place for the retry settings file (general.maxAttempts %d) that Gemini CLI accepts: "+
+				"it reads %s only if the file and every directory above it are owned by root and not writable by group or others, "+
+				"and would otherwise retry up to %d times on its own. Run the runner as root, or have root provision %s (see pkg/geminicli). Tried: %v",
+			Name, n, EnvSystemSettingsPath, MaxCLIAttempts, SharedSettingsDir, err)
 	}
 	env := map[string]string{EnvSystemSettingsPath: settings}
 	if req.SystemMD != "" {
 		env[EnvSystemMD] = filepath.Join(dir, req.SystemMD)
 		files = append(files, req.SystemMD)
 	}
-	return cliadapter.Invocation{Args: args, Env: env, Files: files}, nil
+	return cliadapter.Invocation{Args: args, Env: env, Files: files, Stderr: refusalWatch(settings, n)}, nil
 }
 
 // CLIAttempts maps the run's attempt policy onto the CLI's
@@ -165,86 +165,4 @@ func CLIModel(requested, pinned string) (string, error) {
 		return "", wire.Errorf(class, "%s: model %.64q is not a model name", Name, orig)
 	}
 	return m, nil
-}
-
-// settingsFiles keeps one read-only system settings file per maxAttempts
-// value. A file's content is fixed by its name, it is replaced only by an
-// atomic rename of identical content, and it is checked on every use (a
-// temp-file cleaner may remove it), so concurrent runs, and several runner
-// processes of one user, share them without coordination.
-type settingsFiles struct {
-	// dirs are the candidate directories, in order of preference.
-	dirs func() []string
-}
-
-// defaultSettingsDirs prefers the user cache directory and falls back to a
-// per-user directory in the system temp dir (a read-only HOME, no HOME).
-func defaultSettingsDirs() []string {
-	var dirs []string
-	if d, err := os.UserCacheDir(); err == nil {
-		dirs = append(dirs, filepath.Join(d, "agentmesh", "geminicli"))
-	}
-	return append(dirs, filepath.Join(os.TempDir(), fmt.Sprintf("agentmesh-geminicli-%d", os.Getuid())))
-}
-
-func settingsContent(n int) []byte {
-	return fmt.Appendf(nil, "{\"general\":{\"maxAttempts\":%d}}\n", n)
-}
-
-// path returns the settings file for n attempts in the first candidate
-// directory that works, creating it if needed.
-func (s settingsFiles) path(n int) (string, error) {
-	var errs []error
-	for _, dir := range s.dirs() {
-		p, err := settingsFile(dir, n)
-		if err == nil {
-			return p, nil
-		}
-		errs = append(errs, err)
-	}
-	if len(errs) == 0 {
-		return "", errors.New("no directory for the settings file")
-	}
-	return "", errors.Join(errs...)
-}
-
-func settingsFile(dir string, n int) (string, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
-	}
-	// The file overrides every other settings layer of the CLI, so its
-	// directory must be ours alone: a real directory, owned by us, that
-	// no one else can write.
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return "", err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 || (ok && int(st.Uid) != os.Getuid()) {
-		return "", fmt.Errorf("%s is not a private directory of this user", dir)
-	}
-	name := filepath.Join(dir, fmt.Sprintf("system-settings-max-attempts-%d.json", n))
-	want := settingsContent(n)
-	if got, err := os.ReadFile(name); err == nil && bytes.Equal(got, want) {
-		return name, nil
-	}
-	tmp, err := os.CreateTemp(dir, ".settings-*")
-	if err != nil {
-		return "", err
-	}
-	_, err = tmp.Write(want)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o400)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), name)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	return name, nil
 }

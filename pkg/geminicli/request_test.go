@@ -2,6 +2,7 @@ package geminicli
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -136,21 +137,41 @@ func TestCLIAttempts(t *testing.T) {
 	}
 }
 
+// testSettings keeps the settings files in dirs, under the CLI's rule
+// with two test-only changes: this process's user is the accepted owner
+// instead of root, and the directories above the test's temp root (the
+// system temp dir, world-writable on most machines) count as accepted.
+// Everything from the test's own temp directories down is checked as the
+// CLI checks it.
+func testSettings(t testing.TB, dirs ...string) settingsFiles {
+	return settingsFiles{dirs: func() []string { return dirs }, rule: testRule(t)}
+}
+
+func testRule(t testing.TB) rule {
+	return rule{owner: uint32(os.Geteuid()), above: filepath.Dir(t.TempDir())}
+}
+
 // TestSettingsFiles: one immutable file per value, recreated after a
 // cleaner removed it or someone changed it, and never in a directory
-// others can write.
+// the CLI's check refuses.
 func TestSettingsFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
-	sf := settingsFiles{dirs: func() []string { return []string{dir} }}
+	sf := testSettings(t, dir)
 	p, err := sf.path(2)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if filepath.Base(p) != SettingsFileName(2) {
+		t.Errorf("file %s, want %s", p, SettingsFileName(2))
 	}
 	check := func() {
 		t.Helper()
 		b, err := os.ReadFile(p)
 		if err != nil || string(b) != "{\"general\":{\"maxAttempts\":2}}\n" {
 			t.Fatalf("settings file = %q, %v", b, err)
+		}
+		if err := sf.rule.refusal(p); err != nil {
+			t.Fatalf("the rule refuses the file it was given: %v", err)
 		}
 	}
 	check()
@@ -171,22 +192,141 @@ func TestSettingsFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	check()
+	os.Chmod(p, 0o622) // right content, but others may write it
+	if _, err := sf.path(2); err != nil {
+		t.Fatal(err)
+	}
+	check()
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 2 {
 		t.Errorf("%d files in the settings directory, want 2 (no leftovers)", len(entries))
 	}
 
+	// A directory the CLI refuses is skipped, and nothing is created
+	// below it; the next candidate is used.
 	open := filepath.Join(t.TempDir(), "open")
 	os.Mkdir(open, 0o777)
-	os.Chmod(open, 0o777)
-	if _, err := (settingsFiles{dirs: func() []string { return []string{open} }}).path(1); err == nil {
-		t.Error("a world-writable settings directory was accepted")
+	os.Chmod(open, 0o777|fs.ModeSticky) // sticky, as /tmp: the CLI refuses it all the same
+	below := filepath.Join(open, "agentmesh", "geminicli")
+	_, err = testSettings(t, below).path(1)
+	if err == nil || !strings.Contains(err.Error(), open+": writable by group or others (mode 01777)") {
+		t.Errorf("err = %v, want the sticky world-writable %s named", err, open)
+	}
+	if _, serr := os.Stat(filepath.Join(open, "agentmesh")); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("a directory was created below the refused %s (%v)", open, serr)
 	}
 	fallback := filepath.Join(t.TempDir(), "fallback")
-	p, err = (settingsFiles{dirs: func() []string { return []string{open, fallback} }}).path(1)
+	p, err = testSettings(t, below, fallback).path(1)
 	if err != nil || filepath.Dir(p) != fallback {
 		t.Errorf("path = %q, %v; want a file in the fallback %s", p, err, fallback)
 	}
+
+	// A runner that is not the owner the CLI accepts cannot create an
+	// acceptable directory: refused before anything is created.
+	base := t.TempDir()
+	notOwner := rule{owner: uint32(os.Geteuid()) + 1, above: base}
+	missing := filepath.Join(base, "missing")
+	_, err = settingsFiles{dirs: func() []string { return []string{missing} }, rule: notOwner}.path(1)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("err = %v, want a refusal of the missing directory", err)
+	}
+	if _, serr := os.Stat(missing); !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("%s was created (%v)", missing, serr)
+	}
+}
+
+// TestRule: the CLI's check, file by file, as Gemini CLI 0.61.0 applies
+// it (see cliRule).
+func TestRule(t *testing.T) {
+	mk := func(t *testing.T, dirMode, fileMode fs.FileMode) (dir, file string) {
+		t.Helper()
+		dir = filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		file = filepath.Join(dir, "settings.json")
+		if err := os.WriteFile(file, []byte("{}"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, dirMode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(file, fileMode); err != nil {
+			t.Fatal(err)
+		}
+		return dir, file
+	}
+	tests := []struct {
+		name              string
+		dirMode, fileMode fs.FileMode
+		want              string // "" accepted, else a part of the refusal
+	}{
+		{"private", 0o700, 0o400, ""},
+		{"readable by all", 0o755, 0o644, ""},
+		{"group-writable directory", 0o770, 0o400, "parent directory"},
+		{"sticky world-writable directory", 0o777 | fs.ModeSticky, 0o400, "mode 01777"},
+		{"world-writable file", 0o700, 0o602, "writable by group or others (mode 0602)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, file := mk(t, tt.dirMode, tt.fileMode)
+			err := testRule(t).refusal(file)
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("refusal = %v, want %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		if err := testRule(t).refusal(filepath.Join(t.TempDir(), "none.json")); err != nil {
+			t.Errorf("refusal = %v; the CLI has nothing to refuse", err)
+		}
+	})
+	t.Run("other owner", func(t *testing.T) {
+		_, file := mk(t, 0o700, 0o400)
+		other := testRule(t)
+		other.owner++
+		if err := other.refusal(file); err == nil || !strings.Contains(err.Error(), "owned by uid") {
+			t.Errorf("refusal = %v, want the owner named", err)
+		}
+	})
+	t.Run("not a file", func(t *testing.T) {
+		dir, _ := mk(t, 0o700, 0o400)
+		if err := testRule(t).refusal(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("refusal = %v", err)
+		}
+	})
+	t.Run("symlink into a refused directory", func(t *testing.T) {
+		_, target := mk(t, 0o777, 0o400)
+		dir, _ := mk(t, 0o700, 0o400)
+		link := filepath.Join(dir, "link.json")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := testRule(t).refusal(link); err == nil || !strings.Contains(err.Error(), "resolved to") {
+			t.Errorf("refusal = %v, want the resolved path refused", err)
+		}
+	})
+	// The real rule on the system temp directory, which the CLI refuses
+	// when it is world-writable (sticky or not), as on most machines.
+	t.Run("system temp dir", func(t *testing.T) {
+		fi, err := os.Stat(os.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm()&0o002 == 0 {
+			t.Skipf("%s is not world-writable here (mode %v)", os.TempDir(), fi.Mode())
+		}
+		_, file := mk(t, 0o700, 0o400)
+		err = cliRule.refusal(file)
+		if err == nil {
+			t.Fatalf("the CLI's rule accepts %s", file)
+		}
+		// As root the temp dir is what fails; as anyone else, already the
+		// owner of the test's own directory.
+		if os.Geteuid() == 0 && !strings.Contains(err.Error(), "parent directory "+filepath.Clean(os.TempDir())+": writable by group or others") {
+			t.Errorf("refusal = %v, want the temp dir named", err)
+		}
+	})
 }
 
 func TestClassify(t *testing.T) {

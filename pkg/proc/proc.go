@@ -55,6 +55,12 @@ type Spec struct {
 	Grace        time.Duration
 	// OnStart, if set, is called with the child's pid once it has started.
 	OnStart func(pid int)
+	// StderrLine, if set, is called with each line (without its line end)
+	// of the first StderrLimit bytes of stderr, in order, on the goroutine
+	// that drains stderr; a last line without a newline is passed when
+	// stderr ends or reaches the limit. Every call returns before Stream
+	// does. It must not block: stderr is not drained meanwhile.
+	StderrLine func(line string)
 }
 
 func (s *Spec) setDefaults() {
@@ -209,8 +215,47 @@ func start(spec Spec, path string) (*child, error) {
 // chatty child can never block on a full pipe.
 func (c *child) drainStderr() {
 	defer close(c.drain)
-	_, _ = io.Copy(&c.tail, io.LimitReader(c.stderr, int64(c.spec.StderrLimit)))
+	var head io.Writer = &c.tail
+	var lines *lineWriter
+	if c.spec.StderrLine != nil {
+		lines = &lineWriter{fn: c.spec.StderrLine}
+		head = io.MultiWriter(&c.tail, lines)
+	}
+	_, _ = io.Copy(head, io.LimitReader(c.stderr, int64(c.spec.StderrLimit)))
+	if lines != nil {
+		lines.flush()
+	}
 	_, _ = io.Copy(&c.last, c.stderr)
+}
+
+// lineWriter passes each complete line written to it to fn; flush passes
+// what is left. It buffers at most one line, and the head it is fed is
+// bounded by StderrLimit.
+type lineWriter struct {
+	fn  func(string)
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			w.buf = append(w.buf, p...)
+			return n, nil
+		}
+		w.buf = append(w.buf, p[:i]...)
+		w.fn(string(bytes.TrimSuffix(w.buf, []byte("\r"))))
+		w.buf = w.buf[:0]
+		p = p[i+1:]
+	}
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.fn(string(bytes.TrimSuffix(w.buf, []byte("\r"))))
+		w.buf = nil
+	}
 }
 
 // lastBytes keeps the last wire.MaxErrorText bytes written to it.

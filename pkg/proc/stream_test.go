@@ -409,6 +409,42 @@ func TestStreamStderrTail(t *testing.T) {
 	}
 }
 
+// TestStreamStderrLine: StderrLine sees every line of the kept head of
+// stderr, in order, without line ends, the last one even without a
+// newline, and nothing past StderrLimit; every call is made before Stream
+// returns.
+func TestStreamStderrLine(t *testing.T) {
+	tests := []struct {
+		name  string
+		limit int
+		steps []string
+		want  []string
+	}{
+		{"lines", 0, []string{"err:one\ntwo\r\n", "err:thr", "err:ee\n\nlast", "exit:0"}, []string{"one", "two", "three", "", "last"}},
+		{"limit", 8, []string{"err:1234\n5678\n90\n", "exit:3"}, []string{"1234", "567"}},
+		{"none", 0, []string{"out:{}", "exit:0"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := script(tt.steps...)
+			spec.StderrLimit = tt.limit
+			var mu sync.Mutex
+			var got []string
+			spec.StderrLine = func(line string) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, line)
+			}
+			r := collect(t, testContext(t), spec, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("lines = %q, want %q (err %v)", got, tt.want, r.err)
+			}
+		})
+	}
+}
+
 // TestStreamStderrFlood: 50 MiB of stderr while stdout streams neither
 // blocks the child nor is kept beyond the limit.
 func TestStreamStderrFlood(t *testing.T) {
