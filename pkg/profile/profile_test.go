@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/profile"
 )
@@ -101,6 +102,8 @@ func TestLoadRejects(t *testing.T) {
 			"b.yaml": strings.Replace(base, "name: x", "name: y", 1),
 		}, wantFile: "b.yaml", wantField: "model", want: "a.yaml"},
 		{name: "fallback to an unknown profile", in: map[string]string{"x.yaml": base + "policy: {fallback: [nope]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: `"nope" is not a profile`},
+		{name: "stall_after too short", in: map[string]string{"x.yaml": base + "policy: {stall_after: 10ms}\n"}, wantFile: "x.yaml", wantField: "policy.stall_after", want: "at least 100ms"},
+		{name: "stall_after not a duration", in: map[string]string{"x.yaml": base + "policy: {stall_after: soon}\n"}, wantFile: "x.yaml", wantField: "policy"},
 		{name: "fallback to itself", in: map[string]string{"x.yaml": base + "policy: {fallback: [x]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: "itself"},
 		{name: "fallback named twice", in: map[string]string{
 			"a.yaml": base + "policy: {fallback: [y, y]}\n",
@@ -140,7 +143,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 
 func TestLoadAcceptsTheOptionalFields(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "a.yaml", base+"capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\npolicy: {fallback: [y]}\n")
+	write(t, dir, "a.yaml", base+"capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\npolicy: {fallback: [y], stall_after: 90s}\n")
 	write(t, dir, "b.yaml", strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base)+"policy: {fallback: [x]}\n")
 	write(t, dir, "r.yaml", remote+"base_url: http://[::1]:8080/v1\nallow_loopback: true\n")
 	r, err := profile.Load(dir)
@@ -151,6 +154,12 @@ func TestLoadAcceptsTheOptionalFields(t *testing.T) {
 	want := profile.Capabilities{Resumable: true, ResumeField: "resume", EmitsToolEvents: true, ReportsUsage: true}
 	if p.Capabilities == nil || *p.Capabilities != want || strings.Join(p.Policy.Fallback, ",") != "y" {
 		t.Fatalf("x = capabilities %+v, fallback %v", p.Capabilities, p.Policy.Fallback)
+	}
+	if got := p.StallAfter(); got != 90*time.Second {
+		t.Fatalf("x stall_after = %s, want 90s", got)
+	}
+	if y, _ := r.Get("y"); y.StallAfter() != 0 {
+		t.Fatalf("in-process y without stall_after stalls after %s, want never", y.StallAfter())
 	}
 }
 
