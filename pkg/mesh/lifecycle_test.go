@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,10 +19,12 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -302,5 +306,33 @@ func TestAdapterPanicFailsOnlyItsRun(t *testing.T) {
 	}
 	if st := last(collect(t, c, id)); st.State != wire.StateSucceeded {
 		t.Fatalf("run after the panic: %s", st.State)
+	}
+}
+
+// A mesh whose context ends right after it started stops without an error
+// from any service (the sweeper used to report its lease watch's
+// "context canceled").
+func TestMeshStopsQuietlyRightAfterStart(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := adapter.NewRegistry(fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mesh.Run(ctx, d, profile.Builtin(), adapters, mesh.Config{}) }()
+		time.Sleep(time.Duration(i%10) * time.Millisecond)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("stop %d ms after start: %v", i%10, err)
+		}
 	}
 }

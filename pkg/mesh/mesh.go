@@ -30,8 +30,18 @@ type Config struct {
 
 // Run ensures the topology, starts the selected services and blocks until ctx
 // ends and every service has returned. It returns the first service error;
-// one service failing stops the others.
+// one service failing stops the others. A failure caused by ctx ending while
+// the services start is not an error: Run then returns nil.
 func Run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) error {
+	err := run(ctx, d, profiles, adapters, cfg)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Stopped while starting: what failed was cut short by the stop.
+		return nil
+	}
+	return err
+}
+
+func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) error {
 	cfg.Topology.Names = d.Names
 	if cfg.Router.AdapterQueueMax == 0 {
 		cfg.Router.AdapterQueueMax = cfg.Topology.WorkQueueMax
