@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -184,6 +185,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 // clientFlags are the flags of the commands that talk to a running mesh.
 type clientFlags struct {
 	server, tenant, principal, prefix string
+	inboxPrefix, apiPrefix            string
 }
 
 // envOr is the variable name's value, or def when it is unset or empty.
@@ -200,6 +202,8 @@ func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
 	fs.StringVar(&c.tenant, "tenant", env("AGENTMESH_TENANT", "default"), "tenant (default from $AGENTMESH_TENANT)")
 	fs.StringVar(&c.principal, "principal", env("AGENTMESH_PRINCIPAL", "local"), "principal submitting runs (default from $AGENTMESH_PRINCIPAL)")
 	fs.StringVar(&c.prefix, "prefix", env("AGENTMESH_PREFIX", ""), "deployment prefix of subjects and streams (default from $AGENTMESH_PREFIX)")
+	fs.StringVar(&c.inboxPrefix, "inbox-prefix", env("AGENTMESH_INBOX_PREFIX", ""), "inbox prefix of the connection (default from $AGENTMESH_INBOX_PREFIX, else _INBOX_<tenant>)")
+	fs.StringVar(&c.apiPrefix, "js-api-prefix", env("AGENTMESH_JS_API_PREFIX", ""), "JetStream API prefix, e.g. $JS.agentmesh.API for a tenant account of deploy/nats (default from $AGENTMESH_JS_API_PREFIX, else $JS.API)")
 }
 
 // connect checks the identity flags and connects to the mesh. The caller
@@ -215,14 +219,21 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 			return nil, nil, usageErr("--prefix: %v", err)
 		}
 	}
-	nc, err := nats.Connect(c.server, nats.Name("agentmesh-cli"), nats.Timeout(5*time.Second))
+	inbox := c.inboxPrefix
+	if inbox == "" {
+		inbox = client.InboxPrefix(c.tenant)
+	}
+	nc, err := client.Connect(c.server, c.tenant, nats.Name("agentmesh-cli"), nats.Timeout(5*time.Second), nats.CustomInboxPrefix(inbox))
 	if err != nil {
+		if strings.Contains(err.Error(), "invalid custom prefix") {
+			return nil, nil, usageErr("--inbox-prefix %q: %v", inbox, err)
+		}
 		return nil, nil, usageErr("connect to %s: %v", redact(c.server), err)
 	}
-	cl, err := client.New(nc, subject.Names{Prefix: c.prefix})
+	cl, err := client.New(nc, subject.Names{Prefix: c.prefix}, client.WithAPIPrefix(c.apiPrefix))
 	if err != nil {
 		nc.Close()
-		return nil, nil, usageErr("%v", err)
+		return nil, nil, usageErr("--js-api-prefix: %v", err)
 	}
 	return nc, cl, nil
 }

@@ -144,6 +144,7 @@ func TestRunCommandLine(t *testing.T) {
 		{name: "status needs an id", in: []string{"status"}, want: exitUsage, wantStderr: "want one run id"},
 		{name: "bad run id", in: []string{"cancel", "a.b"}, want: exitUsage, wantStderr: "run_id"},
 		{name: "bad tenant", in: []string{"status", "--tenant", "a b", "r1"}, want: exitUsage, wantStderr: "--tenant"},
+		{name: "bad inbox prefix", in: []string{"status", "--server", "nats://127.0.0.1:1", "--inbox-prefix", "_INBOX_acme.", "r1"}, want: exitUsage, wantStderr: `--inbox-prefix "_INBOX_acme."`},
 		{name: "no server", in: []string{"run", "--server", "nats://127.0.0.1:1", "-p", "fixture", "hi"}, want: exitUsage, wantStderr: "connect to nats://127.0.0.1:1"},
 		{name: "no server, status", in: []string{"status", "--server", "nats://u:secret@127.0.0.1:1", "r1"}, want: exitUsage, wantStderr: "connect to nats://u:xxxxx@127.0.0.1:1"},
 	}

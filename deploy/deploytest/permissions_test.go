@@ -8,6 +8,8 @@
 package deploytest
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +20,8 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -49,6 +53,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const clusterConf = "../nats/cluster.conf"
 
 const tenant = "acme"
+
+// tenantAPIPrefix is where accounts.conf imports the mesh's JetStream API
+// into a tenant's account.
+const tenantAPIPrefix = "$JS.agentmesh.API"
 
 // users are the NATS users of accounts.conf and the variables holding their
 // passwords.
@@ -329,9 +337,15 @@ func TestDeployPermissions(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tnc, tjs, terrs := m.connect(t, "tenant-acme", nats.CustomInboxPrefix("_INBOX_acme"))
-	c, err := client.New(tnc, subject.Names{})
+	tnc, tjs, terrs := m.connect(t, "tenant-acme", nats.CustomInboxPrefix(client.InboxPrefix(tenant)))
+	c, err := client.New(tnc, subject.Names{}, client.WithAPIPrefix(tenantAPIPrefix))
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The tenant's JetStream is the mesh's, imported under tenantAPIPrefix;
+	// defaultJS asks under the usual $JS.API.
+	defaultJS := tjs
+	if tjs, err = jetstream.NewWithAPIPrefix(tnc, tenantAPIPrefix); err != nil {
 		t.Fatal(err)
 	}
 
@@ -450,6 +464,97 @@ func TestDeployPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("the agentmesh CLI runs, reads and cancels as the tenant", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		bin := filepath.Join(t.TempDir(), "agentmesh")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/agentmesh").CombinedOutput(); err != nil {
+			t.Fatalf("build cmd/agentmesh: %v\n%s", err, out)
+		}
+		// Only what a tenant's operator sets: the URL with the tenant's
+		// credentials, the tenant and the API prefix of its account; the
+		// inbox prefix defaults to _INBOX_acme.
+		env := append(os.Environ(), "AGENTMESH_NATS_URL="+m.url("tenant-acme"), "AGENTMESH_TENANT="+tenant,
+			"AGENTMESH_JS_API_PREFIX="+tenantAPIPrefix, "AGENTMESH_INBOX_PREFIX=", "AGENTMESH_PREFIX=")
+		cli := func(args ...string) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = env
+			return cmd
+		}
+		states := func(out []byte) []string {
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				var ev wire.Event
+				if err := json.Unmarshal([]byte(line), &ev); err != nil {
+					t.Fatalf("run output %q: %v", line, err)
+				}
+				if ev.Kind == wire.KindStatus {
+					got = append(got, string(ev.Status.State))
+				}
+			}
+			return got
+		}
+
+		id := client.NewRunID()
+		out, err := cli("run", "-p", "fixture", "--json", "--run-id", id, "hi").Output()
+		if err != nil {
+			t.Fatalf("agentmesh run: %v\n%s", err, out)
+		}
+		if got := strings.Join(states(out), " "); got != "accepted routed running succeeded" {
+			t.Fatalf("agentmesh run: states %s", got)
+		}
+		out, err = cli("status", "--json", id).Output()
+		if err != nil {
+			t.Fatalf("agentmesh status: %v\n%s", err, out)
+		}
+		var rec wire.RunRecord
+		if err := json.Unmarshal(out, &rec); err != nil || rec.State != wire.StateSucceeded {
+			t.Fatalf("agentmesh status: %v %s", err, out)
+		}
+
+		// A slow run, cancelled from a second CLI once its first chunk is out.
+		slow := client.NewRunID()
+		run := cli("run", "-p", "fixture", "--json", "--run-id", slow, "--delay-ms", "200", "slow")
+		stdout, err := run.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := run.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := bufio.NewScanner(stdout)
+		var seen []string
+		for lines.Scan() {
+			var ev wire.Event
+			if err := json.Unmarshal(lines.Bytes(), &ev); err != nil {
+				t.Fatalf("run output %q: %v", lines.Text(), err)
+			}
+			if ev.Kind == wire.KindStatus {
+				seen = append(seen, string(ev.Status.State))
+			}
+			if ev.Kind == wire.KindChunk && len(seen) > 0 && seen[len(seen)-1] == "running" {
+				if out, err := cli("cancel", slow).CombinedOutput(); err != nil || !strings.Contains(string(out), "cancelled run "+slow) {
+					t.Errorf("agentmesh cancel: %v %s", err, out)
+				}
+				seen = append(seen, "(cancel)")
+			}
+		}
+		err = run.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("agentmesh run of a cancelled run: %v, want exit 1", err)
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != "cancelled" {
+			t.Fatalf("agentmesh run: states %v, want the last cancelled", seen)
+		}
+		// A tenant other than the user's is refused with a clear error.
+		out, err = cli("status", "--tenant", "other", id).CombinedOutput()
+		if err == nil {
+			t.Fatalf("agentmesh status as another tenant succeeded: %s", out)
+		}
+		t.Logf("status as another tenant: %s", bytes.TrimSpace(out))
+	})
+
 	t.Run("micro discovers every service", func(t *testing.T) {
 		// Services may answer $SRV requests, not ask them: the ops user
 		// asks, as `nats micro ls --inbox-prefix _INBOX_ops` would.
@@ -500,22 +605,32 @@ func TestDeployPermissions(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		terrs.take()
+		const create = tenantAPIPrefix + ".CONSUMER.CREATE.AGENTMESH_EVENTS."
 		// pkg/client's ordered consumer, filtered to the other tenant.
-		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.", func(ctx context.Context) error {
+		denied(t, terrs, create, func(ctx context.Context) error {
 			for _, err := range c.Events(ctx, "other", "r1", 1) {
 				return err
 			}
 			return nil
 		})
-		// Nor an unfiltered consumer.
-		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop", func(ctx context.Context) error {
+		// Nor an unfiltered consumer, nor a filter outside agentmesh.events.acme.
+		denied(t, terrs, create+"snoop", func(ctx context.Context) error {
 			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop"})
+			return err
+		})
+		denied(t, terrs, create+"snoop.agentmesh.events.>", func(ctx context.Context) error {
+			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop", FilterSubject: "agentmesh.events.>"})
 			return err
 		})
 		// Several filters cannot be put in the API subject, so that request
 		// has none and is refused too.
-		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop", func(ctx context.Context) error {
+		denied(t, terrs, create+"snoop", func(ctx context.Context) error {
 			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop", FilterSubjects: []string{"agentmesh.events.acme.x", "agentmesh.events.other.>"}})
+			return err
+		})
+		// The mesh's JetStream API under its own name is not the tenant's.
+		denied(t, terrs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop", func(ctx context.Context) error {
+			_, err := defaultJS.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "snoop", FilterSubject: "agentmesh.events.acme.x"})
 			return err
 		})
 		// The tenant's own filter in the API subject with a body asking for
@@ -523,7 +638,7 @@ func TestDeployPermissions(t *testing.T) {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		req := []byte(`{"stream_name":"AGENTMESH_EVENTS","config":{"name":"snoop","filter_subject":"agentmesh.events.other.>","ack_policy":"none"}}`)
-		resp, err := tnc.RequestWithContext(rctx, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop.agentmesh.events.acme.x", req)
+		resp, err := tnc.RequestWithContext(rctx, create+"snoop.agentmesh.events.acme.x", req)
 		if err != nil || !strings.Contains(string(resp.Data), `"error"`) {
 			t.Fatalf("consumer whose filter differs from the API subject's: %v %s", err, respData(resp))
 		}
@@ -532,14 +647,177 @@ func TestDeployPermissions(t *testing.T) {
 		deniedSubscribe(t, tnc, terrs, "agentmesh.events.other.>")
 		deniedSubscribe(t, tnc, terrs, "agentmesh.events.acme.>") // events are read through JetStream only
 		deniedSubscribe(t, tnc, terrs, "_INBOX.>")
+		deniedSubscribe(t, tnc, terrs, "_INBOX_other.>")
+		deniedSubscribe(t, tnc, terrs, ">")
 		// Another tenant's run record.
-		denied(t, terrs, "$JS.API.DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs.other.r1", func(ctx context.Context) error {
+		denied(t, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs.other.r1", func(ctx context.Context) error {
 			_, err := c.Status(ctx, "other", "r1")
 			return err
 		})
 		// A record by sequence, which would reach any tenant's.
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_runs")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.MSG.GET.KV_agentmesh_runs")
 		deniedPublish(t, tnc, terrs, "$JS.API.DIRECT.GET.KV_agentmesh_runs")
-		deniedPublish(t, tnc, terrs, "$JS.API.STREAM.MSG.GET.KV_agentmesh_runs")
+	})
+
+	t.Run("tenant cannot list another tenant's run ids", func(t *testing.T) {
+		terrs.take()
+		// STREAM.INFO with a subjects_filter lists a stream's subjects: the
+		// run ids of every tenant, in the runs bucket and the events stream.
+		for _, stream := range []string{"KV_agentmesh_runs", "AGENTMESH_EVENTS", "AGENTMESH_SUBMIT"} {
+			for _, js := range []jetstream.JetStream{tjs, defaultJS} {
+				prefix := tenantAPIPrefix
+				if js == defaultJS {
+					prefix = "$JS.API"
+				}
+				denied(t, terrs, prefix+".STREAM.INFO."+stream, func(ctx context.Context) error {
+					s, err := js.Stream(ctx, stream)
+					if err != nil {
+						return err
+					}
+					_, err = s.Info(ctx, jetstream.WithSubjectFilter(">"))
+					return err
+				})
+			}
+		}
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.LIST")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".CONSUMER.LIST.AGENTMESH_EVENTS")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".CONSUMER.INFO.AGENTMESH_EVENTS.router")
+	})
+
+	t.Run("a reply subject the tenant names stays in its account", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// In one account, the answer to a request goes to whatever reply
+		// subject the requester named, with the responder's rights: a
+		// direct get answered into $KV.agentmesh_runs.<other>.<id> wrote
+		// another tenant's run record, a PubAck or a cancel answer into
+		// agentmesh.work.* or a cancel subject reached the services.
+		// Across an import the reply becomes a _R_ subject leading back
+		// into the tenant's account.
+		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.Wait(ctx, tenant, id); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+		_, rjs, rerrs := m.connect(t, "router")
+		defer func() {
+			for _, err := range rerrs.take() {
+				t.Errorf("router connection: %v", err)
+			}
+		}()
+		// The runner user's cancel subscription stands for every core
+		// subscriber of the mesh; the runs bucket for every stream.
+		nnc, _, _ := m.connect(t, "runner")
+		victim, err := nnc.SubscribeSync("agentmesh.runner.victim.cancel")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nnc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		get := tenantAPIPrefix + ".DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs." + tenant + "." + id
+		for _, reply := range []string{"agentmesh.runner.victim.cancel", "$KV.agentmesh_runs.other.victim", "agentmesh.work.in_process.fixture"} {
+			if err := tnc.PublishRequest(get, reply, nil); err != nil {
+				t.Fatal(err)
+			}
+			cancelReq := nats.NewMsg("agentmesh.control." + tenant + "." + id + ".cancel")
+			cancelReq.Reply = reply
+			if err := tnc.PublishMsg(cancelReq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The same requests with the tenant's own inbox are answered: the
+		// mesh has handled the ones above.
+		if _, err := c.Status(ctx, tenant, id); err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		if reply, err := c.Cancel(ctx, tenant, id); err != nil || !reply.Ended {
+			t.Fatalf("cancel of an ended run = %+v, %v", reply, err)
+		}
+		if msg, err := victim.NextMsg(200 * time.Millisecond); err == nil {
+			t.Fatalf("a tenant's reply subject reached a mesh subscriber: %s %q", msg.Subject, msg.Data)
+		}
+		kv, err := rjs.KeyValue(ctx, "agentmesh_runs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := kv.Get(ctx, "other.victim"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("another tenant's run record was written through a reply subject: %v %v", e, err)
+		}
+		work, err := rjs.Stream(ctx, "AGENTMESH_WORK")
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := work.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != 0 {
+			t.Fatalf("AGENTMESH_WORK holds %d messages, want 0 (the runs have ended)", info.State.Msgs)
+		}
+	})
+
+	t.Run("known limit: a push consumer delivers to a subject of the tenant's choosing", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// nats-server 2.15 checks a push consumer's deliver_subject against
+		// nothing but the stream's own subjects (no cycle) and the reserved
+		// ones ($JS.API, _R_, …): not against the creator's permissions, and
+		// the filtered create subject carries no deliver subject. The
+		// consumer lives in the mesh's account, so its deliveries reach the
+		// mesh's core subscribers (cancel, reconcile, micro). This records
+		// exactly what arrives there, for the services to refuse: stored
+		// events with a $JS.ACK reply, and idle heartbeats (no reply,
+		// Status 100). Delivery into a subject only a stream listens on
+		// (submit, work, the buckets) was not seen (the consumer never
+		// becomes push-bound). When the server refuses the creation, this
+		// test fails: turn it into a refusal then.
+		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Wait(ctx, tenant, id); err != nil {
+			t.Fatal(err)
+		}
+		nnc, _, _ := m.connect(t, "runner")
+		victim, err := nnc.SubscribeSync("agentmesh.runner.victim.cancel")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nnc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		cons, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{
+			Name: "push", FilterSubject: "agentmesh.events." + tenant + "." + id,
+			DeliverSubject: "agentmesh.runner.victim.cancel", IdleHeartbeat: 100 * time.Millisecond, AckPolicy: jetstream.AckNonePolicy,
+			InactiveThreshold: time.Second,
+		})
+		if err != nil {
+			t.Fatalf("push consumer refused (%v): the server now checks deliver subjects; assert the refusal here", err)
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			_ = tjs.DeleteConsumer(dctx, "AGENTMESH_EVENTS", cons.CachedInfo().Name)
+		}()
+		var events, heartbeats int
+		for events == 0 || heartbeats == 0 {
+			msg, err := victim.NextMsg(5 * time.Second)
+			if err != nil {
+				t.Fatalf("after %d events and %d heartbeats: %v", events, heartbeats, err)
+			}
+			switch {
+			case strings.HasPrefix(msg.Reply, "$JS.ACK.AGENTMESH_EVENTS.push."):
+				events++
+			case msg.Reply == "" && msg.Header.Get("Status") == "100":
+				heartbeats++
+			default:
+				t.Fatalf("delivery of another shape: reply %q header %v", msg.Reply, msg.Header)
+			}
+		}
 	})
 
 	t.Run("tenant cannot publish work, cancel for another tenant or touch the topology", func(t *testing.T) {
@@ -550,7 +828,7 @@ func TestDeployPermissions(t *testing.T) {
 			_, err := c.Cancel(ctx, "other", "r1")
 			return err
 		})
-		denied(t, terrs, "$JS.API.STREAM.DELETE.AGENTMESH_EVENTS", func(ctx context.Context) error {
+		denied(t, terrs, tenantAPIPrefix+".STREAM.DELETE.AGENTMESH_EVENTS", func(ctx context.Context) error {
 			return tjs.DeleteStream(ctx, "AGENTMESH_EVENTS")
 		})
 		deniedPublish(t, tnc, terrs, "$KV.agentmesh_runs.acme.r1")

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -23,18 +24,78 @@ var ErrNotFound = errors.New("run not found")
 // Client talks to one deployment. It is safe for concurrent use; the caller
 // owns and closes the connection.
 type Client struct {
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	names subject.Names
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	names     subject.Names
+	apiPrefix string // the JetStream API prefix, "$JS.API" by default
 }
 
+// DefaultAPIPrefix is the prefix of the JetStream API subjects in the
+// account the mesh runs in.
+const DefaultAPIPrefix = "$JS.API"
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithAPIPrefix makes the client send its JetStream API requests (the
+// events consumer and the run record reads) under prefix instead of
+// "$JS.API". A tenant whose account reaches the mesh's JetStream through
+// imports renamed under a prefix (deploy/nats/accounts.conf,
+// "$JS.agentmesh.API") uses it. An empty prefix is the default.
+func WithAPIPrefix(prefix string) Option {
+	return func(c *Client) error {
+		if prefix == "" {
+			return nil
+		}
+		prefix = strings.TrimSuffix(prefix, ".")
+		for _, tok := range strings.Split(prefix, ".") {
+			if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+				return fmt.Errorf("%w: JetStream API prefix %q is not a subject without wildcards", ErrInvalidOption, prefix)
+			}
+		}
+		c.apiPrefix = prefix
+		return nil
+	}
+}
+
+// ErrInvalidOption is returned by New for an option it cannot use.
+var ErrInvalidOption = errors.New("invalid client option")
+
 // New returns a client on nc for the deployment with the given names.
-func New(nc *nats.Conn, names subject.Names) (*Client, error) {
-	js, err := jetstream.New(nc)
+func New(nc *nats.Conn, names subject.Names, opts ...Option) (*Client, error) {
+	c := &Client{nc: nc, names: names, apiPrefix: DefaultAPIPrefix}
+	for _, opt := range opts {
+		if err := opt(c); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if c.apiPrefix == DefaultAPIPrefix {
+		c.js, err = jetstream.New(nc)
+	} else {
+		c.js, err = jetstream.NewWithAPIPrefix(nc, c.apiPrefix)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	return &Client{nc: nc, js: js, names: names}, nil
+	return c, nil
+}
+
+// InboxPrefix is the inbox prefix a tenant's connection uses,
+// "_INBOX_<tenant>": its replies (PubAcks, pulled events, cancel answers,
+// run records) arrive under it, so a tenant's NATS user may subscribe to
+// "_INBOX_<tenant>.>" only and never sees another tenant's replies.
+func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
+
+// Connect dials the mesh at url as tenant: with nats.CustomInboxPrefix
+// set to InboxPrefix(tenant), then opts (a later CustomInboxPrefix in
+// opts wins). The caller closes the connection.
+func Connect(url, tenant string, opts ...nats.Option) (*nats.Conn, error) {
+	if err := subject.ValidToken("tenant", tenant); err != nil {
+		return nil, err
+	}
+	opts = append([]nats.Option{nats.CustomInboxPrefix(InboxPrefix(tenant))}, opts...)
+	return nats.Connect(url, opts...)
 }
 
 // NewRunID returns a fresh run id.
@@ -190,7 +251,9 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunReco
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	msg, err := c.nc.RequestWithContext(ctx, c.names.RunRecordGet(tenant, runID), nil)
+	// RunRecordGet names the subject under the default API prefix.
+	subj := c.apiPrefix + strings.TrimPrefix(c.names.RunRecordGet(tenant, runID), DefaultAPIPrefix)
+	msg, err := c.nc.RequestWithContext(ctx, subj, nil)
 	if err != nil {
 		return wire.RunRecord{}, fmt.Errorf("read run %s: %w", runID, err)
 	}

@@ -17,7 +17,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,7 +44,8 @@ func Example() {
 	defer func() { stop(); <-done }()
 
 	// The client side.
-	nc, _ := nats.Connect(srv.ClientURL())
+	// A tenant connects with its own inbox prefix, _INBOX_acme.
+	nc, _ := client.Connect(srv.ClientURL(), "acme")
 	defer nc.Close()
 	c, _ := client.New(nc, subject.Names{})
 	req, _ := wire.Marshal(map[string]any{"prompt": "hello"})
