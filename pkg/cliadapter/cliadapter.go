@@ -80,6 +80,9 @@ type Config struct {
 	WorkspaceRoot string
 	// Grace before SIGKILL (default proc.DefaultGrace).
 	Grace time.Duration
+	// StateDir is where each run's process group is recorded while it
+	// lives (proc.Spec.StateDir); empty records nothing.
+	StateDir string
 }
 
 // Adapter is a CLI adapter. It is safe for concurrent use.
@@ -163,7 +166,7 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 		ps := proc.Spec{
 			Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: inv.Args, Dir: dir,
 			Env: proc.AllowEnv(a.cfg.EnvAllow, set), TailRepair: a.spec.TailRepair, Classify: a.spec.Classify,
-			Grace: a.cfg.Grace,
+			Grace: a.cfg.Grace, StateDir: a.cfg.StateDir,
 		}
 		p := a.spec.NewParser(req, call)
 		g := guard{yield: yield}
