@@ -356,7 +356,7 @@ func (m *faultMesh) startRunner() *faultRunner {
 		_ = r.cmd.Process.Kill()
 		<-r.exited
 		if m.t.Failed() {
-			m.t.Logf("%s log (tail):\n%s", id, tail(r.log, 40))
+			m.t.Logf("%s log (tail):\n%s", id, tail(r.log, 15))
 		}
 	})
 	// Ready once it has reaped what dead runners left and its work
