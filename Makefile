@@ -11,7 +11,7 @@ FUZZ_TARGETS := \
 	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
 	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser
 
-.PHONY: build run test vet bench fuzz check fmt-check
+.PHONY: build run test vet bench fuzz check fmt-check chaos
 
 ## build: bin/agentmesh and one binary per service (bin/router, bin/subprocess-runner, ...)
 build:
@@ -28,6 +28,15 @@ vet:
 ## test: vet, then every test with the race detector
 test: vet
 	$(GO) test -race -count=1 -timeout 25m ./...
+
+## chaos: the fault and cluster chaos tests (TestFault*, TestChaos*), CHAOS_TRIALS runs of each (default 100), printing each test's counts; the full log is .cache/chaos.log
+CHAOS_TRIALS ?= 100
+chaos:
+	@mkdir -p .cache
+	@echo "AGENTMESH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -race -count=1 -timeout 180m -v -run 'TestFault|TestChaos' ./..."
+	@AGENTMESH_CHAOS_TRIALS=$(CHAOS_TRIALS) $(GO) test -race -count=1 -timeout 180m -v -run 'TestFault|TestChaos' ./... >.cache/chaos.log 2>&1; rc=$$?; \
+	grep -E 'trials=|^(--- FAIL|FAIL|ok |panic)' .cache/chaos.log | grep -v 'no tests to run'; \
+	echo "chaos: exit $$rc; full log in .cache/chaos.log"; exit $$rc
 
 ## bench: every benchmark
 bench:

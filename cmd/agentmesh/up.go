@@ -125,6 +125,9 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: --profiles-dir: %w", err)}
 	}
+	if ac.StateDir, err = serve.ReapProcessGroups(io.getenv("AGENTMESH_RUNNER_STATE_DIR"), log); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}
+	}
 	adapters, err := ac.Registry(profiles)
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}

@@ -87,6 +87,9 @@ type Config struct {
 	WorkspaceRoot string
 	// Grace before SIGKILL (default proc.DefaultGrace).
 	Grace time.Duration
+	// StateDir is where each run's process group is recorded while it
+	// lives (proc.Spec.StateDir); empty records nothing.
+	StateDir string
 }
 
 // Adapter is a CLI adapter. It is safe for concurrent use.
@@ -117,14 +120,9 @@ func (a *Adapter[R]) Capabilities() wire.Capabilities { return a.spec.Capabiliti
 func (a *Adapter[R]) RuntimeKeys() []string           { return []string{RuntimeWorkspace} }
 
 // TeardownBound is how long tearing a run's CLI down may take: the grace
-// between SIGTERM and SIGKILL of its process group plus the stderr drain.
-func (a *Adapter[R]) TeardownBound() time.Duration {
-	grace := a.cfg.Grace
-	if grace <= 0 {
-		grace = proc.DefaultGrace
-	}
-	return grace + proc.DefaultDrainTimeout
-}
+// between SIGTERM and SIGKILL of its process group, the wait after the
+// SIGKILL, and the stderr drain (proc.MaxTeardown).
+func (a *Adapter[R]) TeardownBound() time.Duration { return proc.MaxTeardown(a.cfg.Grace) }
 
 // TokenClasses returns the Spec's token classes (adapter.TokenClasses), a
 // new slice on every call.
@@ -180,7 +178,7 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 		ps := proc.Spec{
 			Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: inv.Args, Dir: dir,
 			Env: proc.AllowEnv(a.cfg.EnvAllow, set), TailRepair: a.spec.TailRepair, Classify: a.spec.Classify,
-			Grace: a.cfg.Grace,
+			Grace: a.cfg.Grace, StateDir: a.cfg.StateDir,
 		}
 		if inv.Stderr != nil {
 			var refuse context.CancelCauseFunc

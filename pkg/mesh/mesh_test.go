@@ -29,6 +29,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(faultSleeperEnv); mode != "" {
+		os.Exit(runFaultSleeper(mode))
+	}
+	if dir := os.Getenv(faultDirEnv); dir != "" {
+		os.Exit(runFaultCLI(dir))
+	}
+	if os.Getenv(faultRunnerEnv) != "" {
+		os.Exit(runFaultRunner())
+	}
 	if url := os.Getenv(childRunnerEnv); url != "" {
 		os.Exit(runChildRunner(url))
 	}

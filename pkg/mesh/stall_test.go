@@ -1,7 +1,6 @@
 package mesh_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -9,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -43,37 +40,6 @@ func hangingCLI(pidFile, transcript string) int {
 	os.Stdout.Write(append(first, '\n'))
 	time.Sleep(time.Hour)
 	return 0
-}
-
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	// state is the field after "(comm)"
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] != 'Z' && syscall.Kill(pid, 0) == nil
-}
-
-func readPids(t *testing.T, path string) []int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var pids []int
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		pid, err := strconv.Atoi(sc.Text())
-		if err != nil {
-			t.Fatal(err)
-		}
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 func TestStalledCLIEndsWithStallError(t *testing.T) {
@@ -123,13 +89,13 @@ func TestStalledCLIEndsWithStallError(t *testing.T) {
 	if took < stallAfter {
 		t.Fatalf("ended after %s, before stall_after %s", took, stallAfter)
 	}
-	pids := readPids(t, pidFile)
+	pids := readPids(pidFile)
 	if len(pids) != 2 {
 		t.Fatalf("pids = %v, want the CLI and its grandchild", pids)
 	}
 	// The terminal status is published after the process group was reaped.
 	for _, pid := range pids {
-		if alive(pid) {
+		if running(pid) {
 			t.Errorf("process %d survived the stalled run", pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}

@@ -8,8 +8,7 @@ import (
 	"iter"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +60,12 @@ type Spec struct {
 	// stderr ends or reaches the limit. Every call returns before Stream
 	// does. It must not block: stderr is not drained meanwhile.
 	StderrLine func(line string)
+	// StateDir, if set, is the host-local directory where the child's
+	// process group is recorded while it lives, so that the next runner
+	// on the host can end it should this process die (see Reap). A record
+	// that cannot be written fails the start: the child is killed and the
+	// error is a ProviderTransportError. Empty records nothing.
+	StateDir string
 }
 
 func (s *Spec) setDefaults() {
@@ -169,16 +174,65 @@ func start(spec Spec, path string) (*child, error) {
 		return nil, wire.Errorf(wire.ProviderTransportError, "stderr pipe: %v", err)
 	}
 	cmd := &exec.Cmd{Path: path, Args: append([]string{spec.Binary}, spec.Args...), Dir: spec.Dir, Env: spec.Env,
-		Stdin: spec.Stdin, Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
+		Stdin: spec.Stdin, Stdout: outW, Stderr: errW, SysProcAttr: sysProcAttr()}
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
-	err = cmd.Start()
+	// The one owner of the child: it forks, then waits, on one OS thread
+	// (see sysProcAttr: the parent-death signal follows the forking
+	// thread). Our pipes are plain files, so Wait closes none of the ends
+	// we read, and reaping the leader at once lets terminate see the moment
+	// the group is gone. Once the leader has exited, what is left of its
+	// group (grandchildren) is ended too: one that inherited stdout would
+	// otherwise keep read from ever seeing EOF. Then the group's record
+	// goes, unless some member outlived even the SIGKILL.
+	started := make(chan *child, 1)
+	failed := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		err := cmd.Start()
+		if err != nil {
+			runtime.UnlockOSThread()
+			failed <- err
+			return
+		}
+		c := &child{spec: spec, cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
+			drain: make(chan struct{}), termDone: make(chan struct{}), done: make(chan struct{})}
+		var rec string
+		if spec.StateDir != "" {
+			if rec, err = record(spec.StateDir, c.pgid, spec.Binary); err != nil {
+				// Fail closed: a child nobody could reap after our death is
+				// not started at all.
+				_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+				_ = cmd.Wait()
+				runtime.UnlockOSThread()
+				failed <- wire.Errorf(wire.ProviderTransportError, "start %s: record its process group in %s: %v", spec.Binary, spec.StateDir, err)
+				return
+			}
+		}
+		started <- c
+		c.waitErr = cmd.Wait()
+		runtime.UnlockOSThread()
+		c.terminate()
+		if rec != "" && !groupAlive(c.pgid) {
+			_ = os.Remove(rec)
+		}
+		close(c.done)
+	}()
+	var c *child
+	select {
+	case c = <-started:
+	case err = <-failed:
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		var we *wire.Error
+		if errors.As(err, &we) {
+			return nil, we
+		}
 		// A missing working directory fails the same way (ENOENT from
 		// chdir in the child) but is not a missing binary.
 		if spec.Dir != "" {
@@ -191,22 +245,10 @@ func start(spec Spec, path string) (*child, error) {
 		}
 		return nil, wire.Errorf(wire.ProviderTransportError, "start %s: %v", spec.Binary, err)
 	}
-	c := &child{spec: spec, cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
-		drain: make(chan struct{}), termDone: make(chan struct{}), done: make(chan struct{})}
 	if spec.OnStart != nil {
-		spec.OnStart(cmd.Process.Pid)
+		spec.OnStart(c.pgid)
 	}
 	go c.drainStderr()
-	// The one owner of Wait. Our pipes are plain files, so Wait closes none
-	// of the ends we read, and reaping the leader at once lets terminate
-	// see the moment the group is gone. Once the leader has exited, what is
-	// left of its group (grandchildren) is ended too: one that inherited
-	// stdout would otherwise keep read from ever seeing EOF.
-	go func() {
-		c.waitErr = cmd.Wait()
-		c.terminate()
-		close(c.done)
-	}()
 	return c, nil
 }
 
@@ -316,6 +358,16 @@ func (c *child) read(ctx context.Context, yield func(map[string]any, error) bool
 
 var errStop = errors.New("consumer stopped")
 
+// MaxTeardown is the longest a Stream takes to return once its context
+// ended, for a spec with the given grace (0: DefaultGrace): SIGTERM, the
+// grace, SIGKILL, the wait for the group to vanish, and the stderr drain.
+func MaxTeardown(grace time.Duration) time.Duration {
+	if grace <= 0 {
+		grace = DefaultGrace
+	}
+	return grace + killWait + DefaultDrainTimeout
+}
+
 // killWait bounds how long terminate waits for the group to vanish after
 // SIGKILL (a process in uninterruptible sleep dies only when it wakes).
 const killWait = 2 * time.Second
@@ -366,38 +418,11 @@ func groupAlive(pgid int) bool {
 // liveMember scans /proc for a member of process group pgid that is not a
 // zombie; ok is false if /proc cannot be read.
 func liveMember(pgid int) (live, ok bool) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return false, false
-	}
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// "pid (comm) state ppid pgrp ...": comm may hold spaces and
-		// parentheses, so fields are counted from the last ')'.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 18 {
-			continue
-		}
-		if g, _ := strconv.Atoi(f[2]); g != pgid {
-			continue
-		}
-		// A zombie leader whose other threads still run shows Z as well;
-		// f[17] is num_threads.
-		if threads, _ := strconv.Atoi(f[17]); f[0] != "Z" && f[0] != "X" || threads > 1 {
-			return true, true
-		}
-	}
-	return false, true
+	ok = forEachStat(func(st stat) bool {
+		live = st.pgrp == pgid && !st.dead()
+		return !live
+	})
+	return live, ok
 }
 
 // finish tears the group down, reaps the child and turns its exit into the

@@ -160,10 +160,10 @@ func checkTeardown(adapters *adapter.Registry, ackWait, leaseTTL time.Duration) 
 	}
 	var errs []error
 	if ackWait <= bound {
-		errs = append(errs, fmt.Errorf("%w: AGENTMESH_RUNNER_ACK_WAIT %s must be above %s, adapter %s's teardown (kill grace plus stderr drain)", ErrInvalidConfig, ackWait, bound, slowest))
+		errs = append(errs, fmt.Errorf("%w: AGENTMESH_RUNNER_ACK_WAIT %s must be above %s, adapter %s's teardown (kill grace, SIGKILL wait and stderr drain)", ErrInvalidConfig, ackWait, bound, slowest))
 	}
 	if leaseTTL <= bound {
-		errs = append(errs, fmt.Errorf("%w: AGENTMESH_LEASE_TTL %s (the leases bucket's TTL) must be above %s, adapter %s's teardown (kill grace plus stderr drain)", ErrInvalidConfig, leaseTTL, bound, slowest))
+		errs = append(errs, fmt.Errorf("%w: AGENTMESH_LEASE_TTL %s (the leases bucket's TTL) must be above %s, adapter %s's teardown (kill grace, SIGKILL wait and stderr drain)", ErrInvalidConfig, leaseTTL, bound, slowest))
 	}
 	return errors.Join(errs...)
 }

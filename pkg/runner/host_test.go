@@ -42,10 +42,10 @@ func TestRunnerRefusesTimersShorterThanTheTeardown(t *testing.T) {
 		leaseTTL time.Duration
 		wantErr  []string // variables named; none: accepted
 	}{
-		{"cli, both too short", cli, 7 * time.Second, 7 * time.Second, []string{"AGENTMESH_RUNNER_ACK_WAIT", "AGENTMESH_LEASE_TTL"}},
+		{"cli, both too short", cli, 9 * time.Second, 9 * time.Second, []string{"AGENTMESH_RUNNER_ACK_WAIT", "AGENTMESH_LEASE_TTL"}},
 		{"cli, ack wait too short", cli, 5 * time.Second, 30 * time.Second, []string{"AGENTMESH_RUNNER_ACK_WAIT"}},
 		{"cli, lease too short", cli, 30 * time.Second, 3 * time.Second, []string{"AGENTMESH_LEASE_TTL"}},
-		{"cli, just above", cli, 7*time.Second + time.Millisecond, 8 * time.Second, nil},
+		{"cli, just above", cli, 9*time.Second + time.Millisecond, 10 * time.Second, nil},
 		{"in process, the minimums", fx, time.Second, time.Second, nil},
 	}
 	for _, tt := range tests {

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/ollama"
 	"github.com/agentmesh/agentmesh/pkg/openai"
 	"github.com/agentmesh/agentmesh/pkg/pi"
+	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/runner"
@@ -37,6 +38,10 @@ type AdapterConfig struct {
 	FixtureDir string `split_words:"true" default:"testdata/fixture" desc:"directory of the fixture adapter's scripts"`
 	// WorkspaceRoot contains every subprocess run's workspace.
 	WorkspaceRoot string `split_words:"true" default:"." desc:"directory that contains every CLI run's workspace"`
+	// StateDir is where the CLI adapters record their runs' process
+	// groups (proc.Spec.StateDir). A runner sets it from
+	// AGENTMESH_RUNNER_STATE_DIR; empty records nothing.
+	StateDir string `ignored:"true"`
 }
 
 // builders make each known adapter from the configuration and the profile
@@ -122,6 +127,7 @@ func (c AdapterConfig) cliConfig(cfg cliadapter.Config, p *profile.Profile) clia
 		cfg.EnvSet = set
 	}
 	cfg.WorkspaceRoot = c.WorkspaceRoot
+	cfg.StateDir = c.StateDir
 	return cfg
 }
 
@@ -226,6 +232,7 @@ type RunnerConfig struct {
 	RunnerDefaultMaxActive int            `split_words:"true" default:"1" desc:"runs executed at once by an adapter not in RUNNER_MAX_ACTIVE"`
 	RunnerAckWait          time.Duration  `split_words:"true" default:"30s" desc:"ack wait of the work consumers"`
 	RunnerDrainTimeout     time.Duration  `split_words:"true" default:"10s" desc:"how long runs in hand may finish at shutdown"`
+	RunnerStateDir         string         `split_words:"true" desc:"host-local directory of the CLI runs' process-group records, which the next runner on the host reaps should this one die (default: <user cache dir>/agentmesh/process-groups)"`
 }
 
 // Validate checks every field and names each bad variable.
@@ -284,6 +291,9 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	if err != nil {
 		return err
 	}
+	if rc.StateDir, err = ReapProcessGroups(rc.RunnerStateDir, log); err != nil {
+		return err
+	}
 	adapters, err := rc.Registry(profiles, rc.RunnerAdapters...)
 	if err != nil {
 		return err
@@ -299,4 +309,27 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	}
 	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
 	return host.Run(ctx)
+}
+
+// ReapProcessGroups ends the CLI process groups that dead runners on this
+// host recorded in dir (default proc.DefaultStateDir()), logging each, and
+// returns the directory, for AdapterConfig.StateDir. A runner calls it
+// before it takes work. A directory that cannot be used is an ErrConfig
+// naming AGENTMESH_RUNNER_STATE_DIR; a record that cannot be read is
+// logged and skipped.
+func ReapProcessGroups(dir string, log *slog.Logger) (string, error) {
+	if dir == "" {
+		dir = proc.DefaultStateDir()
+	}
+	reaped, err := proc.Reap(dir)
+	if errors.Is(err, proc.ErrStateDir) {
+		return "", fmt.Errorf("%w: AGENTMESH_RUNNER_STATE_DIR: %v", ErrConfig, err)
+	}
+	if err != nil {
+		log.Warn("reap process groups", "state_dir", dir, "err", err)
+	}
+	for _, r := range reaped {
+		log.Warn("ended a process group a dead runner left", "state_dir", dir, "pgid", r.PGID, "binary", r.Binary, "runner_pid", r.Owner, "still_running", r.Left)
+	}
+	return dir, nil
 }

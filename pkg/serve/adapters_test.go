@@ -179,3 +179,25 @@ func TestRunRunnerFailsAtStartupOnAProfile(t *testing.T) {
 		t.Fatalf("RunRunner = %v, want the missing output price of fixture.yaml", err)
 	}
 }
+
+// TestReapProcessGroups: a usable state dir is returned for the adapters;
+// one others may write to is a config error naming the variable, before
+// anything is reaped from it.
+func TestReapProcessGroups(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	good := filepath.Join(t.TempDir(), "groups")
+	if got, err := ReapProcessGroups(good, log); err != nil || got != good {
+		t.Fatalf("ReapProcessGroups(%s) = %q, %v", good, got, err)
+	}
+	if fi, err := os.Stat(good); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir not created 0700: %v %v", fi, err)
+	}
+	bad := t.TempDir()
+	if err := os.Chmod(bad, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := ReapProcessGroups(bad, log)
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "AGENTMESH_RUNNER_STATE_DIR") {
+		t.Fatalf("err = %v, want an ErrConfig naming AGENTMESH_RUNNER_STATE_DIR", err)
+	}
+}
