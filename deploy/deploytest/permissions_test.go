@@ -771,7 +771,8 @@ func TestDeployPermissions(t *testing.T) {
 		// mesh's core subscribers (cancel, reconcile, micro). This records
 		// exactly what arrives there, for the services to refuse: stored
 		// events with a $JS.ACK reply, and idle heartbeats (no reply,
-		// Status 100). Delivery into a subject only a stream listens on
+		// Status 100). Every service endpoint drops both shapes unanswered
+		// (pkg/service, TestEndpointsHandleOnlyRequests). Delivery into a subject only a stream listens on
 		// (submit, work, the buckets) was not seen (the consumer never
 		// becomes push-bound). When the server refuses the creation, this
 		// test fails: turn it into a refusal then.

@@ -83,12 +83,29 @@ func Register(nc *nats.Conn, name, description string, metadata map[string]strin
 		if ep.QueueGroup != "" {
 			opts = append(opts, micro.WithEndpointQueueGroup(ep.QueueGroup))
 		}
-		if err := svc.AddEndpoint(ep.Name, ep.Handler, opts...); err != nil {
+		if err := svc.AddEndpoint(ep.Name, requestsOnly(ep.Handler), opts...); err != nil {
 			_ = svc.Stop()
 			return nil, fmt.Errorf("register endpoint %s of %s: %w", ep.Name, name, err)
 		}
 	}
 	return svc, nil
+}
+
+// requestsOnly passes on only real requests: a message with a reply
+// subject that is not a JetStream one and without a Status header. A
+// tenant cannot publish on these subjects, but nats-server 2.15 lets it
+// create a push consumer that delivers into any subject
+// (nats-io/nats-server#8274); what such a consumer delivers carries a
+// $JS.ACK reply, or none and a Status header (its heartbeats), and is
+// dropped here unanswered.
+func requestsOnly(next micro.Handler) micro.Handler {
+	return micro.HandlerFunc(func(req micro.Request) {
+		reply := req.Reply()
+		if reply == "" || strings.HasPrefix(reply, "$JS.") || req.Headers().Get("Status") != "" {
+			return
+		}
+		next.Handle(req)
+	})
 }
 
 // Metadata returns a copy of md with key set to value, for a micro
