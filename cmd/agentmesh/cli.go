@@ -6,12 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go"
 )
@@ -217,7 +217,7 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 	}
 	nc, err := nats.Connect(c.server, nats.Name("agentmesh-cli"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, usageErr("connect to %s: %v", redact(c.server), err)
+		return nil, nil, usageErr("connect to %s: %v", service.RedactURL(c.server), service.RedactError(c.server, err))
 	}
 	cl, err := client.New(nc, subject.Names{Prefix: c.prefix})
 	if err != nil {
@@ -225,15 +225,6 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 		return nil, nil, usageErr("%v", err)
 	}
 	return nc, cl, nil
-}
-
-// redact hides the credentials of a URL.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }
 
 // requestTimeout bounds one request to the mesh.

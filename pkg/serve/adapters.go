@@ -320,6 +320,6 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	if err != nil {
 		return err
 	}
-	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return host.Run(ctx)
 }
