@@ -701,11 +701,12 @@ func (h *harness) testError(t *testing.T, c cliCase, profileName string, attempt
 	if r.final.State != wire.StateFailed || r.final.Error == nil || !r.final.Error.Class.Known() {
 		fail("want a failed run with a typed error, got %s", r.summary())
 	}
-	got := r.final.Error.Class
-	if got != want && !(want == wire.ProviderError && got.IsA(wire.ProviderError) &&
-		!got.IsA(wire.ProviderAuthError) && !got.IsA(wire.ProviderQuotaError)) {
+	// Exactly the class README "Error classes" gives the status: a 500 is
+	// the base ProviderError, no subclass and not ProviderStreamError.
+	if got := r.final.Error.Class; got != want {
 		fail("HTTP %s: terminal error class %s, want %s", sc, got, want)
 	}
+	got := r.final.Error.Class
 	if ec.Metadata.ErrorClass != "" && ec.Metadata.ErrorClass != got {
 		fail("error chunk class %s, terminal class %s", ec.Metadata.ErrorClass, got)
 	}

@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go"
 )
@@ -228,7 +228,7 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 		if strings.Contains(err.Error(), "invalid custom prefix") {
 			return nil, nil, usageErr("--inbox-prefix %q: %v", inbox, err)
 		}
-		return nil, nil, usageErr("connect to %s: %v", redact(c.server), err)
+		return nil, nil, usageErr("connect to %s: %v", service.RedactURL(c.server), service.RedactError(c.server, err))
 	}
 	cl, err := client.New(nc, subject.Names{Prefix: c.prefix}, client.WithAPIPrefix(c.apiPrefix))
 	if err != nil {
@@ -236,15 +236,6 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 		return nil, nil, usageErr("--js-api-prefix: %v", err)
 	}
 	return nc, cl, nil
-}
-
-// redact hides the credentials of a URL.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }
 
 // requestTimeout bounds one request to the mesh.

@@ -146,7 +146,11 @@ func TestRunCommandLine(t *testing.T) {
 		{name: "bad tenant", in: []string{"status", "--tenant", "a b", "r1"}, want: exitUsage, wantStderr: "--tenant"},
 		{name: "bad inbox prefix", in: []string{"status", "--server", "nats://127.0.0.1:1", "--inbox-prefix", "_INBOX_acme.", "r1"}, want: exitUsage, wantStderr: `--inbox-prefix "_INBOX_acme."`},
 		{name: "no server", in: []string{"run", "--server", "nats://127.0.0.1:1", "-p", "fixture", "hi"}, want: exitUsage, wantStderr: "connect to nats://127.0.0.1:1"},
-		{name: "no server, status", in: []string{"status", "--server", "nats://u:secret@127.0.0.1:1", "r1"}, want: exitUsage, wantStderr: "connect to nats://u:xxxxx@127.0.0.1:1"},
+		{name: "no server, status", in: []string{"status", "--server", "nats://u:secret@127.0.0.1:1", "r1"}, want: exitUsage, wantStderr: "connect to nats://[REDACTED]@127.0.0.1:1"},
+		{name: "no server, a list", in: []string{"status", "--server", "nats://u:secret1@127.0.0.1:1,nats://u:secret2@127.0.0.1:2", "r1"}, want: exitUsage,
+			wantStderr: "connect to nats://[REDACTED]@127.0.0.1:1,nats://[REDACTED]@127.0.0.1:2"},
+		{name: "no server, a token", in: []string{"status", "--server", "nats://secret-token@[::1]:1", "r1"}, want: exitUsage, wantStderr: "connect to nats://[REDACTED]@[::1]:1"},
+		{name: "unparsable list", in: []string{"status", "--server", "nats://u:secret1@127.0.0.1:1,nats://u:secret2@[::1", "r1"}, want: exitUsage, wantStderr: "[REDACTED]@[::1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -264,7 +264,7 @@ func demo(ctx context.Context, d service.Deps, io *stdio, log *slog.Logger) {
 		}
 		if ev.Terminal() && ev.Status.State == wire.StateSucceeded {
 			log.Info("demo run done; the mesh keeps serving (Ctrl-C stops it)", "try",
-				fmt.Sprintf("agentmesh run --server %s -p fixture %q", d.NC.ConnectedUrlRedacted(), "hi"))
+				fmt.Sprintf("agentmesh run --server %s -p fixture %q", service.ConnectedURL(d.NC), "hi"))
 		}
 	}
 }

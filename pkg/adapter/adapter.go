@@ -102,15 +102,21 @@ type PricedContext interface {
 // ErrDuplicate is returned by Registry.Add for a second adapter of one name.
 var ErrDuplicate = errors.New("duplicate adapter")
 
-// Registry holds the adapters a process serves, by name. It is not safe for
-// concurrent mutation; build it at startup, then only read it.
+// Registry holds the adapters a process serves: one instance per adapter
+// name (Get: its declaration, runtime keys and request validation) and,
+// when built from profiles, one instance per profile (ForProfile), built
+// with that profile's own settings (base URL, credential, binary,
+// environment). It is not safe for concurrent mutation; build it at
+// startup, then only read it, from any number of goroutines.
 type Registry struct {
-	m map[string]Adapter
+	m         map[string]Adapter
+	profiles  map[string]Adapter
+	byAdapter map[string]int // instances per profile of each adapter name
 }
 
 // NewRegistry validates and registers the adapters.
 func NewRegistry(adapters ...Adapter) (*Registry, error) {
-	r := &Registry{m: map[string]Adapter{}}
+	r := &Registry{m: map[string]Adapter{}, profiles: map[string]Adapter{}, byAdapter: map[string]int{}}
 	for _, a := range adapters {
 		if err := r.Add(a); err != nil {
 			return nil, err
@@ -143,10 +149,84 @@ func CheckCapabilities(name string, c wire.Capabilities) error {
 	return nil
 }
 
-// Get returns the adapter named name.
+// AddProfile validates a's declaration and registers it as the instance
+// that runs profile's work. The adapter's name must already be registered
+// (Add), with the same declaration: the instance of a profile differs from
+// its adapter's only in settings. A second instance for one profile is
+// ErrDuplicate.
+func (r *Registry) AddProfile(profile string, a Adapter) error {
+	name := a.Name()
+	if _, ok := r.profiles[profile]; ok {
+		return fmt.Errorf("%w: profile %q", ErrDuplicate, profile)
+	}
+	base, ok := r.m[name]
+	if !ok {
+		return fmt.Errorf("profile %s: adapter %q is not registered", profile, name)
+	}
+	if err := CheckCapabilities(name, a.Capabilities()); err != nil {
+		return err
+	}
+	if a.Capabilities() != base.Capabilities() {
+		return wire.Errorf(wire.ProfileError, "profile %s: adapter %s's instance declares %+v, its adapter %+v", profile, name, a.Capabilities(), base.Capabilities())
+	}
+	r.profiles[profile] = a
+	r.byAdapter[name]++
+	return nil
+}
+
+// Get returns the adapter named name: the instance whose declaration,
+// runtime keys and validation stand for every profile of that adapter.
 func (r *Registry) Get(name string) (Adapter, bool) {
 	a, ok := r.m[name]
 	return a, ok
+}
+
+// ForProfile returns the instance registered for profile (AddProfile).
+func (r *Registry) ForProfile(profile string) (Adapter, bool) {
+	a, ok := r.profiles[profile]
+	return a, ok
+}
+
+// ForWork returns the instance that runs work of adapter name for profile,
+// and false when no adapter name is registered:
+//
+//   - the profile's own instance, when the registry holds one of adapter
+//     name;
+//   - the adapter's instance (Get) for work that names no profile, and for
+//     an adapter the registry holds no per-profile instance of (a registry
+//     of bare adapters serves every profile alike);
+//   - otherwise (a profile this process does not hold, or one of another
+//     adapter here) an adapter with name's declaration whose Validate and
+//     Stream fail with a non-retryable ProfileError, so the work never
+//     runs with another profile's settings.
+func (r *Registry) ForWork(name, profile string) (Adapter, bool) {
+	base, ok := r.m[name]
+	if !ok {
+		return nil, false
+	}
+	if profile == "" || r.byAdapter[name] == 0 {
+		return base, true
+	}
+	if a, ok := r.profiles[profile]; ok && a.Name() == name {
+		return a, true
+	}
+	return notHeld{Adapter: base, profile: profile}, true
+}
+
+// notHeld refuses the work of a profile the registry holds no instance of.
+type notHeld struct {
+	Adapter
+	profile string
+}
+
+func (n notHeld) err() error {
+	return wire.Errorf(wire.ProfileError, "profile %q of adapter %s is not held by this process (its profiles differ from the router's)", n.profile, n.Name())
+}
+
+func (n notHeld) Validate([]byte) (any, error) { return nil, n.err() }
+
+func (n notHeld) Stream(context.Context, Call) iter.Seq2[wire.Chunk, error] {
+	return func(yield func(wire.Chunk, error) bool) { yield(wire.Chunk{}, n.err()) }
 }
 
 // Names returns the registered adapter names, sorted.

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/cost"
@@ -237,9 +238,10 @@ func (a *Adapter) save(call adapter.Call, pl *plan, p *parser) error {
 // reclassify refines remote.Do's status errors with what only this
 // provider's bodies say: its context-window wordings beyond the shared
 // ones, and billing_error (HTTP 402, credit exhausted) as a quota error.
+// A 5xx stays ProviderError whatever its body says (remote.StatusError).
 func reclassify(err error) error {
 	var we *wire.Error
-	if !errors.As(err, &we) || we.Class != wire.ProviderError {
+	if !errors.As(err, &we) || we.Class != wire.ProviderError || strings.HasPrefix(we.Message, Name+": HTTP 5") {
 		return err
 	}
 	c := we.Class

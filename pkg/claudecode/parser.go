@@ -626,21 +626,25 @@ func (p *Parser) errorChunk(class wire.Class, msg string) wire.Chunk {
 }
 
 // classify maps a declared failure to its class: by HTTP status, by the
-// synthetic message's error kind, then by the text.
+// synthetic message's error kind, then by the text. A 5xx other than 529
+// is the model API's server failure, ProviderError, whatever its text or
+// kind says (README "Error classes").
 func classify(status int, kind, text string) wire.Class {
 	lower := strings.ToLower(text)
 	switch {
 	case status == 401 || status == 403 || kind == "authentication_failed":
 		return wire.ProviderAuthError
-	case status == 429 || status == 529 || kind == "rate_limit" || kind == "billing_error":
+	case status == 429 || status == 529:
 		// 529 is Anthropic's "overloaded": back off, like a rate limit.
+		return wire.ProviderQuotaError
+	case status >= 500:
+		return wire.ProviderError
+	case kind == "rate_limit" || kind == "billing_error":
 		return wire.ProviderQuotaError
 	case status == 413 || strings.Contains(lower, "prompt is too long") ||
 		strings.Contains(lower, "context window") || strings.Contains(lower, "context length"):
 		return wire.ProviderContextError
 	}
-	// A 5xx is the provider failing, not the transport: the request
-	// reached it and was answered.
 	return wire.ProviderError
 }
 

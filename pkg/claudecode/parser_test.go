@@ -117,6 +117,16 @@ func TestParser(t *testing.T) {
 			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderQuotaError",
 		},
 		{
+			name: "a 502 is the model API's server failure",
+			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":502,"result":"API Error: 502 Bad Gateway","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderError",
+		},
+		{
+			name: "a 503 is ProviderError whatever its text says",
+			in:   []string{initA, `{"type":"result","subtype":"success","is_error":true,"api_error_status":503,"result":"API Error: 503 upstream overloaded; the context window is fine","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a error:ProviderError",
+		},
+		{
 			name: "failed tool result keeps its id and is_error, and is not a failed stream",
 			in: []string{initA,
 				`{"type":"assistant","message":{"id":"m1","model":"m","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"false"}}]},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,

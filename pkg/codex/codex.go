@@ -1,6 +1,8 @@
 package codex
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -109,9 +111,20 @@ func Classify(_ int, stderr string) wire.Class {
 // an error class: auth, quota and context failures by the API status or
 // wording Codex uses, a lost stream as a transport failure, anything else
 // (Codex words a 500 as "We're currently experiencing high demand") as a
-// ProviderError.
+// ProviderError. An HTTP 5xx it quotes ("unexpected status 502 Bad
+// Gateway", "last status: 503") other than 529 is the model API's server
+// failure, ProviderError, whatever else the text says (README "Error
+// classes"); a 529 is quota.
 func classify(text string) wire.Class {
 	s := strings.ToLower(text)
+	if m := quotedStatus.FindStringSubmatch(s); m != nil {
+		switch code, _ := strconv.Atoi(m[1]); {
+		case code == 529:
+			return wire.ProviderQuotaError
+		case code >= 500:
+			return wire.ProviderError
+		}
+	}
 	switch {
 	case containsAny(s, "status 401", "status 403", "401 unauthorized", "403 forbidden", "invalid api key",
 		"incorrect api key", "missing environment variable", "authentication"):
@@ -126,6 +139,9 @@ func classify(text string) wire.Class {
 	}
 	return wire.ProviderError
 }
+
+// quotedStatus finds the HTTP status Codex quotes in its error texts.
+var quotedStatus = regexp.MustCompile(`\bstatus:? (\d{3})\b`)
 
 func containsAny(s string, subs ...string) bool {
 	for _, sub := range subs {

@@ -73,9 +73,10 @@ func anthropicSubject(baseURL string) conformance.Subject {
 			{Name: "http-400-context", Request: anthropicCase("http-400-context")},
 			{Name: "http-413", Request: anthropicCase("http-413")},
 		},
-		Errors:    []string{"stream-error"},
-		Slow:      conformance.Stream{Name: "slow", Request: anthropicCase(anthropicSlow)},
-		Reasoning: "I recall it is 42",
+		Errors:       []string{"stream-error"},
+		ServerErrors: []string{"http-500"},
+		Slow:         conformance.Stream{Name: "slow", Request: anthropicCase(anthropicSlow)},
+		Reasoning:    "I recall it is 42",
 	}
 }
 

@@ -63,6 +63,13 @@ type Subject struct {
 	// Errors names the streams of Streams that end in a provider-declared
 	// failure.
 	Errors []string
+	// ServerErrors names the streams of Streams in which the model API
+	// answers with an HTTP 5xx server failure (a 500): each must fail
+	// with exactly ProviderError, as the error chunk's class (a CLI) or as
+	// the stream's non-retryable error (a remote adapter, which sees the
+	// status before any output). A subprocess or remote adapter must name
+	// at least one.
+	ServerErrors []string
 	// Slow is an in-process stream that runs long enough to be cancelled
 	// after its first chunk. (A subprocess adapter's slow stream is Happy
 	// with a fake that hangs after it.)
@@ -152,6 +159,7 @@ func Run(t *testing.T, s Subject) {
 	})
 	t.Run("capabilities", func(t *testing.T) { checkProofs(t, caps, c) })
 	t.Run("provider_errors", func(t *testing.T) { checkProviderErrors(t, s, c) })
+	t.Run("server_errors", func(t *testing.T) { checkServerErrors(t, s, caps, c) })
 	t.Run("reasoning", func(t *testing.T) { checkReasoning(t, s, caps, c) })
 	t.Run("sessions", func(t *testing.T) { checkSessions(t, s, caps, c) })
 	t.Run("cancellation", func(t *testing.T) { checkCancellation(t, s, caps, c) })

@@ -75,10 +75,11 @@ func TestConformanceOllama(t *testing.T) {
 			{Name: "http-500", Request: fixture("http-500")},
 			{Name: "http-529", Request: fixture("http-529")},
 		},
-		Happy:     "default",
-		Errors:    []string{"provider-error"},
-		Slow:      conformance.Stream{Name: "slow", Request: fixture("slow")},
-		Reasoning: "the user wants a short answer",
+		Happy:        "default",
+		Errors:       []string{"provider-error"},
+		ServerErrors: []string{"http-500"},
+		Slow:         conformance.Stream{Name: "slow", Request: fixture("slow")},
+		Reasoning:    "the user wants a short answer",
 	})
 }
 

@@ -75,15 +75,16 @@ func openaiSubject(t *testing.T) conformance.Subject {
 		conformance.Stream{Name: "tool-roundtrip", Request: request("tool-roundtrip", tools)},
 	)
 	return conformance.Subject{
-		Name:      openai.Name,
-		New:       func(cliadapter.Config) (adapter.Adapter, error) { return cases.adapter() },
-		Model:     "gpt-5.5",
-		Request:   func(p string) map[string]any { return map[string]any{"prompt": p, "reasoning_effort": "none"} },
-		Streams:   streams,
-		Happy:     "text",
-		Errors:    []string{"stream-error", "response-failed"},
-		Slow:      conformance.Stream{Name: "slow", Request: request("slow", nil)},
-		Reasoning: "The user wants the answer to the ultimate question",
+		Name:         openai.Name,
+		New:          func(cliadapter.Config) (adapter.Adapter, error) { return cases.adapter() },
+		Model:        "gpt-5.5",
+		Request:      func(p string) map[string]any { return map[string]any{"prompt": p, "reasoning_effort": "none"} },
+		Streams:      streams,
+		Happy:        "text",
+		Errors:       []string{"stream-error", "response-failed"},
+		ServerErrors: []string{"http-500", "http-503"}, // 503: a 5xx although its text says overloaded
+		Slow:         conformance.Stream{Name: "slow", Request: request("slow", nil)},
+		Reasoning:    "The user wants the answer to the ultimate question",
 	}
 }
 

@@ -109,6 +109,46 @@ func checkProviderErrors(t *testing.T, s Subject, c *corpus) {
 	}
 }
 
+// checkServerErrors checks that a model API's HTTP 5xx fails with exactly
+// ProviderError, the one class every adapter gives it (README "Error
+// classes"): not a subclass, not ProviderStreamError (an error chunk
+// without a class), and never retryable.
+func checkServerErrors(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {
+	if len(s.ServerErrors) == 0 {
+		if caps.Transport == wire.TransportSubprocess || caps.Transport == wire.TransportRemote {
+			t.Fatal("the subject names no server-error stream; an adapter with a model API behind it must")
+		}
+		t.Skip("no model API behind this adapter")
+	}
+	for _, name := range s.ServerErrors {
+		t.Run(name, func(t *testing.T) {
+			o := c.get(t, name)
+			var class wire.Class
+			var from string
+			for _, ch := range o.chunks {
+				if ch.Type == wire.ChunkError {
+					class, from = ch.Metadata.ErrorClass, "the error chunk"
+				}
+			}
+			switch {
+			case from != "" && o.err != nil:
+				t.Fatalf("both an error chunk (%s) and the error %v", class, o.err)
+			case from == "" && o.err == nil:
+				t.Fatalf("neither an error chunk nor an error\n%s", chunksJSON(o.chunks))
+			case from == "":
+				we := wire.AsError(o.err)
+				class, from = we.Class, "the stream's error"
+				if we.Retryable {
+					t.Errorf("the stream's error %v is retryable", we)
+				}
+			}
+			if class != wire.ProviderError {
+				t.Errorf("%s has class %q, want exactly %s", from, class, wire.ProviderError)
+			}
+		})
+	}
+}
+
 // checkReasoning checks that the subject's reasoning phrase surfaces in
 // thinking chunks and never outside them.
 func checkReasoning(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {

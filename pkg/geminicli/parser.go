@@ -295,13 +295,18 @@ func classifyAPIError(raw string) (string, wire.Class) {
 	return safe(s), textClass(s)
 }
 
-// apiClass classes an API error by its HTTP code and status.
+// apiClass classes an API error by its HTTP code and status. A 5xx other
+// than 529 is the model API's server failure, ProviderError, whatever its
+// message says (README "Error classes"): Gemini's 503 UNAVAILABLE "The
+// model is overloaded" included.
 func apiClass(code int, status, msg string) wire.Class {
 	switch {
 	case code == 401 || code == 403 || status == "UNAUTHENTICATED" || status == "PERMISSION_DENIED":
 		return wire.ProviderAuthError
-	case code == 429 || status == "RESOURCE_EXHAUSTED":
+	case code == 429 || code == 529 || status == "RESOURCE_EXHAUSTED":
 		return wire.ProviderQuotaError
+	case code >= 500:
+		return wire.ProviderError
 	case isContextText(strings.ToLower(msg)):
 		return wire.ProviderContextError
 	}

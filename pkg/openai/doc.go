@@ -38,9 +38,10 @@
 // attempt until the response headers (60 s by default); a connect failure
 // or that cap is a retryable ProviderTransportError, which the runner
 // retries up to the run's max_attempts before any output. An HTTP error is
-// typed by remote.StatusError (401/403 ProviderAuthError, 429/529 and an
-// "overloaded" 503 ProviderQuotaError, 413 or a context-length message
-// ProviderContextError, else ProviderError; a 400 saying the input exceeds
+// typed by remote.StatusError (401/403 ProviderAuthError, 429/529
+// ProviderQuotaError, any other 5xx ProviderError, an "overloaded" 503
+// included, 413 or a context-length message ProviderContextError, else
+// ProviderError; a 400 saying the input exceeds
 // the context window is retyped ProviderContextError here) and is not
 // retried. Once the response has begun, nothing is retryable: a cut
 // connection or an event stream that ends before its terminal event is a

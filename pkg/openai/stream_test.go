@@ -48,7 +48,7 @@ var fixtureCases = []struct {
 	{name: "http-429", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderQuotaError},
 	{name: "http-400-context", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderContextError},
 	{name: "http-500", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderError},
-	{name: "http-503", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderQuotaError},
+	{name: "http-503", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderError}, // a 5xx, though its text says overloaded
 	{name: "http-529", req: map[string]any{"prompt": conformance.Prompt}, class: wire.ProviderQuotaError},
 }
 

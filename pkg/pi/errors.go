@@ -92,12 +92,16 @@ func bodyError(detail string) (kind, text string) {
 }
 
 // classifyMessage maps an HTTP status and the lower-cased error text to an
-// error class: context overflow first (providers answer it with 400 or
-// 413), then 401/403 auth, 429 and overload quota, other statuses
-// ProviderError, and for errors without a status the text (network
-// failures are ProviderTransportError).
+// error class: a 5xx other than 529 is the model API's server failure,
+// ProviderError, whatever its text says (README "Error classes"); then
+// context overflow (providers answer it with 400 or 413), 401/403 auth,
+// 429, 529 and overload quota, other statuses ProviderError, and for
+// errors without a status the text (network failures are
+// ProviderTransportError).
 func classifyMessage(status int, s string) wire.Class {
 	switch {
+	case status >= 500 && status != 529:
+		return wire.ProviderError
 	case containsAny(s, "prompt is too long", "context length", "context_length", "context window",
 		"maximum context", "too many tokens", "exceeds the context", "input is too long"):
 		return wire.ProviderContextError

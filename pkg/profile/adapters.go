@@ -8,8 +8,9 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 )
 
-// CheckAdapters checks every profile of r against the adapter its adapter
-// field names in adapters, the checks a profile document cannot make on
+// CheckAdapters checks every profile of r against its instance in
+// adapters (adapter.Registry.ForProfile), or else the adapter its adapter
+// field names, the checks a profile document cannot make on
 // its own:
 //
 //   - the adapter exists: an adapter that is not registered declares
@@ -38,7 +39,12 @@ func (p *Profile) checkAdapter(adapters *adapter.Registry) []error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s: %s", ErrInvalid, p.where(), field, fmt.Sprintf(format, args...)))
 	}
-	a, ok := adapters.Get(p.Adapter)
+	a, ok := adapters.ForProfile(p.Name)
+	if !ok || a.Name() != p.Adapter {
+		// A registry of bare adapters: every profile of one is checked
+		// against the adapter's instance.
+		a, ok = adapters.Get(p.Adapter)
+	}
 	if !ok {
 		bad("adapter", "no adapter %q is registered, so nothing declares its capabilities (registered: %s)",
 			p.Adapter, strings.Join(adapters.Names(), ", "))

@@ -80,19 +80,22 @@ func LoadFile(path string) (Profile, error) {
 	bad := func(field string, n *yaml.Node, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s: %s (line %d)", ErrInvalid, path, field, fmt.Sprintf(format, args...), n.Line))
 	}
-	decodeStrict(doc.Content[0], reflect.ValueOf(&p).Elem(), "", bad)
+	given := map[string]bool{}
+	decodeStrict(doc.Content[0], reflect.ValueOf(&p).Elem(), "", given, bad)
 	if len(errs) > 0 {
 		return Profile{}, errors.Join(errs...)
 	}
-	p.file = path
+	p.file, p.given = path, given
 	return p, nil
 }
 
 // decodeStrict decodes n into v field by field, so that each problem names
 // the field's path: a struct takes only the fields its yaml tags name, each
 // once; a map takes each key once; a scalar or a list is decoded by yaml
-// itself (its typing rules are yaml's).
-func decodeStrict(n *yaml.Node, v reflect.Value, path string, bad func(field string, n *yaml.Node, format string, args ...any)) {
+// itself (its typing rules are yaml's). Every struct field the document
+// gives, even as null, is recorded in given by its path, so an explicit
+// zero is told from an absent field.
+func decodeStrict(n *yaml.Node, v reflect.Value, path string, given map[string]bool, bad func(field string, n *yaml.Node, format string, args ...any)) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -109,7 +112,7 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string, bad func(field str
 			return
 		}
 		v.Set(reflect.New(v.Type().Elem()))
-		decodeStrict(n, v.Elem(), path, bad)
+		decodeStrict(n, v.Elem(), path, given, bad)
 	case v.Kind() == reflect.Struct || v.Kind() == reflect.Map:
 		if null {
 			return
@@ -140,7 +143,7 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string, bad func(field str
 			seen[key] = true
 			if v.Kind() == reflect.Map {
 				elem := reflect.New(v.Type().Elem()).Elem()
-				decodeStrict(val, elem, at(key), bad)
+				decodeStrict(val, elem, at(key), given, bad)
 				v.SetMapIndex(reflect.ValueOf(key).Convert(v.Type().Key()), elem)
 				continue
 			}
@@ -149,7 +152,8 @@ func decodeStrict(n *yaml.Node, v reflect.Value, path string, bad func(field str
 				bad(at(key), k, "unknown field (known: %s)", strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 				continue
 			}
-			decodeStrict(val, v.Field(f), at(key), bad)
+			given[at(key)] = true
+			decodeStrict(val, v.Field(f), at(key), given, bad)
 		}
 	default:
 		if err := n.Decode(v.Addr().Interface()); err != nil {

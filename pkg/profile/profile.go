@@ -58,7 +58,8 @@ type Profile struct {
 	// MaxAttempts is Policy.MaxAttempts, kept for profiles built in code.
 	MaxAttempts int `yaml:"-" msgpack:"-"`
 
-	file string // where it was loaded from, for errors
+	file  string          // where it was loaded from, for errors
+	given map[string]bool // the field paths its document gives (LoadFile)
 }
 
 // Capabilities is a profile's statement of its adapter's capability
@@ -139,17 +140,20 @@ func New(profiles ...Profile) (*Registry, error) {
 	for i := range profiles {
 		p := new(Profile)
 		*p = profiles[i] // the caller's slice stays as it was
-		if p.Policy.MaxAttempts == 0 {
+		// A field left out takes its default; one a document gives as 0
+		// is refused by check, naming the file and the field (DESIGN §4:
+		// a policy number <= 0 is a validation error).
+		if p.Policy.MaxAttempts == 0 && !p.given["policy.max_attempts"] {
 			p.Policy.MaxAttempts = p.MaxAttempts
+			if p.Policy.MaxAttempts == 0 {
+				p.Policy.MaxAttempts = wire.DefaultMaxAttempts
+			}
 		}
-		if p.Policy.MaxAttempts == 0 {
-			p.Policy.MaxAttempts = wire.DefaultMaxAttempts
-		}
-		if p.Policy.MaxActive == 0 {
+		if p.Policy.MaxActive == 0 && !p.given["policy.max_active"] {
 			p.Policy.MaxActive = 1
 		}
 		p.MaxAttempts = p.Policy.MaxAttempts
-		if p.Schema == 0 {
+		if p.Schema == 0 && !p.given["schema"] {
 			p.Schema = SchemaVersion
 		}
 		if perrs := p.check(p.where()); len(perrs) > 0 {

@@ -86,7 +86,15 @@ func TestLoadRejects(t *testing.T) {
 		{name: "metadata base_url even with allow_loopback", in: map[string]string{"r.yaml": remote + "base_url: http://169.254.169.254/latest\nallow_loopback: true\n"}, wantFile: "r.yaml", wantField: "base_url", want: "169.254.169.254"},
 		{name: "private base_url", in: map[string]string{"r.yaml": remote + "base_url: https://10.1.2.3/v1\n"}, wantFile: "r.yaml", wantField: "base_url", want: "private"},
 		{name: "resumable without resume_field", in: map[string]string{"x.yaml": base + "capabilities: {resumable: true}\n"}, wantFile: "x.yaml", wantField: "capabilities.resume_field"},
-		{name: "zero attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts"},
+		{name: "negative attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got -1"},
+		// An explicit 0 is refused, not taken for "absent" (DESIGN §4).
+		{name: "zero attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: 0}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got 0"},
+		{name: "zero attempts in block style", in: map[string]string{"x.yaml": base + "policy:\n  max_active: 2\n  max_attempts: 0\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got 0"},
+		{name: "null attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: null}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0"},
+		{name: "zero active", in: map[string]string{"x.yaml": base + "policy: {max_active: 0}\n"}, wantFile: "x.yaml", wantField: "policy.max_active", want: "must be > 0, got 0"},
+		{name: "negative active", in: map[string]string{"x.yaml": base + "policy: {max_active: -3}\n"}, wantFile: "x.yaml", wantField: "policy.max_active", want: "must be > 0, got -3"},
+		{name: "negative waiting", in: map[string]string{"x.yaml": base + "policy: {max_waiting: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_waiting", want: "must be >= 0, got -1"},
+		{name: "zero schema", in: map[string]string{"x.yaml": strings.Replace(base, "schema: 1", "schema: 0", 1)}, wantFile: "x.yaml", wantField: "schema", want: "version 0"},
 		{name: "schema", in: map[string]string{"x.yaml": strings.Replace(base, "schema: 1", "schema: 2", 1)}, wantFile: "x.yaml", wantField: "schema"},
 		{name: "duplicate name", in: map[string]string{"a.yaml": base, "b.yaml": strings.Replace(base, "model: m1", "model: m2", 1)}, wantFile: "b.yaml", wantField: "name", want: "a.yaml"},
 		{name: "alias collision", in: map[string]string{
@@ -160,6 +168,37 @@ func TestLoadAcceptsTheOptionalFields(t *testing.T) {
 	}
 	if y, _ := r.Get("y"); y.StallAfter() != 0 {
 		t.Fatalf("in-process y without stall_after stalls after %s, want never", y.StallAfter())
+	}
+}
+
+// TestLoadPolicyDefaults: a policy number left out takes its default; one
+// given is kept as given (max_waiting 0 is a real value: no bound of its
+// own).
+func TestLoadPolicyDefaults(t *testing.T) {
+	tests := []struct {
+		name                    string
+		in                      string
+		attempts, active, queue int
+	}{
+		{name: "no policy", in: base, attempts: 3, active: 1},
+		{name: "empty policy", in: base + "policy: {}\n", attempts: 3, active: 1},
+		{name: "null policy", in: base + "policy:\n", attempts: 3, active: 1},
+		{name: "only max_waiting 0", in: base + "policy: {max_waiting: 0}\n", attempts: 3, active: 1},
+		{name: "all given", in: base + "policy: {max_attempts: 1, max_active: 4, max_waiting: 7}\n", attempts: 1, active: 4, queue: 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "x.yaml", tt.in)
+			r, err := profile.Load(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := r.Get("x")
+			if got := p.Policy; got.MaxAttempts != tt.attempts || got.MaxActive != tt.active || got.MaxWaiting != tt.queue || p.MaxAttempts != tt.attempts {
+				t.Fatalf("policy = %+v (MaxAttempts %d), want attempts %d, active %d, waiting %d", got, p.MaxAttempts, tt.attempts, tt.active, tt.queue)
+			}
+		})
 	}
 }
 

@@ -131,10 +131,13 @@ func transportError(ctx context.Context, provider string, err, cause error) erro
 	return wire.Errorf(wire.ProviderTransportError, "%s: %v", provider, err).Retry()
 }
 
-// StatusError types a non-2xx response: 401/403 auth, 429 and 529 quota,
-// 413 or a context-length message context, anything else ProviderError;
-// never retryable. The message carries the provider's own error text,
-// bounded and redacted.
+// StatusError types a non-2xx response by its status first: 401/403
+// auth; 429 and 529 (overloaded) quota; 413 context; any other 5xx
+// ProviderError whatever its text says (the model API's server failure,
+// the class every adapter gives it, README "Error classes"); for another
+// 4xx, a message saying overloaded quota, a context-length message
+// context, anything else ProviderError. Never retryable. The message
+// carries the provider's own error text, bounded and redacted.
 func StatusError(provider string, resp *http.Response) *wire.Error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	msg := errorText(body)
@@ -143,7 +146,11 @@ func StatusError(provider string, resp *http.Response) *wire.Error {
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		class = wire.ProviderAuthError
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == 529 || strings.Contains(low, "overloaded"):
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == 529:
+		class = wire.ProviderQuotaError
+	case resp.StatusCode >= 500:
+		class = wire.ProviderError
+	case strings.Contains(low, "overloaded"):
 		class = wire.ProviderQuotaError
 	case resp.StatusCode == http.StatusRequestEntityTooLarge || strings.Contains(low, "context length") ||
 		strings.Contains(low, "context_length") || strings.Contains(low, "prompt is too long") || strings.Contains(low, "maximum context") ||

@@ -396,7 +396,7 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 			return wk, p, err
 		}
 	}
-	a, ok := r.adapters.Get(p.Adapter)
+	a, ok := r.adapters.ForWork(p.Adapter, p.Name)
 	if !ok {
 		return wk, p, wire.Errorf(wire.ProviderUnavailable, "profile %s: adapter %s is not available", p.Name, p.Adapter)
 	}
@@ -414,7 +414,7 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 		return wk, p, wire.AsError(err)
 	}
 	wk = wire.Work{
-		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter,
+		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter, Profile: p.Name,
 		Request: request, Runtime: rr.Runtime, Pin: pin, Conversation: rr.Conversation, SessionID: sessionID,
 		Deadline: now.Add(deadline).UnixMilli(),
 		Policy:   wire.AttemptPolicy{MaxAttempts: p.MaxAttempts, StallAfterMS: p.StallAfter().Milliseconds()},

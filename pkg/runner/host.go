@@ -285,6 +285,7 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 		h.undecodable(ctx, d, err)
 		return
 	}
+	a, _ = h.adapters.ForWork(a.Name(), work.Profile) // the profile's own settings
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
 		h.d.Metrics.Redeliveries.WithLabelValues(a.Name()).Inc()
 	}

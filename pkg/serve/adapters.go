@@ -143,21 +143,25 @@ func (c AdapterConfig) Profiles() (*profile.Registry, error) {
 }
 
 // Registry builds the named adapters, or the adapter of every profile when
-// names is empty. An adapter takes its settings from the first profile (by
-// name) that names it. An unknown name is an error listing the known ones.
+// names is empty. Every profile of a hosted adapter gets its own instance,
+// built from that profile's settings (base URL, credential, binary,
+// environment), which runs that profile's work (adapter.Registry.ForWork);
+// the adapter's own instance (Get), which declares its capabilities and
+// validates requests, is the one of its first profile by name, or one
+// built without a profile when none names the adapter. An unknown name is
+// an error listing the known ones.
 //
-// Every profile is then checked against its adapter (profile.CheckAdapters:
-// capabilities, transport, pricing of every reported token class, priced
-// context), also the profiles of adapters this process does not host,
-// whose adapters are built for the check only; so every process that reads
-// the profiles fails at startup on the same problems, naming the file and
-// field of each. Building an adapter starts nothing.
+// Every profile is then checked against its own instance
+// (profile.CheckAdapters: capabilities, transport, pricing of every
+// reported token class, priced context), also the profiles of adapters
+// this process does not host, whose instances are built for the check
+// only; so every process that reads the profiles fails at startup on the
+// same problems, naming the file and field of each. Building an adapter
+// starts nothing.
 func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*adapter.Registry, error) {
-	byAdapter := map[string]*profile.Profile{}
-	for _, p := range profiles.All() {
-		if _, ok := byAdapter[p.Adapter]; !ok {
-			byAdapter[p.Adapter] = p
-		}
+	byAdapter := map[string][]*profile.Profile{}
+	for _, p := range profiles.All() { // sorted by name
+		byAdapter[p.Adapter] = append(byAdapter[p.Adapter], p)
 	}
 	named := slices.Sorted(maps.Keys(byAdapter))
 	if len(names) == 0 {
@@ -172,18 +176,42 @@ func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*a
 	if err != nil {
 		return nil, err
 	}
+	// add builds adapter n's instances (its own, then one per profile) into
+	// the registries given.
+	add := func(n string, into ...*adapter.Registry) error {
+		var instances []adapter.Adapter
+		ps := byAdapter[n]
+		if len(ps) == 0 {
+			a, err := builders[n](c, nil)
+			if err != nil {
+				return fmt.Errorf("adapter %s: %w", n, err)
+			}
+			instances = append(instances, a)
+		}
+		for _, p := range ps {
+			a, err := builders[n](c, p)
+			if err != nil {
+				return fmt.Errorf("adapter %s: profile %s: %w", n, p.Name, err)
+			}
+			instances = append(instances, a)
+		}
+		for _, r := range into {
+			if err := r.Add(instances[0]); err != nil {
+				return err
+			}
+			for i, p := range ps {
+				if err := r.AddProfile(p.Name, instances[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
 	for _, n := range names {
 		if _, ok := builders[n]; !ok {
 			return nil, fmt.Errorf("unknown adapter %q (known: %s)", n, strings.Join(KnownAdapters(), ", "))
 		}
-		a, err := builders[n](c, byAdapter[n])
-		if err != nil {
-			return nil, fmt.Errorf("adapter %s: %w", n, err)
-		}
-		if err := reg.Add(a); err != nil {
-			return nil, err
-		}
-		if err := checked.Add(a); err != nil {
+		if err := add(n, reg, checked); err != nil {
 			return nil, err
 		}
 	}
@@ -191,15 +219,10 @@ func (c AdapterConfig) Registry(profiles *profile.Registry, names ...string) (*a
 		if _, hosted := reg.Get(n); hosted {
 			continue
 		}
-		build, ok := builders[n]
-		if !ok {
+		if _, ok := builders[n]; !ok {
 			continue // CheckAdapters names each profile of an unknown adapter
 		}
-		a, err := build(c, byAdapter[n])
-		if err != nil {
-			return nil, fmt.Errorf("adapter %s: %w", n, err)
-		}
-		if err := checked.Add(a); err != nil {
+		if err := add(n, checked); err != nil {
 			return nil, err
 		}
 	}
@@ -307,7 +330,7 @@ func RunRunner(ctx context.Context, name string, common service.Config, rc Runne
 	if err != nil {
 		return err
 	}
-	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return host.Run(ctx)
 }
 

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // TestShippedProfilesCheckClean: the shipped profiles load, and pass the
@@ -199,5 +201,76 @@ func TestReapProcessGroups(t *testing.T) {
 	_, err := ReapProcessGroups(bad, log)
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "AGENTMESH_RUNNER_STATE_DIR") {
 		t.Fatalf("err = %v, want an ErrConfig naming AGENTMESH_RUNNER_STATE_DIR", err)
+	}
+}
+
+// TestEachProfileHasItsOwnInstance: two profiles on one adapter each get an
+// instance built from their own settings: a remote one its own credential
+// (here: one set, one not), a CLI one its own binary. The adapter's own
+// instance is its first profile's.
+func TestEachProfileHasItsOwnInstance(t *testing.T) {
+	t.Setenv("AGENTMESH_TEST_KEY_SET", "test-key")
+	t.Setenv("AGENTMESH_TEST_KEY_UNSET", "")
+	const remote = "schema: 1\nname: %s\nadapter: openai\ntransport: remote\nmodel: %s\nbase_url: https://api.openai.com/v1\ncredential_env: %s\n" +
+		"pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n"
+	const cli = "schema: 1\nname: %s\nadapter: claude-code\ntransport: subprocess\nmodel: %s\nbinary: %s\ninstall_hint: install it\n" +
+		"pricing: {input: \"3\", output: \"15\", cache_read: \"0.30\", cache_write: \"3.75\"}\n"
+	missing := t.TempDir() // holds no binary
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"openai-a.yaml": fmt.Sprintf(remote, "openai-a", "gpt-5.5", "AGENTMESH_TEST_KEY_SET"),
+		"openai-b.yaml": fmt.Sprintf(remote, "openai-b", "gpt-5.4", "AGENTMESH_TEST_KEY_UNSET"),
+		"claude-a.yaml": fmt.Sprintf(cli, "claude-a", "claude-sonnet-4-5", filepath.Join(missing, "claude-of-a")),
+		"claude-b.yaml": fmt.Sprintf(cli, "claude-b", "claude-opus-4-1", filepath.Join(missing, "claude-of-b")),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ac := AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, err := wire.Marshal(map[string]any{"prompt": "hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance := func(profile, adapterName string) adapter.Adapter {
+		t.Helper()
+		a, ok := adapters.ForProfile(profile)
+		if !ok || a.Name() != adapterName {
+			t.Fatalf("ForProfile(%s) = %v, %t; want an instance of %s", profile, a, ok, adapterName)
+		}
+		return a
+	}
+	if _, err := instance("openai-a", "openai").Validate(prompt); err != nil {
+		t.Errorf("openai-a, its credential set: Validate = %v", err)
+	}
+	if _, err := instance("openai-b", "openai").Validate(prompt); !errors.Is(err, wire.ProviderUnavailable) || !strings.Contains(err.Error(), "AGENTMESH_TEST_KEY_UNSET") {
+		t.Errorf("openai-b, its credential unset: Validate = %v, want ProviderUnavailable naming its variable", err)
+	}
+	if a, _ := adapters.Get("openai"); a != instance("openai-a", "openai") {
+		t.Error("the openai adapter's own instance is not its first profile's")
+	}
+	for _, p := range []struct{ profile, binary string }{{"claude-a", "claude-of-a"}, {"claude-b", "claude-of-b"}} {
+		a := instance(p.profile, "claude-code")
+		req, err := a.Validate(prompt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got error
+		for _, err := range a.Stream(context.Background(), adapter.Call{RunID: "run-" + p.profile, Request: req, Attempt: 1, MaxAttempts: 1, Model: "m"}) {
+			if err != nil {
+				got = err
+			}
+		}
+		if !errors.Is(got, wire.ProviderExecutableNotFound) || !strings.Contains(got.Error(), p.binary) {
+			t.Errorf("%s: Stream = %v, want ProviderExecutableNotFound naming its own binary %s", p.profile, got, p.binary)
+		}
 	}
 }

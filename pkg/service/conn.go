@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -17,8 +18,9 @@ const Version = "0.1.0"
 // AsyncMaxPending bounds the unacknowledged async publishes of one connection.
 const AsyncMaxPending = 16384
 
-// Connect dials url as client name, with unlimited reconnects, and logs
-// connection changes.
+// Connect dials url (one URL or a comma-separated list) as client name,
+// with unlimited reconnects, and logs connection changes. Neither its logs
+// nor its error show a URL's userinfo (RedactURL).
 func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(url,
 		nats.Name(name),
@@ -28,10 +30,10 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStrea
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", ConnectedURL(nc)) }),
 	)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect %s: %w", redactURL(url), err)
+		return nil, nil, fmt.Errorf("connect %s: %w", RedactURL(url), RedactError(url, err))
 	}
 	// Every run a runner holds pipelines its chunks on this connection:
 	// allow a deep async window (pkg/events falls back to synchronous
@@ -44,14 +46,87 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStrea
 	return nc, js, nil
 }
 
-func redactURL(u string) string {
-	if i := strings.Index(u, "@"); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			return u[:j+3] + "[REDACTED]" + u[i:]
+// Redacted is what RedactURL and RedactError put in place of a URL's
+// userinfo.
+const Redacted = "[REDACTED]"
+
+// RedactURL masks the userinfo (user and password, or a token) of every
+// URL in s, a comma-separated list as nats.Connect takes it
+// ("nats://u:p@a:4222,nats://u:p2@b:4222"); a URL without userinfo, with
+// or without a scheme, is kept as it is. The userinfo is everything up to
+// a URL's last '@', so a password holding '@', '/' or ':' is masked whole.
+// It never fails: a URL it cannot parse is masked by the same rule.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, u := range parts {
+		if start, end, ok := userinfo(u); ok {
+			parts[i] = u[:start] + Redacted + u[end:]
 		}
 	}
-	return u
+	return strings.Join(parts, ",")
 }
+
+// RedactError returns err with the userinfo of every URL in the list s,
+// and its secret part on its own (a password or a token), masked in its
+// text: an error of nats.Connect may quote a URL it could not parse. The
+// returned error wraps err, so errors.Is and errors.As still see it.
+func RedactError(s string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var secrets []string
+	for _, u := range strings.Split(s, ",") {
+		start, end, ok := userinfo(u)
+		if !ok || end == start {
+			continue
+		}
+		info := u[start:end]
+		secrets = append(secrets, info)
+		if _, pass, found := strings.Cut(info, ":"); found {
+			if pass != "" {
+				secrets = append(secrets, pass)
+			}
+		}
+	}
+	if len(secrets) == 0 {
+		return err
+	}
+	// Longest first, so a userinfo is masked whole before its password.
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	msg := err.Error()
+	for _, sec := range secrets {
+		msg = strings.ReplaceAll(msg, sec, Redacted)
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+// userinfo locates the userinfo of one URL: u[start:end] is what lies
+// between its scheme's "://" (or its start) and its last '@'.
+func userinfo(u string) (start, end int, ok bool) {
+	end = strings.LastIndexByte(u, '@')
+	if end < 0 {
+		return 0, 0, false
+	}
+	if j := strings.Index(u, "://"); j >= 0 && j < end {
+		start = j + 3
+	} else {
+		start = len(u) - len(strings.TrimLeft(u, " \t"))
+	}
+	return start, end, true
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// ConnectedURL is the URL nc is connected to with its userinfo masked
+// (RedactURL), for logs; empty while nc is not connected. Unlike
+// nats.Conn.ConnectedUrlRedacted it masks a token and a user name too.
+func ConnectedURL(nc *nats.Conn) string { return RedactURL(nc.ConnectedUrl()) }
 
 // ConnCheck is a readiness check that passes while nc is connected.
 func ConnCheck(nc *nats.Conn) func() error {

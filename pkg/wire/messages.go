@@ -204,6 +204,7 @@ type Work struct {
 	Tenant       string             `msgpack:"tenant"`
 	Principal    string             `msgpack:"principal"`
 	Adapter      string             `msgpack:"adapter"`
+	Profile      string             `msgpack:"profile,omitempty"` // the resolved profile, whose adapter settings run the work
 	Request      msgpack.RawMessage `msgpack:"request,omitempty"`
 	Runtime      map[string]any     `msgpack:"runtime,omitempty"`
 	Pin          Pin                `msgpack:"pin"`

@@ -36,7 +36,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	defer func() { err = errors.Join(err, svc.Stop()) }()
 	infra.Deps.Health.Add("exporter", service.ConnCheck(infra.Deps.NC))
 	log.Warn("trajectory export is not built yet: the exporter only registers and serves health and metrics",
-		"nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+		"nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	<-ctx.Done()
 	return nil
 }

@@ -66,6 +66,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		return err
 	}
 	log.Info("router started", "registry_version", profiles.Version(), "profiles", profiles.Names(),
-		"adapters", adapters.Names(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+		"adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return r.Run(ctx)
 }

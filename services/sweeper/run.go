@@ -44,6 +44,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "registry_version", profiles.Version(), "nats", infra.Deps.NC.ConnectedUrlRedacted(), "http", infra.HTTPAddr())
+	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "registry_version", profiles.Version(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return s.Run(ctx)
 }

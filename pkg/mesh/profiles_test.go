@@ -1,0 +1,145 @@
+package mesh_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestEachProfileRunsWithItsOwnSettings: two profiles on one remote
+// adapter, each with its own base_url (two recorded-stream servers) and
+// credential, each reach their own server with their own credential; a
+// conversation pinned to one of them stays on that one's server even when
+// the next run names the other.
+func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
+	const keyA, keyB = "sk-test-profile-a-41c7", "sk-test-profile-b-9e02"
+	t.Setenv("AGENTMESH_TEST_KEY_A", keyA)
+	t.Setenv("AGENTMESH_TEST_KEY_B", keyB)
+	srvA, err := fixtureserver.Start("../../testdata/remote/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srvA.Close() })
+	srvB, err := fixtureserver.Start("../../testdata/remote/openai")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srvB.Close() })
+	const pricing = "pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n"
+	profile := func(name, model string, srv *fixtureserver.Server, env string) string {
+		return fmt.Sprintf("schema: 1\nname: %s\nadapter: openai\ntransport: remote\nmodel: %s\nbase_url: %s/text\nallow_loopback: true\ncredential_env: %s\n%s",
+			name, model, srv.URL(), env, pricing)
+	}
+	// openai-a sorts first: it is the profile whose settings every openai
+	// run used before each profile had its own instance.
+	c := profilesMesh(t, map[string]string{
+		"openai-a.yaml": profile("openai-a", "gpt-5.5", srvA, "AGENTMESH_TEST_KEY_A"),
+		"openai-b.yaml": profile("openai-b", "gpt-5.4", srvB, "AGENTMESH_TEST_KEY_B"),
+	})
+	run := func(profileName, conversation string) {
+		t.Helper()
+		r := runReq(t, map[string]any{"prompt": "hi"})
+		r.Profile, r.Conversation = profileName, conversation
+		id, err := c.Submit(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := collect(t, c, id)
+		if st := last(evs); st.State != wire.StateSucceeded {
+			t.Fatalf("%s: %s %v", profileName, describe(evs), st.Error)
+		}
+	}
+	// check asserts what each server has received: every request with its
+	// own profile's credential and model, and how many.
+	check := func(wantA, wantB int) {
+		t.Helper()
+		for _, s := range []struct {
+			name       string
+			srv        *fixtureserver.Server
+			key, model string
+			want       int
+		}{{"A", srvA, keyA, "gpt-5.5", wantA}, {"B", srvB, keyB, "gpt-5.4", wantB}} {
+			reqs := s.srv.Requests()
+			if len(reqs) != s.want {
+				t.Fatalf("server %s received %d requests, want %d", s.name, len(reqs), s.want)
+			}
+			for i, r := range reqs {
+				if got := r.Header.Get("Authorization"); got != "Bearer "+s.key {
+					t.Errorf("server %s request %d: Authorization %q, want its own profile's credential", s.name, i, got)
+				}
+				if !strings.Contains(string(r.Body), `"model":"`+s.model+`"`) {
+					t.Errorf("server %s request %d: body %s, want model %s", s.name, i, r.Body, s.model)
+				}
+			}
+		}
+	}
+	run("openai-b", "")
+	check(0, 1)
+	run("openai-a", "")
+	check(1, 1)
+	// The conversation is pinned to openai-b by its first run; the second
+	// names openai-a, resolves to the same provider and so runs on the
+	// pinned profile, with its settings.
+	run("openai-b", "conv-1")
+	check(1, 2)
+	run("openai-a", "conv-1")
+	check(1, 3)
+}
+
+// profilesMesh runs the mesh on the profile documents files (name → body)
+// with every adapter they name, and returns a client of it.
+func profilesMesh(t *testing.T, files map[string]string) *client.Client {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ac := serve.AdapterConfig{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.DiscardHandler),
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("mesh: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("mesh did not stop")
+		}
+	})
+	natstest.Eventually(t, 10*time.Second, func() error {
+		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
+		return err
+	})
+	return newClient(t, srv)
+}
