@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -58,7 +59,7 @@ func NewLog(ctx context.Context, js jetstream.JetStream, names subject.Names) (*
 // use.
 func (l *Log) Last(ctx context.Context, tenant, runID string) (wire.Event, uint64, error) {
 	subj := l.names.Events(tenant, runID)
-	raw, err := retry(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+	raw, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 		return l.lastFromLeader(ctx, subj)
 	})
 	if err != nil {
@@ -246,9 +247,9 @@ func (w *Writer) settle(ctx context.Context, n int) error {
 }
 
 // await waits for an asynchronous publish's acknowledgement, at most
-// attemptTimeout after it was sent.
+// jsretry.AttemptTimeout after it was sent.
 func (w *Writer) await(ctx context.Context, p *pending) (*jetstream.PubAck, error) {
-	t := time.NewTimer(time.Until(p.sent.Add(attemptTimeout)))
+	t := time.NewTimer(time.Until(p.sent.Add(jsretry.AttemptTimeout)))
 	defer t.Stop()
 	select {
 	case ack := <-p.fut.Ok():
@@ -256,7 +257,7 @@ func (w *Writer) await(ctx context.Context, p *pending) (*jetstream.PubAck, erro
 	case err := <-p.fut.Err():
 		return nil, err
 	case <-t.C:
-		return nil, errAckTimeout
+		return nil, jsretry.ErrAckTimeout
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -277,9 +278,9 @@ func (w *Writer) acked(p *pending, ack *jetstream.PubAck) error {
 // sequence moved is ErrFenced, unless the event there is this one, stored
 // by an earlier attempt whose acknowledgement was lost.
 func (w *Writer) send(ctx context.Context, p *pending) (*jetstream.PubAck, error) {
-	ack, err := retry(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		ack, err := w.l.js.PublishMsg(ctx, p.msg)
-		if err != nil && transient(err) {
+		if err != nil && jsretry.Transient(err) {
 			p.tried = true
 		}
 		return ack, err
@@ -290,7 +291,7 @@ func (w *Writer) send(ctx context.Context, p *pending) (*jetstream.PubAck, error
 	var apiErr *jetstream.APIError
 	if p.fenced && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
 		if p.tried {
-			if last, lerr := retry(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			if last, lerr := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 				return w.l.lastFromLeader(ctx, w.subject)
 			}); lerr == nil && last.Header.Get(jetstream.MsgIDHeader) == p.msg.Header.Get(jetstream.MsgIDHeader) {
 				return &jetstream.PubAck{Stream: w.l.stream, Sequence: last.Sequence, Duplicate: true}, nil

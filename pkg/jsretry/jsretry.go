@@ -1,4 +1,8 @@
-package events
+// Package jsretry retries JetStream requests through a leader election or
+// a reconnect: it says which errors such a failover produces, and repeats a
+// request with capped exponential backoff while they last, until the
+// caller's context ends.
+package jsretry
 
 import (
 	"context"
@@ -11,29 +15,29 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Retry bounds. A JetStream leader election takes a few seconds (see
-// deploy/README.md "Failover"); a request in flight when the leader went
-// away gets no answer, so each attempt is bounded on its own and retried.
+// AttemptTimeout bounds one attempt. A JetStream leader election takes a
+// few seconds (deploy/README.md, "Failover"); a request in flight when the
+// leader went away gets no answer, so each attempt is bounded on its own
+// and made again.
+const AttemptTimeout = 2 * time.Second
+
 const (
-	// attemptTimeout bounds one publish or read, and the wait for one
-	// asynchronous publish's acknowledgement.
-	attemptTimeout = 2 * time.Second
-	backoffMin     = 20 * time.Millisecond
-	backoffMax     = time.Second
+	backoffMin = 20 * time.Millisecond
+	backoffMax = time.Second
 )
 
-// errAckTimeout is an asynchronous publish that got no acknowledgement
-// within attemptTimeout.
-var errAckTimeout = errors.New("no acknowledgement in time")
+// ErrAckTimeout is an asynchronous publish that got no acknowledgement
+// within AttemptTimeout.
+var ErrAckTimeout = errors.New("no acknowledgement in time")
 
-// transient reports whether err is one a JetStream leader election or a
+// Transient reports whether err is one a JetStream leader election or a
 // reconnect produces: the request may be answered if made again. Whether
 // the caller still wants it made again is the caller's context's business.
-func transient(err error) bool {
+func Transient(err error) bool {
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
 		errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, errAckTimeout),
+		errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, ErrAckTimeout),
 		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
 		errors.Is(err, nats.ErrReconnectBufExceeded):
 		return true
@@ -72,16 +76,16 @@ func (b *backoff) wait(ctx context.Context) error {
 	}
 }
 
-// retry calls f, bounded by attemptTimeout each time, until it returns an
-// error that is not transient or ctx ends. The error returned when ctx ends
-// wraps both ctx's error and f's last one.
-func retry[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// Do calls f, with a context bounded by AttemptTimeout each time, until f
+// returns nil or an error that is not Transient, or ctx ends. The error
+// returned when ctx ends wraps both ctx's error and f's last one. It blocks.
+func Do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	var b backoff
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 		v, err := f(actx)
 		cancel()
-		if err == nil || !transient(err) {
+		if err == nil || !Transient(err) {
 			return v, err
 		}
 		if werr := b.wait(ctx); werr != nil {
