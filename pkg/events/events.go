@@ -280,6 +280,12 @@ func (w *Writer) acked(p *pending, ack *jetstream.PubAck) error {
 func (w *Writer) send(ctx context.Context, p *pending) (*jetstream.PubAck, error) {
 	ack, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		ack, err := w.l.js.PublishMsg(ctx, p.msg)
+		var apiErr *jetstream.APIError
+		if !p.tried && errors.As(err, &apiErr) && apiErr.ErrorCode == jsretry.ErrCodeMsgIDInProcess {
+			// Not this writer's earlier attempt: another writer's.
+			w.err = fmt.Errorf("%w: %s (in process)", ErrDuplicate, p.msg.Header.Get(jetstream.MsgIDHeader))
+			return nil, w.err
+		}
 		if err != nil && jsretry.Transient(err) {
 			p.tried = true
 		}

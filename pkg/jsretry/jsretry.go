@@ -30,6 +30,12 @@ const (
 // within AttemptTimeout.
 var ErrAckTimeout = errors.New("no acknowledgement in time")
 
+// ErrCodeMsgIDInProcess is JetStream's "duplicate message id is in
+// process" (409): a publish with the same Nats-Msg-Id is still being
+// replicated. Made again once that one is stored, the publish is
+// acknowledged as a duplicate.
+const ErrCodeMsgIDInProcess jetstream.ErrorCode = 10158
+
 // Transient reports whether err is one a JetStream leader election or a
 // reconnect produces: the request may be answered if made again. Whether
 // the caller still wants it made again is the caller's context's business.
@@ -47,7 +53,8 @@ func Transient(err error) bool {
 		switch apiErr.ErrorCode {
 		case 10008, // JetStream system temporarily unavailable (no leader yet)
 			10009, // JetStream cluster can not handle request (not the leader)
-			10163: // expected last sequence per subject temporarily unavailable (a new leader catching up)
+			10163, // expected last sequence per subject temporarily unavailable (a new leader catching up)
+			ErrCodeMsgIDInProcess:
 			return true
 		}
 	}

@@ -30,6 +30,7 @@ func TestTransient(t *testing.T) {
 		{name: "503 temporarily unavailable", in: fmt.Errorf("nats: %w", &jetstream.APIError{Code: 503, ErrorCode: 10008}), want: true},
 		{name: "not the leader", in: &jetstream.APIError{Code: 500, ErrorCode: 10009}, want: true},
 		{name: "last sequence not ready", in: &jetstream.APIError{Code: 503, ErrorCode: 10163}, want: true},
+		{name: "same msg id in process", in: &jetstream.APIError{Code: 409, ErrorCode: jsretry.ErrCodeMsgIDInProcess}, want: true},
 		{name: "wrong last sequence", in: &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence}, want: false},
 		{name: "message too big", in: jetstream.ErrStreamMessageExceedsMaximum, want: false},
 		{name: "cancelled", in: context.Canceled, want: false},

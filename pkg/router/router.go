@@ -158,6 +158,12 @@ func (r *Router) Run(ctx context.Context) error {
 	})
 	for {
 		msg, err := msgs.Next()
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			// The consumer's server went away (a failover): the iterator
+			// pulls again once a server answers.
+			r.d.Log.Warn("submit consumer missed its heartbeat", "err", err)
+			continue
+		}
 		if err != nil {
 			close(work)
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
@@ -204,6 +210,7 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 		r.drop(msg, "encode", err)
 		return
 	}
+	resume := false
 	rev, err := r.runs.Create(ctx, key, recBytes)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		// Either a resubmission (one run already exists) or a redelivery of
@@ -220,16 +227,32 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 			_ = msg.Ack()
 			return
 		}
-		rec, rev = prev, entry.Revision()
+		rec, rev, resume = prev, entry.Revision(), true
 	} else if err != nil {
 		r.retry(msg, err)
 		return
 	}
 
 	w := r.log.New(tenant, rr.RunID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
-		r.retry(msg, err)
-		return
+	if resume {
+		// Resuming: continue after the events the earlier delivery stored
+		// (publishing them again would collide with their own dedupe ids).
+		// The record is still accepted, so no runner has written yet.
+		w, err = r.log.Open(ctx, tenant, rr.RunID)
+		if errors.Is(err, events.ErrEnded) {
+			_ = msg.Ack()
+			return
+		}
+		if err != nil {
+			r.retry(msg, err)
+			return
+		}
+	}
+	if w.Seq() == 0 {
+		if err := w.Status(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
+			r.retry(msg, err)
+			return
+		}
 	}
 	wk, p, verr := r.validate(ctx, tenant, &rr, now)
 	if verr == nil {
@@ -251,9 +274,11 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 		r.finish(ctx, msg, w, key, rec, rev, wire.Status{State: wire.StateRejected, Error: we}, adapterName)
 		return
 	}
-	if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
-		r.retry(msg, err)
-		return
+	if w.Seq() < 2 {
+		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+			r.retry(msg, err)
+			return
+		}
 	}
 	rec.State, rec.Pin, rec.Adapter, rec.Deadline, rec.Updated = wire.StateRouted, &wk.Pin, wk.Adapter, wk.Deadline, time.Now().UnixMilli()
 	if err := r.update(ctx, key, rec, rev); err != nil {
