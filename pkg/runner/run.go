@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -361,7 +362,12 @@ func (r *run) commit(ctx, pub context.Context, hb *sync.WaitGroup, cancel contex
 	if err := r.w.Chunk(pub, first); err != nil {
 		return err
 	}
-	if err := r.msg.DoubleAck(ctx); err != nil {
+	// Bounded: during a failover the ack's reply may never come, and the
+	// run must not wait for it.
+	ackCtx, cancelAck := context.WithTimeout(ctx, jsretry.AttemptTimeout)
+	err = r.msg.DoubleAck(ackCtx)
+	cancelAck()
+	if err != nil {
 		// The record is committed, so a redelivery is dropped unexecuted.
 		r.h.d.Log.Warn("ack work at first output", append(r.logger(), "err", err)...)
 	}
