@@ -51,7 +51,9 @@ func TestRunInterruptedWhileItsRunNeverComes(t *testing.T) {
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--server", url, "-p", "fixture", "--run-id", "lost-1", "hi"}, io) }()
+	go func() {
+		done <- run(ctx, []string{"run", "--server", url, "-p", "fixture", "--run-id", "lost-1", "hi"}, io)
+	}()
 	submitted(t, js, 1)
 	interrupt()
 	select {
