@@ -22,6 +22,9 @@ const (
 	exitOK    = 0
 	exitFail  = 1 // the run or request did not succeed
 	exitUsage = 2 // bad arguments, configuration or connection
+	// exitInterrupted: a signal (SIGINT, SIGTERM) stopped agentmesh run
+	// before the run ended (the shell's 128+SIGINT).
+	exitInterrupted = 130
 )
 
 // stdio is what a command reads and writes besides the network.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +16,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main() // the test binary as the agentmesh command, with its real signal handling
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// asMainEnv makes the test binary run main.
+const asMainEnv = "AGENTMESH_TEST_AS_MAIN"
 
 // testIO returns a stdio on buffers with the environment env.
 func testIO(env map[string]string) (*stdio, *servetest.Buffer, *servetest.Buffer) {

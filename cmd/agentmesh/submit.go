@@ -130,8 +130,12 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 }
 
 // cmdRun submits a run and streams its events until it ends. When ctx ends
-// (Ctrl-C) it asks the mesh to cancel the run and goes on streaming to the
-// terminal status. Exit code 0 if the run succeeded, 1 for any other end.
+// (SIGINT or SIGTERM) it asks the mesh to cancel the run and goes on
+// streaming to the terminal status, for at most interruptGrace after the
+// mesh accepted the cancel; a run the mesh does not know (it never
+// arrived) ends the command at once. Exit code 0 if the run succeeded, 1
+// for any other end, 130 if interrupted before the run ended (a second
+// signal kills the command).
 func cmdRun(ctx context.Context, args []string, io *stdio) error {
 	f, prompt, err := parseRun(args, io)
 	if err != nil {
@@ -147,7 +151,7 @@ func cmdRun(ctx context.Context, args []string, io *stdio) error {
 	}
 	defer nc.Close()
 	if ctx.Err() != nil {
-		return failed // interrupted before anything was submitted
+		return interrupted("interrupted before anything was submitted")
 	}
 	var out printer = newHumanPrinter(io.stdout, io.color)
 	if f.json {
@@ -163,18 +167,39 @@ func cmdRun(ctx context.Context, args []string, io *stdio) error {
 	return nil
 }
 
+// interruptGrace bounds how long an interrupted command follows a run
+// whose cancel the mesh accepted, waiting for its terminal status.
+const interruptGrace = 10 * time.Second
+
+// cancelTimeout bounds the cancel an interrupted command sends (a running
+// run's cancel is answered once its transport is torn down: 5 s at most).
+const cancelTimeout = 10 * time.Second
+
+// interrupted ends a command that a signal stopped: exit code 130.
+func interrupted(format string, args ...any) error {
+	return &exitError{code: exitInterrupted, err: fmt.Errorf(format, args...)}
+}
+
 // submitAndFollow submits req and prints its events until its terminal
 // status, which it returns. When ctx ends first it cancels the run and
-// keeps following it; the stream itself never ends with ctx.
+// keeps following it for at most interruptGrace; it stops at once when
+// the cancel fails (the mesh has no such run, or no router answers).
 func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest, out printer, io *stdio) (wire.Status, error) {
-	follow := context.WithoutCancel(ctx)
-	submitCtx, cancel := context.WithTimeout(follow, requestTimeout)
+	if req.RunID == "" {
+		req.RunID = client.NewRunID() // known before the submit, to report it if interrupted
+	}
+	submitCtx, cancel := context.WithTimeout(ctx, requestTimeout)
 	runID, err := c.Submit(submitCtx, req)
 	cancel()
 	if err != nil {
+		if ctx.Err() != nil {
+			return wire.Status{}, interrupted("interrupted while submitting run %s; it may still run (agentmesh cancel %s)", req.RunID, req.RunID)
+		}
 		return wire.Status{}, usageErr("%v", err)
 	}
 
+	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFollow()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	done := make(chan struct{})
@@ -182,13 +207,28 @@ func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest,
 	wg.Go(func() {
 		select {
 		case <-done:
+			return
 		case <-ctx.Done():
-			cancelOnInterrupt(follow, c, req.Tenant, runID, io)
+		}
+		if !cancelOnInterrupt(follow, c, req.Tenant, runID, io) {
+			stopFollow()
+			return
+		}
+		t := time.NewTimer(interruptGrace)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			fmt.Fprintf(io.stderr, "agentmesh: run %s did not end within %s of its cancel\n", runID, interruptGrace)
+			stopFollow()
 		}
 	})
 
 	for ev, err := range c.Events(follow, req.Tenant, runID, 1) {
 		if err != nil {
+			if ctx.Err() != nil {
+				return wire.Status{}, interrupted("interrupted before run %s ended", runID)
+			}
 			return wire.Status{}, usageErr("%v", err)
 		}
 		if err := out.event(ev); err != nil {
@@ -201,15 +241,19 @@ func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest,
 	return wire.Status{}, usageErr("run %s: the event stream ended without a terminal status", runID)
 }
 
-func cancelOnInterrupt(ctx context.Context, c *client.Client, tenant, runID string, io *stdio) {
+// cancelOnInterrupt asks the mesh to cancel the run and reports whether
+// it did (or the run had ended): whether its terminal status is coming.
+func cancelOnInterrupt(ctx context.Context, c *client.Client, tenant, runID string, io *stdio) bool {
 	fmt.Fprintf(io.stderr, "agentmesh: interrupted: cancelling run %s (Ctrl-C again to quit at once)\n", runID)
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 	defer cancel()
 	reply, err := c.Cancel(ctx, tenant, runID)
 	switch {
 	case err != nil:
 		fmt.Fprintf(io.stderr, "agentmesh: cancel %s: %v\n", runID, err)
+		return false
 	case reply.Ended:
 		fmt.Fprintf(io.stderr, "agentmesh: run %s had already ended %s\n", runID, reply.State)
 	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -106,6 +107,14 @@ func NewRunID() string { return nuid.Next() }
 // it. Submitting the same RunID again in the same tenant is idempotent:
 // the mesh runs it once (the same RunID in another tenant is another run). An empty RunID is filled in; the id
 // used is returned.
+//
+// Through a failover (a JetStream leader election, a reconnect to another
+// server) Submit publishes the same message again, with the same
+// Nats-Msg-Id, with capped exponential backoff until it is stored or ctx
+// ends; a duplicate acknowledgement then means an earlier attempt got
+// through. Give ctx a deadline: without one Submit retries for as long as
+// the failover lasts. On an error that is not a failover's (permissions, a
+// missing stream) it returns at once.
 func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error) {
 	if req.RunID == "" {
 		req.RunID = NewRunID()
@@ -128,7 +137,9 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 	msg := nats.NewMsg(c.names.Submit(req.Tenant))
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(req.Tenant, req.RunID))
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	if _, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return c.js.PublishMsg(ctx, msg)
+	}); err != nil {
 		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
 	}
 	return req.RunID, nil
@@ -136,8 +147,15 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 
 // Events yields a run's events in order, starting at seq from (1 for the
 // whole run), and ends after the terminal status. It waits for events that
-// have not been published yet. Breaking out of the loop releases the
-// consumer. A non-nil error is the last value yielded.
+// have not been published yet, and through a failover (the stream's
+// consumer is recreated where it left off). Breaking out of the loop
+// releases the consumer. A non-nil error is the last value yielded.
+//
+// A writer that retries a chunk through a leader election may get it
+// stored after the chunk that follows it; Events holds such an event back
+// until the ones before it have arrived. Every event before a terminal
+// status is stored before it, so a gap still open when the terminal status
+// arrives is an error.
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
 	return func(yield func(wire.Event, error) bool) {
 		cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
@@ -171,6 +189,7 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 		if next == 0 {
 			next = 1
 		}
+		ahead := map[uint64]wire.Event{} // arrived before an event with a lower seq
 		for {
 			msg, err := msgs.Next()
 			if err != nil {
@@ -185,20 +204,29 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 				yield(wire.Event{}, fmt.Errorf("event of %s: %w", runID, err))
 				return
 			}
-			if ev.Seq < next {
+			switch {
+			case ev.Seq < next:
 				continue
-			}
-			if ev.Seq > next {
+			case ev.Seq > next && (ev.Terminal() || len(ahead) >= maxAhead):
 				yield(ev, fmt.Errorf("event of %s: seq %d, want %d", runID, ev.Seq, next))
 				return
+			case ev.Seq > next:
+				ahead[ev.Seq] = ev
+				continue
 			}
-			next++
-			if !yield(ev, nil) || ev.Terminal() {
-				return
+			for ok := true; ok; ev, ok = ahead[next] {
+				delete(ahead, next)
+				next++
+				if !yield(ev, nil) || ev.Terminal() {
+					return
+				}
 			}
 		}
 	}
 }
+
+// maxAhead bounds the events Events holds back waiting for a lower seq.
+const maxAhead = 1024
 
 // Wait blocks until the run ends and returns its terminal status.
 func (c *Client) Wait(ctx context.Context, tenant, runID string) (wire.Status, error) {

@@ -75,11 +75,13 @@ const (
 // runner's own shutdown drain is set to the same drain below.
 var shortestHeartbeat = proc.MaxTeardown(proc.DefaultGrace) + time.Second
 
-func chaosTrials(t *testing.T) int {
+// chaosTrials is how many trials a chaos test runs: chaosTrialsEnv's
+// number, or short (the version in make test) when it is unset.
+func chaosTrials(t *testing.T, short int) int {
 	t.Helper()
 	v := os.Getenv(chaosTrialsEnv)
 	if v == "" {
-		return faultDefaultTrials
+		return short
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -583,7 +585,7 @@ func (c *counts) report(t *testing.T, name string) {
 
 // rounds runs trials runs in rounds of at most faultBatch.
 func rounds(t *testing.T, round func(n int)) {
-	trials := chaosTrials(t)
+	trials := chaosTrials(t, faultDefaultTrials)
 	for done := 0; done < trials && !t.Failed(); done += faultBatch {
 		round(min(faultBatch, trials-done))
 	}

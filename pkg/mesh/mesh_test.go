@@ -29,6 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	natstest.RunClusterNode() // when the chaos cluster test started this binary as a JetStream node
 	if mode := os.Getenv(faultSleeperEnv); mode != "" {
 		os.Exit(runFaultSleeper(mode))
 	}

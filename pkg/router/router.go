@@ -169,6 +169,12 @@ func (r *Router) Run(ctx context.Context) error {
 	})
 	for {
 		msg, err := msgs.Next()
+		if errors.Is(err, jetstream.ErrNoHeartbeat) {
+			// The consumer's server went away (a failover): the iterator
+			// pulls again once a server answers.
+			r.d.Log.Warn("submit consumer missed its heartbeat", "err", err)
+			continue
+		}
 		if err != nil {
 			close(work)
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {

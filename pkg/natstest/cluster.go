@@ -1,0 +1,268 @@
+//go:build linux
+
+package natstest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// clusterNodeEnv carries a node's spec to the test binary re-executed as
+// that node.
+const clusterNodeEnv = "NATSTEST_CLUSTER_NODE"
+
+// nodeSpec is one cluster node's configuration.
+type nodeSpec struct {
+	Name       string   `json:"name"`
+	ClientPort int      `json:"client_port"`
+	RoutePort  int      `json:"route_port"`
+	Routes     []string `json:"routes"`
+	StoreDir   string   `json:"store_dir"`
+}
+
+// RunClusterNode makes the test binary a cluster node when RunCluster
+// started it as one: it serves until SIGTERM (or SIGKILL) and exits. Call
+// it first in TestMain of a package that uses RunCluster; otherwise it
+// returns at once.
+func RunClusterNode() {
+	b := os.Getenv(clusterNodeEnv)
+	if b == "" {
+		return
+	}
+	var spec nodeSpec
+	if err := json.Unmarshal([]byte(b), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, "natstest: node spec:", err)
+		os.Exit(2)
+	}
+	var routes []*url.URL
+	for _, r := range spec.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "natstest: route:", err)
+			os.Exit(2)
+		}
+		routes = append(routes, u)
+	}
+	s, err := server.NewServer(&server.Options{
+		ServerName: spec.Name,
+		Host:       "127.0.0.1", Port: spec.ClientPort,
+		JetStream: true, StoreDir: spec.StoreDir,
+		Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: spec.RoutePort},
+		Routes:  routes,
+		NoLog:   true, NoSigs: true,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "natstest: server:", err)
+		os.Exit(2)
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		fmt.Fprintln(os.Stderr, "natstest: server not ready")
+		os.Exit(1)
+	}
+	fmt.Println("ready")
+	<-sigs
+	s.Shutdown()
+	s.WaitForShutdown()
+	os.Exit(0)
+}
+
+// Cluster is a JetStream cluster on loopback for tests of what a leader
+// election does. Its methods are safe for concurrent use.
+//
+// Each server is the test binary re-executed as a node (see
+// RunClusterNode), not a server in the test's own process: nats-server
+// v2.15.3 has a data race on a replicated stream's leader change
+// (stream.expectedPerSubjectSequence, written under clMu in
+// jetstream_batching.go:493 by the new leader, read without it in
+// jetstream_cluster.go:6296), which the race detector would report against
+// any test that kills a leader. The nodes run with GORACE exitcode=0 and
+// their reports in the test's temp dir; the test's own process, with the
+// services under test, stays race-checked. It also makes Kill a crash.
+type Cluster struct {
+	t     testing.TB
+	specs []nodeSpec
+	race  string // GORACE log_path prefix for the nodes
+
+	mu    sync.Mutex
+	nodes []*exec.Cmd // nil: not running
+	done  []chan struct{}
+}
+
+// RunCluster starts n clustered JetStream servers (named n0, n1, ...), each
+// with its store in its own temporary directory and on fixed random
+// loopback ports, so a server that is killed can be restarted where the
+// clients and the other servers expect it. It returns once the cluster
+// answers JetStream requests; every server is stopped when the test ends.
+// The package's TestMain must call RunClusterNode.
+func RunCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("natstest: cluster of %d servers", n)
+	}
+	ports := freePorts(t, 2*n)
+	clientPorts, routePorts := ports[:n], ports[n:]
+	c := &Cluster{t: t, nodes: make([]*exec.Cmd, n), done: make([]chan struct{}, n), race: filepath.Join(t.TempDir(), "race")}
+	for i := range n {
+		spec := nodeSpec{Name: fmt.Sprintf("n%d", i), ClientPort: clientPorts[i], RoutePort: routePorts[i], StoreDir: t.TempDir()}
+		for j := range n {
+			if j != i {
+				spec.Routes = append(spec.Routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[j]))
+			}
+		}
+		c.specs = append(c.specs, spec)
+	}
+	t.Cleanup(c.stopAll)
+	for i := range n {
+		c.Restart(i)
+	}
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("natstest: connect to the cluster: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx) // answered once there is a meta leader
+		return err
+	})
+	return c
+}
+
+// freePorts returns n distinct loopback TCP ports that were free a moment ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		defer l.Close()
+	}
+	return ports
+}
+
+// URLs is every server's client URL, comma-separated (nats.Connect's form).
+func (c *Cluster) URLs() string {
+	urls := make([]string, len(c.specs))
+	for i, s := range c.specs {
+		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", s.ClientPort)
+	}
+	return strings.Join(urls, ",")
+}
+
+// Len is the number of servers, running or not.
+func (c *Cluster) Len() int { return len(c.specs) }
+
+// Index returns the index of the server named name, or -1.
+func (c *Cluster) Index(name string) int {
+	for i, s := range c.specs {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Kill crashes server i (SIGKILL) and waits until it has exited. It does
+// nothing if i is not running.
+func (c *Cluster) Kill(i int) { c.stop(i, syscall.SIGKILL) }
+
+func (c *Cluster) stop(i int, sig syscall.Signal) {
+	c.mu.Lock()
+	cmd, done := c.nodes[i], c.done[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+func (c *Cluster) stopAll() {
+	var wg sync.WaitGroup
+	for i := range c.specs {
+		wg.Go(func() { c.stop(i, syscall.SIGTERM) })
+	}
+	wg.Wait()
+}
+
+// Restart starts server i again on its ports and its store and waits until
+// it accepts connections. It does nothing if i is running. Call it from the
+// test's goroutine.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i] != nil {
+		return
+	}
+	spec, err := json.Marshal(c.specs[i])
+	if err != nil {
+		c.t.Fatalf("natstest: %v", err)
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+string(spec), "GORACE=exitcode=0 log_path="+c.race)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatalf("natstest: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("natstest: start server %s: %v", c.specs[i].Name, err)
+	}
+	done := make(chan struct{})
+	ready := make(chan bool, 1)
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		ready <- sc.Scan() && sc.Text() == "ready"
+		for sc.Scan() {
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			<-done
+			c.t.Fatalf("natstest: server %s exited before it was ready: %v", c.specs[i].Name, cmd.ProcessState)
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		c.t.Fatalf("natstest: server %s not ready", c.specs[i].Name)
+	}
+	c.nodes[i], c.done[i] = cmd, done
+}
