@@ -29,6 +29,7 @@ package runs
 
 import (
 	"context"
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
@@ -56,6 +58,39 @@ var (
 
 // casRetries bounds the compare-and-set loops that re-read a record.
 const casRetries = 32
+
+// opTimeout bounds one store operation, its retries through a leader
+// election included, when the caller's context has no deadline of its own.
+const opTimeout = 30 * time.Second
+
+// retry runs one store operation through a leader election: each attempt
+// bounded by jsretry.AttemptTimeout, retried while the error is one a
+// failover produces, until ctx (or opTimeout) ends. tried, when not nil, is
+// set once an attempt failed in a way that may still have been applied.
+func retry[T any](ctx context.Context, tried *bool, f func(context.Context) (T, error)) (T, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+	}
+	return jsretry.Do(ctx, func(ctx context.Context) (T, error) {
+		v, err := f(ctx)
+		if err != nil && tried != nil && jsretry.Transient(err) {
+			*tried = true
+		}
+		return v, err
+	})
+}
+
+// ours reports whether the value under key is b at a revision after rev:
+// the write whose reply a failover lost was applied.
+func (s *Store) ours(ctx context.Context, kv jetstream.KeyValue, key string, b []byte, rev uint64) (uint64, bool) {
+	e, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
+	if err != nil || e.Revision() <= rev || !bytes.Equal(e.Value(), b) {
+		return 0, false
+	}
+	return e.Revision(), true
+}
 
 // Run is a run's record at one revision.
 type Run struct {
@@ -117,7 +152,7 @@ func (s *Store) Get(ctx context.Context, tenant, runID string) (Run, error) {
 
 // GetKey reads the record under key (<tenant>.<run_id>).
 func (s *Store) GetKey(ctx context.Context, key string) (Run, error) {
-	e, err := s.runs.Get(ctx, key)
+	e, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.runs.Get(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
@@ -154,8 +189,14 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	rev, err := s.runs.Create(ctx, key, b)
+	var tried bool
+	rev, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Create(ctx, key, b) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
+		if tried {
+			if rev, ok := s.ours(ctx, s.runs, key, b, 0); ok {
+				return Run{Record: rec, Rev: rev}, nil
+			}
+		}
 		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	if err != nil {
@@ -172,8 +213,14 @@ func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, e
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	next, err := s.runs.Update(ctx, key, b, rev)
+	var tried bool
+	next, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Update(ctx, key, b, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		if tried {
+			if next, ok := s.ours(ctx, s.runs, key, b, rev); ok {
+				return Run{Record: rec, Rev: next}, nil
+			}
+		}
 		return Run{}, fmt.Errorf("%w: %s", ErrChanged, key)
 	}
 	if err != nil {
@@ -209,7 +256,7 @@ func (s *Store) Commit(ctx context.Context, r Run) (Run, *Lease, error) {
 		return Run{}, nil, err
 	}
 	key := r.Key()
-	rev, err := s.leases.Put(ctx, key, value)
+	rev, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.leases.Put(ctx, key, value) })
 	if err != nil {
 		return Run{}, nil, fmt.Errorf("write lease %s: %w", key, err)
 	}
@@ -341,7 +388,7 @@ func (s *Store) Ended(ctx context.Context, tenant, runID string) (bool, error) {
 
 // LeaseHeld reports whether the run under key has a lease.
 func (s *Store) LeaseHeld(ctx context.Context, key string) (bool, error) {
-	_, err := s.leases.Get(ctx, key)
+	_, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leases.Get(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -357,7 +404,7 @@ func (s *Store) WatchLeases(ctx context.Context) (jetstream.KeyWatcher, error) {
 func (s *Store) deleteLease(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.ttl)
 	defer cancel()
-	if err := s.leases.Delete(ctx, key); err != nil {
+	if _, err := retry(ctx, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.leases.Delete(ctx, key) }); err != nil {
 		s.logger.Warn("delete lease", "key", key, "err", err)
 	}
 }
@@ -368,6 +415,7 @@ type Lease struct {
 	key     string
 	value   []byte
 	rev     uint64
+	inDoubt bool         // the last renewal failed in a way that may have been applied
 	renewed atomic.Int64 // unix ns of the last write
 
 	once sync.Once
@@ -410,10 +458,19 @@ func (l *Lease) Keep(onLost func(error)) {
 	}()
 }
 
+// renew writes the lease again, at most jsretry.AttemptTimeout (and a
+// third of the TTL) at a time; Keep retries it. A revision mismatch after
+// an attempt whose reply was lost is that attempt's own write.
 func (l *Lease) renew(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, l.s.ttl/3)
+	ctx, cancel := context.WithTimeout(ctx, min(l.s.ttl/3, jsretry.AttemptTimeout))
 	defer cancel()
 	next, err := l.s.leases.Update(ctx, l.key, l.value, l.rev)
+	if (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) && l.inDoubt {
+		if rev, ok := l.s.ours(ctx, l.s.leases, l.key, l.value, l.rev); ok {
+			next, err = rev, nil
+		}
+	}
+	l.inDoubt = err != nil && jsretry.Transient(err)
 	if err != nil {
 		return err
 	}
