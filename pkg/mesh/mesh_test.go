@@ -333,16 +333,7 @@ func TestFullQueueRejectsAtOnce(t *testing.T) {
 // waitFor waits until a run's record reaches state.
 func waitFor(t *testing.T, c *client.Client, runID string, state wire.State) {
 	t.Helper()
-	natstest.Eventually(t, 20*time.Second, func() error {
-		rec, err := c.Status(context.Background(), tenant, runID)
-		if err != nil {
-			return err
-		}
-		if rec.State != state {
-			return fmt.Errorf("run %s is %s, want %s", runID, rec.State, state)
-		}
-		return nil
-	})
+	waitForIn(t, c, tenant, runID, state)
 }
 
 func TestDeadlineEndsTimedOut(t *testing.T) {
