@@ -235,10 +235,34 @@ func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest,
 			return wire.Status{}, fmt.Errorf("write: %w", err)
 		}
 		if ev.Terminal() {
+			awaitRecord(ctx, c, req.Tenant, runID)
 			return *ev.Status, nil
 		}
 	}
 	return wire.Status{}, usageErr("run %s: the event stream ended without a terminal status", runID)
+}
+
+// recordWait bounds awaitRecord.
+const recordWait = 2 * time.Second
+
+// awaitRecord waits, briefly and at best, until the run's record shows
+// the end its events already show: the record follows the terminal event
+// (pkg/runs), and `agentmesh status` right after `agentmesh run` should
+// agree with what run printed.
+func awaitRecord(ctx context.Context, c *client.Client, tenant, runID string) {
+	ctx, cancel := context.WithTimeout(ctx, recordWait)
+	defer cancel()
+	for {
+		rec, err := c.Status(ctx, tenant, runID)
+		if err == nil && rec.State.Terminal() || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // cancelOnInterrupt asks the mesh to cancel the run and reports whether

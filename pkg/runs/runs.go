@@ -28,8 +28,8 @@
 package runs
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
