@@ -162,7 +162,7 @@ func TestProxyForwardsAndRefuses(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.EventsStream(), Subjects: []string{n.EventsAll()}, Storage: jetstream.MemoryStorage}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(nc, n, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Timeout: 2 * time.Second})
+	p, err := New(nc, n, slog.New(slog.NewTextHandler(io.Discard, nil)), Config{Timeout: 2 * time.Second, MaxInFlight: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +226,18 @@ func TestProxyForwardsAndRefuses(t *testing.T) {
 	}
 	if _, err := js.Consumer(ctx, n.EventsStream(), "push"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("refused push consumer exists: %v", err)
+	}
+
+	// Every slot taken: answered at once, not queued.
+	for range cap(p.slots) {
+		p.slots <- struct{}{}
+	}
+	got = decode(ask(n.ConsumerCreateProxy("acme", "busy", filter), body(t, n.EventsStream(), ordered("busy", filter), "")))
+	if got.Error == nil || got.Error.Code != 503 || !strings.Contains(got.Error.Description, "too many") {
+		t.Fatalf("create with every slot taken = %+v, want a 503", got)
+	}
+	for range cap(p.slots) {
+		<-p.slots
 	}
 
 	// A forward that cannot complete (here: the service is stopping) is
