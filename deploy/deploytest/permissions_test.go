@@ -99,6 +99,7 @@ func startServer(t *testing.T) *mesh {
 	if err != nil {
 		t.Fatalf("load %s: %v", clusterConf, err)
 	}
+	addObserver(t, m, opts)
 	if opts.Cluster.Name != "agentmesh" || len(opts.Routes) != 3 || opts.StoreDir != store || !opts.JetStream {
 		t.Fatalf("%s: cluster %q with %d routes, store %q, jetstream %v; want a three-route JetStream cluster node", clusterConf, opts.Cluster.Name, len(opts.Routes), opts.StoreDir, opts.JetStream)
 	}
@@ -123,6 +124,31 @@ func startServer(t *testing.T) *mesh {
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	m.srv = s
 	return m
+}
+
+// observer is a user the test adds to the mesh's account, with no
+// permission limits, to watch subjects no service of the mesh subscribes
+// to (another tenant's submit subject) and to inspect consumers. It is not
+// part of deploy/nats; every other user is the file's, unchanged.
+const observer = "observer"
+
+func addObserver(t *testing.T, m *mesh, opts *server.Options) {
+	t.Helper()
+	var acc *server.Account
+	for _, a := range opts.Accounts {
+		if a.Name == "AGENTMESH" {
+			acc = a
+		}
+	}
+	if acc == nil {
+		t.Fatalf("%s: no account AGENTMESH", clusterConf)
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	m.passwords[observer] = hex.EncodeToString(b)
+	opts.Users = append(opts.Users, &server.User{Username: observer, Password: m.passwords[observer], Account: acc})
 }
 
 // url is the server's client URL carrying user's credentials, the form
@@ -634,15 +660,15 @@ func TestDeployPermissions(t *testing.T) {
 			return err
 		})
 		// The tenant's own filter in the API subject with a body asking for
-		// another's is refused by JetStream itself.
+		// another's is refused by the consumer-create proxy.
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		req := []byte(`{"stream_name":"AGENTMESH_EVENTS","config":{"name":"snoop","filter_subject":"agentmesh.events.other.>","ack_policy":"none"}}`)
 		resp, err := tnc.RequestWithContext(rctx, create+"snoop.agentmesh.events.acme.x", req)
-		if err != nil || !strings.Contains(string(resp.Data), `"error"`) {
+		if err != nil || !strings.Contains(string(resp.Data), `"err_code":10003`) || !strings.Contains(string(resp.Data), "differs from the subject's filter") {
 			t.Fatalf("consumer whose filter differs from the API subject's: %v %s", err, respData(resp))
 		}
-		t.Logf("JetStream refused a mismatched filter: %s", resp.Data)
+		t.Logf("the proxy refused a mismatched filter: %s", resp.Data)
 		// Core subscriptions to events, and to anyone else's replies.
 		deniedSubscribe(t, tnc, terrs, "agentmesh.events.other.>")
 		deniedSubscribe(t, tnc, terrs, "agentmesh.events.acme.>") // events are read through JetStream only
@@ -760,22 +786,16 @@ func TestDeployPermissions(t *testing.T) {
 		}
 	})
 
-	t.Run("known limit: a push consumer delivers to a subject of the tenant's choosing", func(t *testing.T) {
+	t.Run("tenant cannot create a push consumer, a durable or a consumer outside its events", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		// nats-server 2.15 checks a push consumer's deliver_subject against
-		// nothing but the stream's own subjects (no cycle) and the reserved
-		// ones ($JS.API, _R_, …): not against the creator's permissions, and
-		// the filtered create subject carries no deliver subject. The
-		// consumer lives in the mesh's account, so its deliveries reach the
-		// mesh's core subscribers (cancel, reconcile, micro). This records
-		// exactly what arrives there, for the services to refuse: stored
-		// events with a $JS.ACK reply, and idle heartbeats (no reply,
-		// Status 100). Every service endpoint drops both shapes unanswered
-		// (pkg/service, TestEndpointsHandleOnlyRequests). Delivery into a subject only a stream listens on
-		// (submit, work, the buckets) was not seen (the consumer never
-		// becomes push-bound). When the server refuses the creation, this
-		// test fails: turn it into a refusal then.
+		// nothing but the stream's own subjects and the reserved ones, never
+		// the creator's permissions (nats-io/nats-server#8274), and the
+		// consumer would live in the mesh's account, delivering into its
+		// subjects. The tenant's consumer creates reach the router's proxy
+		// (pkg/consumerproxy) instead, which refuses them with a JetStream
+		// error and never forwards them.
 		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
 		if err != nil {
 			t.Fatal(err)
@@ -783,41 +803,80 @@ func TestDeployPermissions(t *testing.T) {
 		if _, err := c.Wait(ctx, tenant, id); err != nil {
 			t.Fatal(err)
 		}
-		nnc, _, _ := m.connect(t, "runner")
-		victim, err := nnc.SubscribeSync("agentmesh.runner.victim.cancel")
-		if err != nil {
-			t.Fatal(err)
+		own := "agentmesh.events." + tenant + "." + id
+		onc, ojs, _ := m.connect(t, observer)
+		targets := []string{
+			"agentmesh.submit.other",                    // another tenant's submissions (a stream's subject)
+			"agentmesh.control.other." + id + ".cancel", // another tenant's cancel (the router)
+			"agentmesh.runner.victim.cancel",            // a runner's cancel
+			"agentmesh.sweeper.reconcile",               // the sweeper
 		}
-		if err := nnc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		cons, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{
-			Name: "push", FilterSubject: "agentmesh.events." + tenant + "." + id,
-			DeliverSubject: "agentmesh.runner.victim.cancel", IdleHeartbeat: 100 * time.Millisecond, AckPolicy: jetstream.AckNonePolicy,
-			InactiveThreshold: time.Second,
-		})
-		if err != nil {
-			t.Fatalf("push consumer refused (%v): the server now checks deliver subjects; assert the refusal here", err)
-		}
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			_ = tjs.DeleteConsumer(dctx, "AGENTMESH_EVENTS", cons.CachedInfo().Name)
-		}()
-		var events, heartbeats int
-		for events == 0 || heartbeats == 0 {
-			msg, err := victim.NextMsg(5 * time.Second)
+		subs := map[string]*nats.Subscription{}
+		for _, subj := range targets {
+			sub, err := onc.SubscribeSync(subj)
 			if err != nil {
-				t.Fatalf("after %d events and %d heartbeats: %v", events, heartbeats, err)
+				t.Fatal(err)
 			}
-			switch {
-			case strings.HasPrefix(msg.Reply, "$JS.ACK.AGENTMESH_EVENTS.push."):
-				events++
-			case msg.Reply == "" && msg.Header.Get("Status") == "100":
-				heartbeats++
-			default:
-				t.Fatalf("delivery of another shape: reply %q header %v", msg.Reply, msg.Header)
+			subs[subj] = sub
+		}
+		if err := onc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		refused := func(what string, code jetstream.ErrorCode, err error) {
+			t.Helper()
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != code {
+				t.Fatalf("%s: %v, want a JetStream API error with err_code %d", what, err, code)
 			}
+			t.Logf("%s refused: %v", what, err)
+		}
+		for i, target := range targets {
+			cfg := jetstream.ConsumerConfig{
+				Name: fmt.Sprintf("push%d", i), FilterSubject: own, DeliverSubject: target,
+				IdleHeartbeat: 100 * time.Millisecond, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Second,
+			}
+			_, err := tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", cfg)
+			refused("push consumer delivering to "+target, 10112, err)
+			cfg.Name += "b"
+			_, err = tjs.CreateOrUpdatePushConsumer(ctx, "AGENTMESH_EVENTS", cfg)
+			refused("push consumer (push API) delivering to "+target, 10112, err)
+		}
+		_, err = tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Durable: "keep", FilterSubject: own})
+		refused("durable", 10003, err)
+		// A filter outside the tenant's events is refused by the tenant's
+		// permissions, or by the proxy when it is in the body only ("tenant
+		// cannot read another tenant's events"). A pull consumer on all of
+		// its own events passes the proxy.
+		_, err = tjs.CreateOrUpdateConsumer(ctx, "AGENTMESH_EVENTS", jetstream.ConsumerConfig{Name: "wide", FilterSubject: "agentmesh.events." + tenant + ".>"})
+		if err != nil {
+			t.Fatalf("a pull consumer on all of the tenant's own events: %v", err)
+		}
+		if err := tjs.DeleteConsumer(ctx, "AGENTMESH_EVENTS", "wide"); err != nil {
+			t.Fatalf("delete own consumer: %v", err)
+		}
+		// No consumer was created, so nothing is delivered: wait out
+		// several idle heartbeats and the events a push consumer would
+		// have sent at once.
+		if msg, err := subs[targets[0]].NextMsg(500 * time.Millisecond); err == nil {
+			t.Fatalf("a delivery reached %s: reply %q header %v", msg.Subject, msg.Reply, msg.Header)
+		}
+		for subj, sub := range subs {
+			if n, _, err := sub.Pending(); err != nil || n != 0 {
+				t.Fatalf("%s: %d messages arrived (%v), want none", subj, n, err)
+			}
+		}
+		events, err := ojs.Stream(ctx, "AGENTMESH_EVENTS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lister := events.ListConsumers(ctx)
+		for info := range lister.Info() {
+			if info.Config.DeliverSubject != "" || info.Config.Durable != "" {
+				t.Fatalf("consumer %s on AGENTMESH_EVENTS: deliver subject %q, durable %q", info.Name, info.Config.DeliverSubject, info.Config.Durable)
+			}
+		}
+		if err := lister.Err(); err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -4,7 +4,8 @@
 // AGENTMESH_WORK on the tenant's own work subject. A submission that names
 // its tenant and run id but cannot be decoded or validated ends rejected
 // with its typed error on the run's events; only one naming no run at all
-// is dropped. It also answers cancel requests (control.go).
+// is dropped. It also answers cancel requests (control.go) and, through
+// pkg/consumerproxy, tenants' consumer creates on the events stream.
 package router
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runs"
@@ -139,13 +141,18 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
-// returns. It also serves cancel requests.
+// returns. It also serves cancel requests and the consumer-create proxy.
 func (r *Router) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	svc, err := service.Register(r.d.NC, "agentmesh-router", "routes run requests and answers cancel requests",
+	proxy, err := consumerproxy.New(r.d.NC, r.d.Names, r.d.Log, consumerproxy.Config{})
+	if err != nil {
+		return err
+	}
+	svc, err := service.Register(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
 		map[string]string{"registry_version": r.profiles.Version()},
-		service.Endpoint{Name: "cancel", Subject: r.d.Names.CancelAll(), QueueGroup: "agentmesh-control", Handler: r.cancelHandler(ctx, &wg)})
+		service.Endpoint{Name: "cancel", Subject: r.d.Names.CancelAll(), QueueGroup: "agentmesh-control", Handler: r.cancelHandler(ctx, &wg)},
+		service.Endpoint{Name: "consumer-create", Subject: proxy.Subject(), QueueGroup: "agentmesh-consumers", Handler: proxy.Handler(ctx, &wg)})
 	if err != nil {
 		return err
 	}

@@ -167,12 +167,13 @@ func Register(nc *nats.Conn, name, description string, metadata map[string]strin
 }
 
 // requestsOnly passes on only real requests: a message with a reply
-// subject that is not a JetStream one and without a Status header. A
-// tenant cannot publish on these subjects, but nats-server 2.15 lets it
-// create a push consumer that delivers into any subject
-// (nats-io/nats-server#8274); what such a consumer delivers carries a
-// $JS.ACK reply, or none and a Status header (its heartbeats), and is
-// dropped here unanswered.
+// subject that is not a JetStream one and without a Status header.
+// nats-server 2.15 lets whoever may create a consumer make it push into
+// any subject (nats-io/nats-server#8274); tenants' creates go through the
+// router's proxy (pkg/consumerproxy), which refuses push consumers, and
+// this is the second line: what such a consumer delivers carries a $JS.ACK
+// reply, or none and a Status header (its heartbeats), and is dropped here
+// unanswered.
 func requestsOnly(next micro.Handler) micro.Handler {
 	return micro.HandlerFunc(func(req micro.Request) {
 		reply := req.Reply()

@@ -84,6 +84,43 @@ func (n Names) Events(tenant, runID string) string {
 // EventsAll matches every run's events.
 func (n Names) EventsAll() string { return n.subj("agentmesh.events.*.*") }
 
+// TenantEvents matches every event subject of one tenant: the widest
+// filter a tenant's consumer may have.
+func (n Names) TenantEvents(tenant string) string { return n.subj("agentmesh.events." + tenant + ".>") }
+
+// ConsumerCreateProxy is where a tenant's request to create a consumer on
+// the events stream, filtered to filter, reaches the router's
+// consumer-create proxy (pkg/consumerproxy): the account import maps the
+// tenant's $JS.<api>.CONSUMER.CREATE.<events>.<consumer>.<filter> here,
+// keeping the tokens in order.
+func (n Names) ConsumerCreateProxy(tenant, consumer, filter string) string {
+	return n.subj("agentmesh.consumers." + tenant + ".create." + consumer + "." + filter)
+}
+
+// ConsumerCreateProxyAll matches every ConsumerCreateProxy subject.
+func (n Names) ConsumerCreateProxyAll() string { return n.subj("agentmesh.consumers.*.create.*.>") }
+
+// ParseConsumerCreateProxy splits a ConsumerCreateProxy subject into its
+// tenant, consumer name and filter (the remaining tokens). ok is false for
+// a subject of another shape. The tokens are not validated.
+func (n Names) ParseConsumerCreateProxy(s string) (tenant, consumer, filter string, ok bool) {
+	rest, ok := strings.CutPrefix(s, n.subj("agentmesh.consumers."))
+	if !ok {
+		return "", "", "", false
+	}
+	toks := strings.SplitN(rest, ".", 4)
+	if len(toks) != 4 || toks[1] != "create" {
+		return "", "", "", false
+	}
+	return toks[0], toks[2], toks[3], true
+}
+
+// ConsumerCreate is JetStream's create API for consumer on stream with one
+// filter subject, the form whose subject carries the filter.
+func ConsumerCreate(stream, consumer, filter string) string {
+	return "$JS.API.CONSUMER.CREATE." + stream + "." + consumer + "." + filter
+}
+
 // Work is where the router dispatches one tenant's runs for one adapter.
 // The tenant is a token of its own so the work stream can bound each
 // tenant's queue per adapter (one tenant's burst never fills another's).
