@@ -41,7 +41,6 @@ type Log struct {
 	js     jetstream.JetStream
 	names  subject.Names
 	stream string
-	api    string // the JetStream API prefix, "$JS.API." by default
 }
 
 // NewLog binds to the events stream, which must exist.
@@ -49,7 +48,7 @@ func NewLog(ctx context.Context, js jetstream.JetStream, names subject.Names) (*
 	if _, err := js.Stream(ctx, names.EventsStream()); err != nil {
 		return nil, fmt.Errorf("open stream %s: %w", names.EventsStream(), err)
 	}
-	return &Log{js: js, names: names, stream: names.EventsStream(), api: apiPrefix(js)}, nil
+	return &Log{js: js, names: names, stream: names.EventsStream()}, nil
 }
 
 // Last returns the last event of a run and its stream sequence, or

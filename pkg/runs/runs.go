@@ -39,6 +39,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/leader"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
@@ -82,14 +83,29 @@ func retry[T any](ctx context.Context, tried *bool, f func(context.Context) (T, 
 	})
 }
 
+// entry is a key's value and revision as the bucket's stream leader has
+// them (pkg/leader): never a lagging replica's, since what is read here
+// decides a run's next state.
+type entry struct {
+	value []byte
+	rev   uint64
+}
+
+func (s *Store) read(ctx context.Context, bucket, key string) (entry, error) {
+	return retry(ctx, nil, func(ctx context.Context) (entry, error) {
+		v, rev, err := leader.KeyValue(ctx, s.js, bucket, key)
+		return entry{v, rev}, err
+	})
+}
+
 // ours reports whether the value under key is b at a revision after rev:
 // the write whose reply a failover lost was applied.
-func (s *Store) ours(ctx context.Context, kv jetstream.KeyValue, key string, b []byte, rev uint64) (uint64, bool) {
-	e, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return kv.Get(ctx, key) })
-	if err != nil || e.Revision() <= rev || !bytes.Equal(e.Value(), b) {
+func (s *Store) ours(ctx context.Context, bucket, key string, b []byte, rev uint64) (uint64, bool) {
+	e, err := s.read(ctx, bucket, key)
+	if err != nil || e.rev <= rev || !bytes.Equal(e.value, b) {
 		return 0, false
 	}
-	return e.Revision(), true
+	return e.rev, true
 }
 
 // Run is a run's record at one revision.
@@ -112,17 +128,20 @@ func (r Run) adapterLabel() string {
 // Store reads and writes run records and leases. It is safe for concurrent
 // use.
 type Store struct {
-	runs    jetstream.KeyValue
-	leases  jetstream.KeyValue
-	log     *events.Log
-	ttl     time.Duration
-	logger  *slog.Logger
-	metrics *service.Metrics
+	js         jetstream.JetStream
+	runsName   string // the runs bucket
+	leasesName string // the leases bucket
+	runs       jetstream.KeyValue
+	leases     jetstream.KeyValue
+	log        *events.Log
+	ttl        time.Duration
+	logger     *slog.Logger
+	metrics    *service.Metrics
 }
 
 // Open binds a store to the topology, which must exist.
 func Open(ctx context.Context, d service.Deps) (*Store, error) {
-	s := &Store{logger: d.Log, metrics: d.Metrics}
+	s := &Store{js: d.JS, runsName: d.Names.RunsBucket(), leasesName: d.Names.LeasesBucket(), logger: d.Log, metrics: d.Metrics}
 	var err error
 	if s.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
@@ -152,18 +171,18 @@ func (s *Store) Get(ctx context.Context, tenant, runID string) (Run, error) {
 
 // GetKey reads the record under key (<tenant>.<run_id>).
 func (s *Store) GetKey(ctx context.Context, key string) (Run, error) {
-	e, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.runs.Get(ctx, key) })
+	e, err := s.read(ctx, s.runsName, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Run{}, fmt.Errorf("%w: %s", ErrNotFound, key)
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("read run record %s: %w", key, err)
 	}
-	rec, err := wire.Decode[wire.RunRecord](e.Value())
+	rec, err := wire.Decode[wire.RunRecord](e.value)
 	if err != nil {
 		return Run{}, fmt.Errorf("decode run record %s: %w", key, err)
 	}
-	return Run{Record: rec, Rev: e.Revision()}, nil
+	return Run{Record: rec, Rev: e.rev}, nil
 }
 
 // Keys lists every run's key. It blocks until the listing is complete.
@@ -193,7 +212,7 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 	rev, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Create(ctx, key, b) })
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		if tried {
-			if rev, ok := s.ours(ctx, s.runs, key, b, 0); ok {
+			if rev, ok := s.ours(ctx, s.runsName, key, b, 0); ok {
 				return Run{Record: rec, Rev: rev}, nil
 			}
 		}
@@ -217,7 +236,7 @@ func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, e
 	next, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Update(ctx, key, b, rev) })
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
 		if tried {
-			if next, ok := s.ours(ctx, s.runs, key, b, rev); ok {
+			if next, ok := s.ours(ctx, s.runsName, key, b, rev); ok {
 				return Run{Record: rec, Rev: next}, nil
 			}
 		}
@@ -386,9 +405,11 @@ func (s *Store) Ended(ctx context.Context, tenant, runID string) (bool, error) {
 	return true, s.Repair(ctx, r, ev)
 }
 
-// LeaseHeld reports whether the run under key has a lease.
+// LeaseHeld reports whether the run under key has a lease, as the leases
+// bucket's leader has it (a lagging replica could miss a lease just
+// written and have the sweeper end a live run).
 func (s *Store) LeaseHeld(ctx context.Context, key string) (bool, error) {
-	_, err := retry(ctx, nil, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.leases.Get(ctx, key) })
+	_, err := s.read(ctx, s.leasesName, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return false, nil
 	}
@@ -466,7 +487,7 @@ func (l *Lease) renew(ctx context.Context) error {
 	defer cancel()
 	next, err := l.s.leases.Update(ctx, l.key, l.value, l.rev)
 	if (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) && l.inDoubt {
-		if rev, ok := l.s.ours(ctx, l.s.leases, l.key, l.value, l.rev); ok {
+		if rev, ok := l.s.ours(ctx, l.s.leasesName, l.key, l.value, l.rev); ok {
 			next, err = rev, nil
 		}
 	}
