@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,13 @@ func Example() {
 	d := service.Deps{NC: meshConn, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
 	ctx, stop := context.WithCancel(context.Background())
+	// The streams exist before the client submits (mesh.Run ensures them
+	// too, concurrently with this example otherwise).
+	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
+		stop()
+		fmt.Println(err)
+		return
+	}
 	done := make(chan error, 1)
 	go func() { done <- mesh.Run(ctx, d, profile.Builtin(), adapters, mesh.Config{}) }()
 	defer func() { stop(); <-done }()
