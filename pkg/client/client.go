@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
@@ -29,6 +30,26 @@ type Client struct {
 	js        jetstream.JetStream
 	names     subject.Names
 	apiPrefix string // the JetStream API prefix, "$JS.API" by default
+	refollow  time.Duration
+}
+
+// DefaultRefollowAfter is how long Events waits without an event before it
+// follows the run again on a fresh consumer.
+const DefaultRefollowAfter = 10 * time.Second
+
+// WithRefollowAfter sets how long Events goes without an event before it
+// follows the run again on a fresh consumer, from where it left off
+// (default DefaultRefollowAfter). After a failover, nats.go's ordered
+// consumer can stay stalled in its reset for minutes with no consumer on
+// the server; a fresh one reads on at once. d must be at least 100ms.
+func WithRefollowAfter(d time.Duration) Option {
+	return func(c *Client) error {
+		if d < 100*time.Millisecond {
+			return fmt.Errorf("%w: refollow after %s is under 100ms", ErrInvalidOption, d)
+		}
+		c.refollow = d
+		return nil
+	}
 }
 
 // DefaultAPIPrefix is the prefix of the JetStream API subjects in the
@@ -64,7 +85,7 @@ var ErrInvalidOption = errors.New("invalid client option")
 
 // New returns a client on nc for the deployment with the given names.
 func New(nc *nats.Conn, names subject.Names, opts ...Option) (*Client, error) {
-	c := &Client{nc: nc, names: names, apiPrefix: DefaultAPIPrefix}
+	c := &Client{nc: nc, names: names, apiPrefix: DefaultAPIPrefix, refollow: DefaultRefollowAfter}
 	for _, opt := range opts {
 		if err := opt(c); err != nil {
 			return nil, err
@@ -148,7 +169,8 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 // Events yields a run's events in order, starting at seq from (1 for the
 // whole run), and ends after the terminal status. It waits for events that
 // have not been published yet, and through a failover (the stream's
-// consumer is recreated where it left off). Breaking out of the loop
+// consumer is recreated where it left off; and with no event for the
+// refollow interval, WithRefollowAfter, it follows again on a fresh one). Breaking out of the loop
 // releases the consumer. A non-nil error is the last value yielded.
 //
 // A writer that retries a chunk through a leader election may get it
@@ -158,68 +180,94 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 // arrives is an error.
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
 	return func(yield func(wire.Event, error) bool) {
-		cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{c.names.Events(tenant, runID)},
-			// The server forgets the consumer soon after we stop pulling,
-			// even if the delete below does not reach it.
-			InactiveThreshold: 5 * time.Second,
-		})
-		if err != nil {
-			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
-			return
-		}
-		msgs, err := cons.Messages()
-		if err != nil {
-			yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
-			return
-		}
-		defer func() {
-			msgs.Stop()
-			// Free the server-side consumer now: a stream allows a bounded
-			// number of consumers, and a client may follow many runs.
-			if info := cons.CachedInfo(); info != nil {
-				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-				_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), info.Name)
-				cancel()
-			}
-		}()
-		stop := context.AfterFunc(ctx, msgs.Stop)
-		defer stop()
-		next := from
-		if next == 0 {
-			next = 1
-		}
-		ahead := map[uint64]wire.Event{} // arrived before an event with a lower seq
+		f := follower{c: c, tenant: tenant, runID: runID, next: max(from, 1), ahead: map[uint64]wire.Event{}}
 		for {
-			msg, err := msgs.Next()
+			again, err := f.follow(ctx, yield)
 			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
-				yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
+				yield(wire.Event{}, err)
 				return
 			}
-			ev, err := wire.Decode[wire.Event](msg.Data())
-			if err != nil {
-				yield(wire.Event{}, fmt.Errorf("event of %s: %w", runID, err))
+			if !again {
 				return
 			}
+		}
+	}
+}
+
+// follower is one Events call's position in the run: the next seq to
+// yield and the events that arrived ahead of it. It outlives the consumers
+// it follows on.
+type follower struct {
+	c             *Client
+	tenant, runID string
+	next          uint64
+	ahead         map[uint64]wire.Event // arrived before an event with a lower seq
+}
+
+// follow reads the run on one ordered consumer until the terminal status
+// (false, nil), the caller stopping (false, nil), an error, or no event for
+// the refollow interval (true, nil: follow again on a fresh consumer).
+func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) bool) (again bool, err error) {
+	c := f.c
+	cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.names.Events(f.tenant, f.runID)},
+		// The server forgets the consumer soon after we stop pulling,
+		// even if the delete below does not reach it.
+		InactiveThreshold: 5 * time.Second,
+	})
+	if err != nil {
+		return false, fmt.Errorf("follow %s: %w", f.runID, err)
+	}
+	msgs, err := cons.Messages()
+	if err != nil {
+		return false, fmt.Errorf("follow %s: %w", f.runID, err)
+	}
+	defer func() {
+		msgs.Stop()
+		// Free the server-side consumer now: a stream allows a bounded
+		// number of consumers, and a client may follow many runs.
+		if info := cons.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), info.Name)
+			cancel()
+		}
+	}()
+	stop := context.AfterFunc(ctx, msgs.Stop)
+	defer stop()
+	var idle atomic.Bool
+	quiet := time.AfterFunc(c.refollow, func() { idle.Store(true); msgs.Stop() })
+	defer quiet.Stop()
+	for {
+		msg, err := msgs.Next()
+		if err != nil {
 			switch {
-			case ev.Seq < next:
-				continue
-			case ev.Seq > next && (ev.Terminal() || len(ahead) >= maxAhead):
-				yield(ev, fmt.Errorf("event of %s: seq %d, want %d", runID, ev.Seq, next))
-				return
-			case ev.Seq > next:
-				ahead[ev.Seq] = ev
-				continue
+			case ctx.Err() != nil:
+				return false, fmt.Errorf("follow %s: %w", f.runID, ctx.Err())
+			case idle.Load():
+				return true, nil
 			}
-			for ok := true; ok; ev, ok = ahead[next] {
-				delete(ahead, next)
-				next++
-				if !yield(ev, nil) || ev.Terminal() {
-					return
-				}
+			return false, fmt.Errorf("follow %s: %w", f.runID, err)
+		}
+		quiet.Reset(c.refollow)
+		ev, err := wire.Decode[wire.Event](msg.Data())
+		if err != nil {
+			return false, fmt.Errorf("event of %s: %w", f.runID, err)
+		}
+		switch {
+		case ev.Seq < f.next:
+			continue
+		case ev.Seq > f.next && (ev.Terminal() || len(f.ahead) >= maxAhead):
+			yield(ev, fmt.Errorf("event of %s: seq %d, want %d", f.runID, ev.Seq, f.next))
+			return false, nil
+		case ev.Seq > f.next:
+			f.ahead[ev.Seq] = ev
+			continue
+		}
+		for ok := true; ok; ev, ok = f.ahead[f.next] {
+			delete(f.ahead, f.next)
+			f.next++
+			if !yield(ev, nil) || ev.Terminal() {
+				return false, nil
 			}
 		}
 	}

@@ -336,3 +336,32 @@ func TestMeshStopsQuietlyRightAfterStart(t *testing.T) {
 		}
 	}
 }
+
+// A follower that goes longer than its refollow interval without an event
+// follows again on a fresh consumer and still yields every event once, in
+// order.
+func TestEventsFollowAgainAfterSilence(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	startNode(t, srv, mesh.Config{})
+	nc, _ := natstest.Connect(t, srv)
+	c, err := client.New(nc, subject.Names{}, client.WithRefollowAfter(150*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := collect(t, newClient(t, srv), submitSlow(t, newClient(t, srv), 10)) // the same script, followed plainly
+	id := submitSlow(t, c, 400)                                                  // 400 ms between events: > 150 ms
+	got := collect(t, c, id)
+	checkGapless(t, got)
+	if describe(got) != describe(want) {
+		t.Fatalf("events = %s, want %s", describe(got), describe(want))
+	}
+}
+
+func submitSlow(t *testing.T, c *client.Client, delayMS int) string {
+	t.Helper()
+	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: delayMS}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
