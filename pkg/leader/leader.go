@@ -78,7 +78,6 @@ func apiPrefix(js jetstream.JetStream) string {
 	}
 }
 
-
 // KeyValue reads the current value of key in bucket from the bucket's
 // stream leader. A key never written, deleted or purged is
 // jetstream.ErrKeyNotFound. It returns the value and its revision.

@@ -349,7 +349,7 @@ func TestEventsFollowAgainAfterSilence(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := collect(t, newClient(t, srv), submitSlow(t, newClient(t, srv), 10)) // the same script, followed plainly
-	id := submitSlow(t, c, 400)                                                  // 400 ms between events: > 150 ms
+	id := submitSlow(t, c, 400)                                                 // 400 ms between events: > 150 ms
 	got := collect(t, c, id)
 	checkGapless(t, got)
 	if describe(got) != describe(want) {
