@@ -361,7 +361,8 @@ func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(
 		}
 		w, err := s.log.Open(ctx, tenant, runID)
 		if errors.Is(err, events.ErrEnded) {
-			return false, s.repairFromLog(ctx, r)
+			_, err := s.Ended(ctx, tenant, runID) // repairs the record
+			return false, err
 		}
 		if err != nil {
 			return false, err
@@ -373,15 +374,6 @@ func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(
 		return err == nil, err
 	}
 	return false, fmt.Errorf("%w: %s kept changing", ErrChanged, subject.RunKey(tenant, runID))
-}
-
-// repairFromLog repairs r from the run's last event.
-func (s *Store) repairFromLog(ctx context.Context, r Run) error {
-	ev, _, err := s.log.Last(ctx, r.Record.Tenant, r.Record.RunID)
-	if err != nil {
-		return err
-	}
-	return s.Repair(ctx, r, ev)
 }
 
 // Ended reports, for a run whose writer was fenced or found the run ended,
