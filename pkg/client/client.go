@@ -39,9 +39,9 @@ const DefaultRefollowAfter = 10 * time.Second
 
 // WithRefollowAfter sets how long Events goes without an event before it
 // follows the run again on a fresh consumer, from where it left off
-// (default DefaultRefollowAfter). After a failover, nats.go's ordered
-// consumer can stay stalled in its reset for minutes with no consumer on
-// the server; a fresh one reads on at once. d must be at least 100ms.
+// (default DefaultRefollowAfter): a consumer whose server stopped
+// delivering without it noticing is replaced by one that reads on. d must
+// be at least 100ms.
 func WithRefollowAfter(d time.Duration) Option {
 	return func(c *Client) error {
 		if d < 100*time.Millisecond {
@@ -168,10 +168,12 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 
 // Events yields a run's events in order, starting at seq from (1 for the
 // whole run), and ends after the terminal status. It waits for events that
-// have not been published yet, and through a failover (the stream's
-// consumer is recreated where it left off; and with no event for the
-// refollow interval, WithRefollowAfter, it follows again on a fresh one). Breaking out of the loop
-// releases the consumer. A non-nil error is the last value yielded.
+// have not been published yet, and goes on through a failover: when its
+// consumer's server goes away (a missed heartbeat, a deleted consumer, a
+// gap in the deliveries) or no event comes for the refollow interval
+// (WithRefollowAfter), it follows again on a fresh consumer that starts
+// right after the last event read. Breaking out of the loop releases the
+// consumer. A non-nil error is the last value yielded.
 //
 // A writer that retries a chunk through a leader election may get it
 // stored after the chunk that follows it; Events holds such an event back
@@ -180,14 +182,27 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 // arrives is an error.
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
 	return func(yield func(wire.Event, error) bool) {
-		f := follower{c: c, tenant: tenant, runID: runID, next: max(from, 1), ahead: map[uint64]wire.Event{}}
+		f := follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1), ahead: map[uint64]wire.Event{}}
+		var b backoff
 		for {
-			again, err := f.follow(ctx, yield)
+			read := f.read
+			next, err := f.follow(ctx, yield)
 			if err != nil {
 				yield(wire.Event{}, err)
 				return
 			}
-			if !again {
+			switch {
+			case next == followDone:
+				return
+			case next == followIdle || f.read > read:
+				b = backoff{}
+				continue
+			}
+			// A consumer that went away before it delivered anything:
+			// wait a little before the next, so a failover that lasts is
+			// not met with a create request in a tight loop.
+			if err := b.wait(ctx); err != nil {
+				yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
 				return
 			}
 		}
@@ -195,70 +210,121 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 }
 
 // follower is one Events call's position in the run: the next seq to
-// yield and the events that arrived ahead of it. It outlives the consumers
-// it follows on.
+// yield, the events that arrived ahead of it, and the stream sequence of
+// the last event read, after which its next consumer starts. It outlives
+// the consumers it follows on.
+//
+// It is a plain ephemeral pull consumer, not nats.go's ordered consumer:
+// in nats.go v1.55 stopping an ordered consumer while it resets (a
+// failover) can leave the replacement's pull goroutines running for good.
 type follower struct {
 	c             *Client
 	tenant, runID string
+	name          string // the prefix of its consumers' names
+	serial        int    // consumers created so far
 	next          uint64
 	ahead         map[uint64]wire.Event // arrived before an event with a lower seq
+	streamSeq     uint64                // of the last event read; 0 before the first
+	read          int                   // events read over all consumers
 }
 
-// follow reads the run on one ordered consumer until the terminal status
-// (false, nil), the caller stopping (false, nil), an error, or no event for
-// the refollow interval (true, nil: follow again on a fresh consumer).
-func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) bool) (again bool, err error) {
-	c := f.c
-	cons, err := c.js.OrderedConsumer(ctx, c.names.EventsStream(), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.names.Events(f.tenant, f.runID)},
-		// The server forgets the consumer soon after we stop pulling,
-		// even if the delete below does not reach it.
+// consumer creates the follower's next consumer: in memory, on one
+// replica, without acks, starting after the last event read, and
+// forgotten by the server soon after nobody pulls on it. Creating it is
+// retried through a failover; the same name makes a repeated create
+// whose first attempt got through a no-op.
+func (f *follower) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	f.serial++
+	cfg := jetstream.ConsumerConfig{
+		Name:              fmt.Sprintf("%s_%d", f.name, f.serial),
+		FilterSubject:     f.c.names.Events(f.tenant, f.runID),
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: 5 * time.Second,
-	})
-	if err != nil {
-		return false, fmt.Errorf("follow %s: %w", f.runID, err)
+		Replicas:          1,
+		MemoryStorage:     true,
 	}
-	msgs, err := cons.Messages()
+	if f.streamSeq > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = f.streamSeq + 1
+	}
+	return jsretry.Do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return f.c.js.CreateConsumer(ctx, f.c.names.EventsStream(), cfg)
+	})
+}
+
+// followNext is what Events does after one consumer.
+type followNext int
+
+const (
+	followDone followNext = iota // the terminal status, or the caller stopped
+	followIdle                   // no event for the refollow interval: follow again
+	followLost                   // the consumer or its server went away: follow again
+)
+
+// follow reads the run on one consumer until the terminal status or the
+// caller stopping (followDone), no event for the refollow interval
+// (followIdle), the consumer going away (followLost), or an error.
+func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) bool) (followNext, error) {
+	c := f.c
+	cons, err := f.consumer(ctx)
 	if err != nil {
-		return false, fmt.Errorf("follow %s: %w", f.runID, err)
+		return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
+	}
+	msgs, err := cons.Messages(jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	if err != nil {
+		return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
 	}
 	defer func() {
 		msgs.Stop()
 		// Free the server-side consumer now: a stream allows a bounded
 		// number of consumers, and a client may follow many runs.
-		if info := cons.CachedInfo(); info != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), info.Name)
-			cancel()
-		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), cons.CachedInfo().Name)
+		cancel()
 	}()
 	stop := context.AfterFunc(ctx, msgs.Stop)
 	defer stop()
 	var idle atomic.Bool
 	quiet := time.AfterFunc(c.refollow, func() { idle.Store(true); msgs.Stop() })
 	defer quiet.Stop()
+	var delivered uint64 // the consumer's sequence of the last delivery
 	for {
 		msg, err := msgs.Next()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-				return false, fmt.Errorf("follow %s: %w", f.runID, ctx.Err())
+				return followDone, fmt.Errorf("follow %s: %w", f.runID, ctx.Err())
+			case c.nc.IsClosed():
+				return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
 			case idle.Load():
-				return true, nil
+				return followIdle, nil
 			}
-			return false, fmt.Errorf("follow %s: %w", f.runID, err)
+			// The consumer, or its server, went away.
+			return followLost, nil
 		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return followDone, fmt.Errorf("event of %s: %w", f.runID, err)
+		}
+		if md.Sequence.Consumer != delivered+1 {
+			// The server lost deliveries: read on from the last event.
+			return followLost, nil
+		}
+		delivered = md.Sequence.Consumer
+		f.streamSeq = md.Sequence.Stream
+		f.read++
 		quiet.Reset(c.refollow)
 		ev, err := wire.Decode[wire.Event](msg.Data())
 		if err != nil {
-			return false, fmt.Errorf("event of %s: %w", f.runID, err)
+			return followDone, fmt.Errorf("event of %s: %w", f.runID, err)
 		}
 		switch {
 		case ev.Seq < f.next:
 			continue
 		case ev.Seq > f.next && (ev.Terminal() || len(f.ahead) >= maxAhead):
 			yield(ev, fmt.Errorf("event of %s: seq %d, want %d", f.runID, ev.Seq, f.next))
-			return false, nil
+			return followDone, nil
 		case ev.Seq > f.next:
 			f.ahead[ev.Seq] = ev
 			continue
@@ -267,9 +333,25 @@ func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) boo
 			delete(f.ahead, f.next)
 			f.next++
 			if !yield(ev, nil) || ev.Terminal() {
-				return false, nil
+				return followDone, nil
 			}
 		}
+	}
+}
+
+// backoff is the capped exponential wait between consumers that went away
+// before delivering anything.
+type backoff struct{ next time.Duration }
+
+func (b *backoff) wait(ctx context.Context) error {
+	b.next = min(max(2*b.next, 50*time.Millisecond), 2*time.Second)
+	t := time.NewTimer(b.next)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -167,15 +167,6 @@ func (o runOutcome) check() string {
 // events. AGENTMESH_CHAOS_TRIALS repeats the trial, killing in turn the
 // leaders of the events, work, submit and runs streams.
 func TestChaosClusterLeaderKill(t *testing.T) {
-	if os.Getenv(chaosTrialsEnv) == "" {
-		// Not in make test yet: in 1 of the last 6 runs a routing stall
-		// through the work leader's election failed it (fixed since: the
-		// router's queue count), and every run leaves nats.go pull
-		// goroutines behind that goleak reports (an ordered consumer
-		// stopped during its reset is the suspect; not yet pinned down).
-		// make chaos runs it.
-		t.Skipf("set %s (make chaos) to run the 3-node cluster test", chaosTrialsEnv)
-	}
 	trials := chaosTrials(t, 1)
 	const runsPerTrial = 200
 	cluster := natstest.RunCluster(t, 3)
@@ -239,10 +230,9 @@ func TestChaosClusterLeaderKill(t *testing.T) {
 			bad = append(bad, msg)
 		}
 		if stalled > 0 {
-			// Known and open: nats.go v1.55's ordered consumer can stay in
-			// its reset, with no consumer on the server, for minutes after
-			// the node that held it is killed.
-			t.Logf("trial %d: %d live followers stalled on runs that completed (nats.go ordered consumer reset)", trial, stalled)
+			// The client's follower gave up (its context ended) on a run
+			// the mesh completed: not a lost run, but worth seeing.
+			t.Logf("trial %d: %d live followers gave up on runs that completed", trial, stalled)
 		}
 		t.Logf("trial %d (killed the leaders of %v): %d runs, %d lost or wrongly failed or missing events", trial, kills, len(outcomes), len(bad))
 		if len(bad) > 0 {
