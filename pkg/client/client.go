@@ -183,7 +183,7 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
 	return func(yield func(wire.Event, error) bool) {
 		f := follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1), ahead: map[uint64]wire.Event{}}
-		var b backoff
+		var b jsretry.Backoff
 		for {
 			read := f.read
 			next, err := f.follow(ctx, yield)
@@ -195,13 +195,13 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 			case next == followDone:
 				return
 			case next == followIdle || f.read > read:
-				b = backoff{}
+				b = jsretry.Backoff{}
 				continue
 			}
 			// A consumer that went away before it delivered anything:
 			// wait a little before the next, so a failover that lasts is
 			// not met with a create request in a tight loop.
-			if err := b.wait(ctx); err != nil {
+			if err := b.Wait(ctx); err != nil {
 				yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
 				return
 			}
@@ -336,22 +336,6 @@ func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) boo
 				return followDone, nil
 			}
 		}
-	}
-}
-
-// backoff is the capped exponential wait between consumers that went away
-// before delivering anything.
-type backoff struct{ next time.Duration }
-
-func (b *backoff) wait(ctx context.Context) error {
-	b.next = min(max(2*b.next, 50*time.Millisecond), 2*time.Second)
-	t := time.NewTimer(b.next)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

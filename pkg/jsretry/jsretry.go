@@ -61,13 +61,14 @@ func Transient(err error) bool {
 	return false
 }
 
-// backoff is a capped exponential backoff with jitter, so that the writers
-// of many runs do not retry in step.
-type backoff struct{ next time.Duration }
+// Backoff is a capped exponential backoff with jitter, so that the writers
+// of many runs do not retry in step: 20 ms doubling to 1 s. The zero value
+// is ready to use.
+type Backoff struct{ next time.Duration }
 
-// wait sleeps for the next backoff interval, or returns ctx's error if ctx
+// Wait sleeps for the next backoff interval, or returns ctx's error if ctx
 // ends first.
-func (b *backoff) wait(ctx context.Context) error {
+func (b *Backoff) Wait(ctx context.Context) error {
 	if b.next == 0 {
 		b.next = backoffMin
 	}
@@ -87,7 +88,7 @@ func (b *backoff) wait(ctx context.Context) error {
 // returns nil or an error that is not Transient, or ctx ends. The error
 // returned when ctx ends wraps both ctx's error and f's last one. It blocks.
 func Do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
-	var b backoff
+	var b Backoff
 	for {
 		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 		v, err := f(actx)
@@ -95,7 +96,7 @@ func Do[T any](ctx context.Context, f func(context.Context) (T, error)) (T, erro
 		if err == nil || !Transient(err) {
 			return v, err
 		}
-		if werr := b.wait(ctx); werr != nil {
+		if werr := b.Wait(ctx); werr != nil {
 			return v, fmt.Errorf("%w; last attempt: %w", werr, err)
 		}
 	}
