@@ -92,8 +92,9 @@ func (r *Redactor) Session() *Session {
 // many replacements it made. It is not safe for concurrent use.
 type Session struct {
 	r      *Redactor
-	counts []int  // by priority
-	spans  []span // scratch, reused across calls
+	counts []int     // by priority
+	spans  []span    // scratch, reused across calls
+	st     scanState // a detector's memory during one scan; here, so as not to escape per call
 }
 
 type span struct{ lo, hi, prio int }
@@ -157,7 +158,7 @@ func (s *Session) String(in string) string {
 // find appends the spans of every match in s to out.
 func (s *Session) find(in string, out []span) []span {
 	for prio, d := range detectors {
-		st := scanState{pemNoEnd: -1}
+		s.st = scanState{pemNoEnd: -1}
 		for _, lit := range d.lits {
 			for p := 0; p < len(in); {
 				i := strings.Index(in[p:], lit)
@@ -169,7 +170,7 @@ func (s *Session) find(in string, out []span) []span {
 					p = at + 1
 					continue
 				}
-				lo, hi, next, ok := d.match(in, at, lit, &st)
+				lo, hi, next, ok := d.match(in, at, lit, &s.st)
 				if ok && hi > lo {
 					out = append(out, span{lo: lo, hi: hi, prio: prio})
 				}
@@ -178,8 +179,8 @@ func (s *Session) find(in string, out []span) []span {
 		}
 	}
 	for i, t := range s.r.tenant {
-		if t.req != "" && !strings.Contains(in, t.req) {
-			continue
+		if t.req != "" && !strings.Contains(in, t.req) || !t.re.MatchString(in) {
+			continue // MatchString does not allocate; FindAll does, even for nothing
 		}
 		prio := len(detectors) + i
 		for _, loc := range t.re.FindAllStringIndex(in, -1) {
