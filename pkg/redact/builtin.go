@@ -214,8 +214,14 @@ func matchBearer(s string, p int, lit string, _ *scanState) (int, int, int, bool
 	for end < len(s) && s[end] == '=' {
 		end++
 	}
-	ok := end-j >= minBearer && lowerAlpha.run(s, j) < end
-	return j, end, max(end, i), ok
+	if end-j < minBearer || lowerAlpha.run(s, j) == end {
+		// Resume right after the literal: the run may hold the real
+		// "Bearer <token>" ("Bearer Bearer eyJ..."). A run that holds a
+		// candidate after a non-word byte is not all lower-case, so it
+		// is either short or a match: the rescans stay bounded.
+		return 0, 0, i, false
+	}
+	return j, end, end, true
 }
 
 // matchURLCredentials matches scheme://user:password@ and replaces
