@@ -130,8 +130,10 @@ func TestBuildRedactsEveryMarker(t *testing.T) {
 // prefixRedactor marks every string it is given.
 type prefixRedactor struct{ n int }
 
-func (r *prefixRedactor) String(s string) string     { r.n++; return "R:" + s }
-func (r *prefixRedactor) Counts() []trajectory.Fired { return []trajectory.Fired{{Rule: "prefix", Count: r.n}} }
+func (r *prefixRedactor) String(s string) string { r.n++; return "R:" + s }
+func (r *prefixRedactor) Counts() []trajectory.Fired {
+	return []trajectory.Fired{{Rule: "prefix", Count: r.n}}
+}
 
 // TestBuildRedactsEveryString proves coverage without knowing the fields:
 // with a redactor that prefixes every string, every string and open-tree

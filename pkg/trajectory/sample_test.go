@@ -42,7 +42,7 @@ func (r *markRedactor) Counts() []trajectory.Fired {
 // passRedactor redacts nothing.
 type passRedactor struct{}
 
-func (passRedactor) String(s string) string       { return s }
+func (passRedactor) String(s string) string     { return s }
 func (passRedactor) Counts() []trajectory.Fired { return nil }
 
 // omap builds a map from key, value pairs, inserting them in the order
