@@ -9,7 +9,9 @@ FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
 	./pkg/proc:FuzzDecoder \
 	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
-	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser
+	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser \
+	./pkg/redact:FuzzValidate ./pkg/redact:FuzzRedact \
+	./pkg/trajectory:FuzzDecodeTrajectory
 
 .PHONY: build run test vet bench fuzz check fmt-check chaos
 
