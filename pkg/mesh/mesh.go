@@ -1,7 +1,7 @@
 // Package mesh assembles the services of agentmesh in one process: it
-// ensures the topology and runs a router, a runner host and a sweeper on one
-// connection. `agentmesh up` and the integration tests use it; deployments
-// run each service as its own binary instead.
+// ensures the topology and runs a router, a runner host, a sweeper and an
+// exporter on one connection. `agentmesh up` and the integration tests
+// use it; deployments run each service as its own binary instead.
 package mesh
 
 import (
@@ -10,12 +10,15 @@ import (
 	"sync"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/trajstore"
 )
 
 // Config selects and configures the services to run.
@@ -24,8 +27,13 @@ type Config struct {
 	Router   router.Config
 	Runner   runner.Config
 	Sweeper  sweeper.Config
+	Exporter exporter.Config
+	// Export is the operator's export settings (exports.LoadSettings).
+	// Enabled, the router stamps consent and the exporter exports; the
+	// sweeper expires exports either way.
+	Export exports.Settings
 	// Without* leave a service out.
-	WithoutRouter, WithoutRunner, WithoutSweeper bool
+	WithoutRouter, WithoutRunner, WithoutSweeper, WithoutExporter bool
 }
 
 // Run ensures the topology, starts the selected services and blocks until ctx
@@ -48,8 +56,24 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	}
 	cfg.Runner.Metadata = service.Metadata(cfg.Runner.Metadata, "registry_version", profiles.Version())
 	cfg.Sweeper.Metadata = service.Metadata(cfg.Sweeper.Metadata, "registry_version", profiles.Version())
+	cfg.Exporter.Metadata = service.Metadata(cfg.Exporter.Metadata, "registry_version", profiles.Version())
+	cfg.Router.ExportEnabled = cfg.Export.Enabled
+	if cfg.Exporter.Retention == 0 {
+		cfg.Exporter.Retention = cfg.Export.Retention
+	}
 	if err := topology.Ensure(ctx, d.JS, cfg.Topology); err != nil {
 		return err
+	}
+	var store trajstore.Store
+	if !cfg.WithoutSweeper || (!cfg.WithoutExporter && cfg.Export.Enabled) {
+		var err error
+		if store, err = exporter.OpenStore(ctx, d.JS, d.Names, cfg.Export); err != nil {
+			return err
+		}
+		if cfg.Sweeper.Exports == nil {
+			cfg.Sweeper.Exports = &sweeper.ExportsConfig{}
+		}
+		cfg.Sweeper.Exports.Store = store
 	}
 	var runs []func(context.Context) error
 	if !cfg.WithoutRouter {
@@ -72,6 +96,17 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 			return err
 		}
 		runs = append(runs, s.Run)
+	}
+	switch {
+	case cfg.WithoutExporter:
+	case cfg.Export.Enabled:
+		x, err := exporter.New(ctx, d, store, cfg.Exporter)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, x.Run)
+	default:
+		runs = append(runs, func(ctx context.Context) error { return exporter.Idle(ctx, d, cfg.Exporter.Metadata) })
 	}
 	d.Log.Info("mesh started", "registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
 	ctx, cancel := context.WithCancel(ctx)

@@ -526,7 +526,7 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 	if _, err := c.Cancel(context.Background(), tenant, id); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper"} {
+	for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper", "agentmesh-exporter"} {
 		msg, err := nc.Request("$SRV.INFO."+name, nil, 5*time.Second)
 		if err != nil {
 			t.Fatalf("info of %s: %v", name, err)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
@@ -49,6 +50,11 @@ type Config struct {
 	// (default 1024, AGENTMESH_WORK_QUEUE_MAX); a tenant's own bound is the
 	// work stream's (AGENTMESH_WORK_QUEUE_TENANT_MAX).
 	AdapterQueueMax int64
+	// ExportEnabled is the operator's AGENT_TRAJECTORY_EXPORT_ENABLED: when
+	// set, each accepted run is stamped with its principal's consent (one
+	// leader read of the consent bucket per submission); when not, every
+	// run is stamped not consented without a read.
+	ExportEnabled bool
 }
 
 func (c *Config) setDefaults() {
@@ -100,6 +106,7 @@ type Router struct {
 	store       *runs.Store
 	sessions    jetstream.KeyValue
 	checkpoints jetstream.KeyValue
+	consent     *consent.Store // nil unless export is enabled
 	submit      jetstream.Consumer
 	work        jetstream.Stream
 	depth       depthCache
@@ -127,6 +134,12 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("open stream %s: %w", d.Names.WorkStream(), err)
 	}
+	var grants *consent.Store
+	if cfg.ExportEnabled {
+		if grants, err = consent.Open(ctx, d.JS, d.Names); err != nil {
+			return nil, err
+		}
+	}
 	cons, err := d.JS.CreateOrUpdateConsumer(ctx, d.Names.SubmitStream(), jetstream.ConsumerConfig{
 		Durable:       d.Names.RouterConsumer(),
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -138,7 +151,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
 	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
-		submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
+		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -287,6 +300,9 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 	rec := wire.RunRecord{RunID: runID, Tenant: tenant, RequestDigest: digest(msg.Data()), Created: now.UnixMilli()}
 	if problem == nil {
 		rec.Principal, rec.Profile, rec.Conversation = rr.Principal, rr.Profile, rr.Conversation
+		if err := r.stamp(ctx, &rec, &rr); err != nil {
+			return err
+		}
 	}
 	run, w, routed, err := r.open(ctx, msg, rec)
 	if err != nil || w == nil {
@@ -322,6 +338,26 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
+	return nil
+}
+
+// stamp sets the run's export decision, taken now, as it is accepted:
+// the operator enabled export and the principal's consent (read from the
+// consent bucket's leader) is granted. A consented run keeps its request
+// and labels for its trajectory. A principal that is not a valid token
+// is not looked up (validate rejects the run).
+func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunRequest) error {
+	if r.consent == nil || subject.ValidToken("principal", rr.Principal) != nil {
+		return nil
+	}
+	st, err := r.consent.Get(ctx, rec.Tenant, rr.Principal)
+	if err != nil {
+		return err // infrastructure: try again later
+	}
+	if st.Granted {
+		rec.Consent, rec.ConsentRev = true, st.Rev
+		rec.Request, rec.Labels = rr.Request, rr.Labels
+	}
 	return nil
 }
 

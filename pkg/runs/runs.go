@@ -511,3 +511,47 @@ func (l *Lease) Stop() {
 	})
 	<-l.done
 }
+
+// Recorded is one write of a run record, as a durable consumer of the
+// runs bucket's stream delivers it (see Store.Follow).
+type Recorded struct {
+	Record wire.RunRecord
+	// Deleted is set for a delete or purge of the record; Record is then
+	// zero.
+	Deleted bool
+}
+
+// Follow creates (or binds to) the durable pull consumer durable on the
+// runs bucket's stream: it delivers every record write, the ones stored
+// before it was created included, for a reader that reacts to runs
+// changing state (the exporter reacts to ended runs). Reading records
+// this way writes nothing; decode each delivery with DecodeRecorded.
+func (s *Store) Follow(ctx context.Context, durable string, ackWait time.Duration, maxAckPending int) (jetstream.Consumer, error) {
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, "KV_"+s.runsName, jetstream.ConsumerConfig{
+		Durable:       durable,
+		FilterSubject: "$KV." + s.runsName + ".>",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxAckPending: maxAckPending,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s on the run records: %w", durable, err)
+	}
+	return cons, nil
+}
+
+// DecodeRecorded decodes a delivery of a Follow consumer.
+func DecodeRecorded(msg jetstream.Msg) (Recorded, error) {
+	if h := msg.Headers(); h != nil {
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			return Recorded{Deleted: true}, nil
+		}
+	}
+	rec, err := wire.Decode[wire.RunRecord](msg.Data())
+	if err != nil {
+		return Recorded{}, fmt.Errorf("decode run record %s: %w", msg.Subject(), err)
+	}
+	return Recorded{Record: rec}, nil
+}

@@ -69,6 +69,7 @@ func (n Names) LeasesBucket() string      { return n.res("agentmesh_leases") }
 func (n Names) ConsentBucket() string     { return n.res("agentmesh_consent") }
 func (n Names) ExportsBucket() string     { return n.res("agentmesh_exports") }
 func (n Names) TrajectoryStore() string   { return n.res("agentmesh_trajectories") }
+func (n Names) RedactionBucket() string   { return n.res("agentmesh_redaction") }
 
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
@@ -193,6 +194,15 @@ func EventMsgID(tenant, runID string, seq uint64) string {
 // SweeperReconcile is the request/reply subject that makes a sweeper scan
 // every run record now; it answers with the number of runs it ended.
 func (n Names) SweeperReconcile() string { return n.subj("agentmesh.sweeper.reconcile") }
+
+// ExportsSweep is the request/reply subject that makes a sweeper sweep
+// the expired trajectory exports now; it answers when the sweep has
+// finished, with its counts.
+func (n Names) ExportsSweep() string { return n.subj("agentmesh.exports.sweep") }
+
+// ExporterConsumer is the exporter's durable consumer on the runs
+// bucket's stream, shared by every exporter.
+func (n Names) ExporterConsumer() string { return "exporter" }
 
 // RunRecordGet is the JetStream direct-get subject that answers with a
 // run's record (the last value of its key in the runs bucket). Reading a

@@ -4,16 +4,25 @@
 // holds (queued, or claimed by a runner that died before output) and
 // repairs records whose writer ended the run but died before recording it.
 // It ends runs only through pkg/runs, fenced, so it never ends a run its
-// runner ended first. Trajectory expiry (DESIGN §7) is not built yet.
+// runner ended first.
+//
+// With Config.Exports set it also expires trajectory exports (DESIGN §7)
+// in two phases, on an interval and on request (ExportsSweep): it lists
+// the expired export records (retention passed, consent withdrawn, or
+// abandoned half way by an exporter), deletes their bytes, and only then
+// deletes each record (pkg/exports).
 package sweeper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/consent"
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -36,6 +45,20 @@ type Config struct {
 	// times it out itself (default 30s: a live runner ends it at the
 	// deadline, after its transport's teardown).
 	OrphanGrace time.Duration
+	// Exports, when set, makes the sweeper expire trajectory exports.
+	Exports *ExportsConfig
+}
+
+// ExportsConfig configures the expiry of trajectory exports.
+type ExportsConfig struct {
+	// Store holds the trajectories' bytes (pkg/trajstore).
+	Store exports.Bytes
+	// Every is how often the exports are swept (default 1m; also once at
+	// start).
+	Every time.Duration
+	// AbandonAfter is how long an export record may stay unstored before
+	// it is swept as abandoned (default exports.DefaultAbandonAfter).
+	AbandonAfter time.Duration
 }
 
 // Sweeper watches leases.
@@ -47,6 +70,9 @@ type Sweeper struct {
 
 	mu   sync.Mutex
 	seen map[string]time.Time // lease key (<tenant>.<run_id>) → last heartbeat seen
+
+	sweepMu sync.Mutex       // one export sweep at a time
+	exports *exports.Sweeper // nil without Config.Exports
 }
 
 // New binds a sweeper to the topology, which must exist.
@@ -66,7 +92,56 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 		return nil, err
 	}
 	s.leaseTTL = s.store.LeaseTTL()
+	if x := cfg.Exports; x != nil {
+		if x.Every == 0 {
+			x.Every = time.Minute
+		}
+		if x.Every < time.Second || x.Store == nil || x.AbandonAfter < 0 {
+			return nil, fmt.Errorf("invalid sweeper config: exports need a store, an interval of at least 1s (got %s) and an abandon grace >= 0 (got %s)", x.Every, x.AbandonAfter)
+		}
+		records, err := exports.Open(ctx, d.JS, d.Names)
+		if err != nil {
+			return nil, err
+		}
+		grants, err := consent.Open(ctx, d.JS, d.Names)
+		if err != nil {
+			return nil, err
+		}
+		s.exports = &exports.Sweeper{Records: records, Consent: grants, Store: x.Store, Metrics: d.Metrics, AbandonAfter: x.AbandonAfter}
+	}
 	return s, nil
+}
+
+// SweepExports runs one sweep of the trajectory exports now, after any
+// sweep in progress, and returns its counts.
+func (s *Sweeper) SweepExports(ctx context.Context) (exports.Result, error) {
+	if s.exports == nil {
+		return exports.Result{}, errors.New("this sweeper does not expire exports (trajectory export is disabled)")
+	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	res, err := s.exports.Sweep(ctx)
+	if err == nil && res.Swept > 0 {
+		s.d.Log.Info("exports swept", "swept", res.Swept, "pending", res.Pending, "kept", res.Kept)
+	}
+	return res, err
+}
+
+// sweepExportsEvery sweeps the exports at start and then every interval
+// until ctx ends.
+func (s *Sweeper) sweepExportsEvery(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Exports.Every)
+	defer t.Stop()
+	for {
+		if res, err := s.SweepExports(ctx); err != nil && ctx.Err() == nil {
+			s.d.Log.Warn("export sweep", "failed", res.Failed, "pending", res.Pending, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Run sweeps until ctx ends and returns once its goroutines have.
@@ -84,9 +159,27 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				return
 			}
 			_ = req.Respond(fmt.Appendf(nil, "%d", n))
+		})},
+		service.Endpoint{Name: "exports-sweep", Subject: s.d.Names.ExportsSweep(), QueueGroup: "agentmesh-sweepers", Handler: micro.HandlerFunc(func(req micro.Request) {
+			if s.exports == nil {
+				_ = req.Error("503", "this sweeper does not expire exports (trajectory export is disabled)", nil)
+				return
+			}
+			wg.Go(func() {
+				res, err := s.SweepExports(ctx)
+				b, merr := json.Marshal(SweepReply{Result: res, Error: errString(err)})
+				if merr != nil {
+					_ = req.Error("500", merr.Error(), nil)
+					return
+				}
+				_ = req.Respond(b)
+			})
 		})})
 	if err != nil {
 		return err
+	}
+	if s.exports != nil {
+		wg.Go(func() { s.sweepExportsEvery(ctx) })
 	}
 	defer func() { _ = svc.Stop() }()
 	watcher, err := s.store.WatchLeases(ctx)
@@ -134,6 +227,20 @@ func (s *Sweeper) Run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// SweepReply answers an ExportsSweep request, in JSON, once the sweep
+// has finished: its counts, and what failed (an empty Error if nothing).
+type SweepReply struct {
+	exports.Result
+	Error string `json:"error,omitempty"`
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // rewatch opens a new watch on the leases bucket, retrying every second

@@ -142,6 +142,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{Bucket: n.LeasesBucket(), History: 1, TTL: cfg.LeaseTTL, LimitMarkerTTL: cfg.LeaseTTL, Description: "heartbeats of running runs"},
 		{Bucket: n.ConsentBucket(), History: 1, Description: "export consent per principal"},
 		{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"},
+		{Bucket: n.RedactionBucket(), History: 1, Description: "tenant redaction rules"},
 	}
 	for _, kc := range buckets {
 		kc.Storage, kc.Replicas = cfg.Storage, cfg.Replicas

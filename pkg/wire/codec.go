@@ -54,7 +54,7 @@ func Marshal(v any) ([]byte, error) {
 
 // Versioned is a message with a schema version.
 type Versioned interface {
-	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint
+	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint | Consent | ExportRecord | RedactionRules
 }
 
 // Decode strictly decodes one message of type T from b: b must hold exactly
@@ -86,6 +86,12 @@ func version(m any) int {
 	case *CancelReply:
 		return m.V
 	case *Checkpoint:
+		return m.V
+	case *Consent:
+		return m.V
+	case *ExportRecord:
+		return m.V
+	case *RedactionRules:
 		return m.V
 	}
 	return -1

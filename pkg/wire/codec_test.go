@@ -102,7 +102,8 @@ func sampleRunRecord() RunRecord {
 	return RunRecord{
 		V: Version, RunID: "run-1", Tenant: "acme", Principal: "alice", Profile: "fixture", Adapter: "fixture",
 		Conversation: "conv-1", RequestDigest: "sha256:beef", Pin: &pin, State: StateRunning, Owner: "runner-a",
-		Committed: true, Attempt: 1, Deadline: 1700000060000, Consent: true, Error: sampleError(),
+		Committed: true, Attempt: 1, Deadline: 1700000060000, Consent: true, ConsentRev: 7,
+		Request: sampleRunRequest().Request, Labels: map[string]string{"team": "infra"}, Error: sampleError(),
 		Created: 1700000000000, Updated: 1700000001000,
 	}
 }
@@ -174,6 +175,16 @@ func TestRoundTrip(t *testing.T) {
 	t.Run("RunRecord", func(t *testing.T) { roundTrip(t, sampleRunRecord()) })
 	t.Run("Lease", func(t *testing.T) { roundTrip(t, sampleLease()) })
 	t.Run("CancelReply", func(t *testing.T) { roundTrip(t, sampleCancelReply()) })
+	t.Run("Consent", func(t *testing.T) {
+		roundTrip(t, Consent{V: Version, Tenant: "acme", Principal: "alice", Granted: true, WithdrawnRev: 4, Updated: 1700000000000})
+	})
+	t.Run("ExportRecord", func(t *testing.T) {
+		roundTrip(t, ExportRecord{V: Version, Tenant: "acme", RunID: "run-1", Principal: "alice", Object: "acme/run-1/ab.json",
+			SHA256: "ab", Size: 10, Stored: true, ConsentRev: 3, Created: 1700000000000, Expires: 1700000060000})
+	})
+	t.Run("RedactionRules", func(t *testing.T) {
+		roundTrip(t, RedactionRules{V: Version, Tenant: "acme", Rules: []RedactionRule{{Name: "ticket", Pattern: "TKT-[0-9]{6}"}}, Updated: 1})
+	})
 }
 
 func TestDecodeStrictRoundTrip(t *testing.T) {

@@ -234,10 +234,19 @@ type RunRecord struct {
 	Committed bool   `msgpack:"committed,omitempty" json:"committed,omitempty"`
 	Attempt   int    `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
 	Deadline  int64  `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
-	Consent   bool   `msgpack:"consent" json:"consent"`
-	Error     *Error `msgpack:"error,omitempty" json:"error,omitempty"`
-	Created   int64  `msgpack:"created" json:"created"`
-	Updated   int64  `msgpack:"updated" json:"updated"`
+	// Consent is the export decision stamped when the router accepted the
+	// run: the operator enabled export AND the principal had granted it.
+	Consent bool `msgpack:"consent" json:"consent"`
+	// ConsentRev is the revision of the principal's consent entry that
+	// granted it; a withdrawal after it expires the run's export.
+	ConsentRev uint64 `msgpack:"consent_rev,omitempty" json:"consent_rev,omitempty"`
+	// Request and Labels are kept for a consented run only: its
+	// trajectory is built from them (and redacted) once it ends.
+	Request msgpack.RawMessage `msgpack:"request,omitempty" json:"-"`
+	Labels  map[string]string  `msgpack:"labels,omitempty" json:"labels,omitempty"`
+	Error   *Error             `msgpack:"error,omitempty" json:"error,omitempty"`
+	Created int64              `msgpack:"created" json:"created"`
+	Updated int64              `msgpack:"updated" json:"updated"`
 }
 
 // Lease is a running run's entry in agentmesh_leases, kept alive by its
@@ -271,4 +280,56 @@ type Checkpoint struct {
 	Pin     Pin    `msgpack:"pin"`
 	State   []byte `msgpack:"state,omitempty"`
 	Updated int64  `msgpack:"updated"`
+}
+
+// Consent is a principal's entry in agentmesh_consent under
+// <tenant>.<principal>. Its KV revision identifies the decision: a run
+// stamps the revision that granted it (RunRecord.ConsentRev).
+type Consent struct {
+	V         int    `msgpack:"v" json:"v"`
+	Tenant    string `msgpack:"tenant" json:"tenant"`
+	Principal string `msgpack:"principal" json:"principal"`
+	Granted   bool   `msgpack:"granted" json:"granted"`
+	// WithdrawnRev is the revision of the principal's last withdrawal, 0
+	// if it never withdrew. While withdrawn (Granted false) the last
+	// withdrawal is the entry's own revision instead.
+	WithdrawnRev uint64 `msgpack:"withdrawn_rev,omitempty" json:"withdrawn_rev,omitempty"`
+	Updated      int64  `msgpack:"updated" json:"updated"` // unix ms
+}
+
+// ExportRecord is a run's entry in agentmesh_exports under
+// <tenant>.<run_id>: where its trajectory's bytes are and until when.
+type ExportRecord struct {
+	V         int    `msgpack:"v" json:"v"`
+	Tenant    string `msgpack:"tenant" json:"tenant"`
+	RunID     string `msgpack:"run_id" json:"run_id"`
+	Principal string `msgpack:"principal" json:"principal"`
+	// Object is the trajectory's name in the store, derived from tenant,
+	// run id and SHA256.
+	Object string `msgpack:"object" json:"object"`
+	SHA256 string `msgpack:"sha256" json:"sha256"` // of the stored bytes, hex
+	Size   int64  `msgpack:"size" json:"size"`
+	// Stored is false while the exporter writes the bytes: a record that
+	// stays unstored (the exporter died) is swept after a grace period.
+	Stored bool `msgpack:"stored" json:"stored"`
+	// ConsentRev is the consent revision the run was exported under.
+	ConsentRev uint64 `msgpack:"consent_rev" json:"consent_rev"`
+	Created    int64  `msgpack:"created" json:"created"` // unix ms
+	Expires    int64  `msgpack:"expires" json:"expires"` // unix ms; 0 while unstored
+}
+
+// RedactionRules is a tenant's entry in agentmesh_redaction under
+// <tenant>: the tenant's own redaction rules, applied after the built-in
+// detectors to every trajectory of the tenant's runs.
+type RedactionRules struct {
+	V       int             `msgpack:"v" json:"v"`
+	Tenant  string          `msgpack:"tenant" json:"tenant"`
+	Rules   []RedactionRule `msgpack:"rules" json:"rules"`
+	Updated int64           `msgpack:"updated" json:"updated"` // unix ms
+}
+
+// RedactionRule is one named tenant redaction expression.
+type RedactionRule struct {
+	Name    string `msgpack:"name" json:"name" yaml:"name"`
+	Pattern string `msgpack:"pattern" json:"pattern" yaml:"pattern"`
 }
