@@ -231,9 +231,9 @@ type RunRecord struct {
 	Owner string `msgpack:"owner,omitempty" json:"owner,omitempty"`
 	// Committed is set at the first-output boundary: the work is acked and
 	// the run's liveness is its lease.
-	Committed bool   `msgpack:"committed,omitempty" json:"committed,omitempty"`
-	Attempt   int    `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
-	Deadline  int64  `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
+	Committed bool  `msgpack:"committed,omitempty" json:"committed,omitempty"`
+	Attempt   int   `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
+	Deadline  int64 `msgpack:"deadline,omitempty" json:"deadline,omitempty"`
 	// Consent is the export decision stamped when the router accepted the
 	// run: the operator enabled export AND the principal had granted it.
 	Consent bool `msgpack:"consent" json:"consent"`
