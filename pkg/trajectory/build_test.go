@@ -402,8 +402,7 @@ func TestBuildInvalidInput(t *testing.T) {
 	}
 }
 
-// TestBuildKeepsNothingElse: a status's pin and fields outside the closed
-// sets never reach the document, and the input is not modified.
+// TestBuildDoesNotModifyInput: Build redacts copies, never its input.
 func TestBuildDoesNotModifyInput(t *testing.T) {
 	in := sampleInput(false, " SECRET")
 	before, _ := json.Marshal(in)
