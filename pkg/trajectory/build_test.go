@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -402,8 +403,7 @@ func TestBuildInvalidInput(t *testing.T) {
 	}
 }
 
-// TestBuildKeepsNothingElse: a status's pin and fields outside the closed
-// sets never reach the document, and the input is not modified.
+// TestBuildDoesNotModifyInput: Build redacts copies, never its input.
 func TestBuildDoesNotModifyInput(t *testing.T) {
 	in := sampleInput(false, " SECRET")
 	before, _ := json.Marshal(in)
@@ -436,5 +436,42 @@ func TestBuildPinFromStatus(t *testing.T) {
 	}
 	if !bytes.Contains(data, []byte(`"chunks":[]`)) || !bytes.Contains(data, []byte(`"ended_ms":5,`)) {
 		t.Errorf("want an empty chunk list and ended_ms 5: %s", data)
+	}
+}
+
+// TestBuildFromMsgpack: the run as the exporter gets it (request and
+// events encoded by wire.Marshal and decoded again, so numbers come back
+// as compact ints and maps in a new order) gives the same bytes as the run
+// built in Go.
+func TestBuildFromMsgpack(t *testing.T) {
+	in := sampleInput(false, " SECRET")
+	want, _ := build(t, in, newMarkRedactor(secrets))
+	b, err := wire.Marshal(in.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req map[string]any
+	if err := wire.DecodeStrict(b, &req); err != nil {
+		t.Fatal(err)
+	}
+	events := make([]wire.Event, len(in.Events))
+	for i, ev := range in.Events {
+		b, err := wire.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if events[i], err = wire.Decode[wire.Event](b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The round trip must have changed a number's Go type, or this test
+	// proves nothing about normalisation.
+	if n := events[6].Chunk.ToolInput["opts"].(map[string]any)["n"]; reflect.TypeOf(n) == reflect.TypeOf(int64(0)) {
+		t.Fatalf("msgpack gave tool_input.opts.n back as %T; want a compact int", n)
+	}
+	in.Request, in.Events = req, events
+	got, _ := build(t, in, newMarkRedactor(secrets))
+	if !bytes.Equal(got, want) {
+		t.Errorf("after msgpack:\n got %s\nwant %s", got, want)
 	}
 }

@@ -227,10 +227,10 @@ func (w walker) keys(m map[string]any, reserved string) (keys, out []string) {
 	for k := range m {
 		keys = append(keys, k)
 	}
+	slices.Sort(keys) // also orders the walk, so the first problem reported is always the same
 	if w.r == nil && reserved == "" {
 		return keys, keys // normalising only: keys are unchanged and unique
 	}
-	slices.Sort(keys)
 	out = make([]string, len(keys))
 	for i, k := range keys {
 		out[i] = w.str(k)
