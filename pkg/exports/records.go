@@ -126,7 +126,10 @@ func collect(l jetstream.KeyLister) ([]string, error) {
 	for k := range l.Keys() {
 		keys = append(keys, k)
 	}
-	return keys, l.Stop()
+	// The listing ends by itself once it has every key; stopping it then
+	// only reports the subscription gone.
+	_ = l.Stop()
+	return keys, nil
 }
 
 // Begin writes rec, not yet stored, as the run's record: it creates the
