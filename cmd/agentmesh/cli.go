@@ -100,13 +100,16 @@ var commands = []command{
 	{"status", "print a run's record", cmdStatus},
 	{"cancel", "cancel a queued or running run", cmdCancel},
 	{"profiles", "list, show or validate the profile documents (no mesh needed)", cmdProfiles},
+	{"consent", "grant, withdraw or show a principal's trajectory export consent", cmdConsent},
+	{"redaction", "set, show or check (offline) a tenant's redaction rules", cmdRedaction},
+	{"exports", "list, get, verify or sweep the exported trajectories", cmdExports},
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: agentmesh <command> [flags] [arguments]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'agentmesh <command> -h' for a command's flags.")
 }

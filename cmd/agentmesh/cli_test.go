@@ -147,7 +147,7 @@ func TestRunCommandLine(t *testing.T) {
 		wantStderr string
 	}{
 		{name: "no command", in: nil, want: exitUsage, wantStderr: "usage: agentmesh <command>"},
-		{name: "help", in: []string{"--help"}, want: exitOK, wantStdout: "up       start an embedded"},
+		{name: "help", in: []string{"--help"}, want: exitOK, wantStdout: "up         start an embedded"},
 		{name: "unknown", in: []string{"launch"}, want: exitUsage, wantStderr: `unknown command "launch"`},
 		{name: "command help", in: []string{"run", "-h"}, want: exitOK, wantStderr: "usage: agentmesh run -p <profile>"},
 		{name: "status needs an id", in: []string{"status"}, want: exitUsage, wantStderr: "want one run id"},

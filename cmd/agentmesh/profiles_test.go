@@ -458,7 +458,7 @@ func TestProfilesCommandLine(t *testing.T) {
 		wantStdout string
 		wantStderr string
 	}{
-		{name: "listed in the usage", in: []string{"help"}, want: exitOK, wantStdout: "profiles list, show or validate"},
+		{name: "listed in the usage", in: []string{"help"}, want: exitOK, wantStdout: "profiles   list, show or validate"},
 		{name: "no subcommand", in: []string{"profiles"}, want: exitUsage, wantStderr: "usage: agentmesh profiles <list|show|validate>"},
 		{name: "help", in: []string{"profiles", "--help"}, want: exitOK, wantStdout: "validate load the profiles strictly"},
 		{name: "unknown subcommand", in: []string{"profiles", "edit"}, want: exitUsage, wantStderr: `unknown subcommand "edit"`},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/serve"
@@ -100,6 +101,10 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	if err := serve.LoadConfig(&cfg, &cfg); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
+	export, err := exports.LoadSettings(os.LookupEnv)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel)) // checked by LoadConfig
 	log := slog.New(slog.NewTextHandler(io.stderr, &slog.HandlerOptions{Level: level}))
@@ -148,6 +153,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Topology: cfg.Topology(),
 		Runner:   runner.Config{MaxActive: serve.MaxActive(profiles, nil)},
+		Export:   export,
 	})
 	log.Info("agentmesh shutting down")
 	return err

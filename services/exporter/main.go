@@ -1,8 +1,10 @@
-// Command exporter will turn finished, consented runs into redacted,
-// content-addressed trajectories (DESIGN §7). Export is not built yet: the
-// exporter connects, ensures the topology, registers itself with the NATS
-// services framework, serves metrics and health, and waits for shutdown.
-// It is configured by AGENTMESH_* environment variables; -h lists them.
+// Command exporter turns ended, consented runs into redacted,
+// content-addressed trajectories (DESIGN §7, pkg/exporter). Several may
+// run: they share one durable consumer of the run records. With
+// AGENT_TRAJECTORY_EXPORT_ENABLED unset or 0 it only registers and waits.
+// It is configured by AGENTMESH_* environment variables and the
+// operator's AGENT_TRAJECTORY_EXPORT_ENABLED, AGENT_ARTIFACT_ROOT and
+// AGENT_TRAJECTORY_RETENTION; -h lists the AGENTMESH_* ones.
 package main
 
 import (

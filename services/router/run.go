@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -42,6 +44,10 @@ func (c Config) Validate() error {
 // run routes submissions until ctx ends. The router validates requests with
 // every adapter this build knows, so it builds all of them.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
+	export, err := exports.LoadSettings(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	profiles, err := cfg.Profiles()
 	if err != nil {
 		return err
@@ -61,11 +67,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 		DefaultDeadline: cfg.RouterDefaultDeadline,
 		MaxDeadline:     cfg.RouterMaxDeadline,
 		AdapterQueueMax: cfg.WorkQueueMax,
+		ExportEnabled:   export.Enabled,
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("router started", "registry_version", profiles.Version(), "profiles", profiles.Names(),
+	log.Info("router started", "export_enabled", export.Enabled, "registry_version", profiles.Version(), "profiles", profiles.Names(),
 		"adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return r.Run(ctx)
 }

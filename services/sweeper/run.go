@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -17,6 +20,7 @@ type Config struct {
 	service.Config
 	ProfilesDir           string        `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
 	SweeperReconcileEvery time.Duration `split_words:"true" default:"1m" desc:"how often all run records are scanned for running runs without a lease and queued runs past their deadline"`
+	SweeperExportsEvery   time.Duration `split_words:"true" default:"1m" desc:"how often the trajectory exports are swept (retention passed, consent withdrawn); AGENT_ARTIFACT_ROOT and AGENT_TRAJECTORY_* apply"`
 }
 
 // Validate names each bad sweeper variable.
@@ -25,11 +29,18 @@ func (c Config) Validate() error {
 	if c.SweeperReconcileEvery < time.Second {
 		bad.Add("AGENTMESH_SWEEPER_RECONCILE_EVERY", "must be at least 1s, got %s", c.SweeperReconcileEvery)
 	}
+	if c.SweeperExportsEvery < time.Second {
+		bad.Add("AGENTMESH_SWEEPER_EXPORTS_EVERY", "must be at least 1s, got %s", c.SweeperExportsEvery)
+	}
 	return bad.Err()
 }
 
 // run sweeps until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
+	export, err := exports.LoadSettings(os.LookupEnv)
+	if err != nil {
+		return err
+	}
 	infra, err := serve.Start(ctx, "agentmesh-sweeper", cfg.Config, log)
 	if err != nil {
 		return err
@@ -39,8 +50,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
+	store, err := exporter.OpenStore(ctx, infra.Deps.JS, infra.Deps.Names, export)
+	if err != nil {
+		return err
+	}
 	s, err := sweeper.New(ctx, infra.Deps, sweeper.Config{ReconcileEvery: cfg.SweeperReconcileEvery,
-		Metadata: map[string]string{"registry_version": profiles.Version()}})
+		Metadata: map[string]string{"registry_version": profiles.Version()},
+		Exports:  &sweeper.ExportsConfig{Store: store, Every: cfg.SweeperExportsEvery}})
 	if err != nil {
 		return err
 	}
