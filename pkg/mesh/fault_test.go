@@ -512,9 +512,12 @@ func (m *faultMesh) settle(ids []string, want outcome, within time.Duration, c *
 			c.wrong++
 			c.note("run %s ended %s (%v), want %s %s", id, st.State, st.Error, want.state, want.class)
 		}
-		if rec, err := m.c.Status(context.Background(), tenant, id); err != nil || !rec.State.Terminal() {
+		// The record follows the terminal status (the ending protocol:
+		// event, record, lease): a run is stuck if its record is still not
+		// terminal well after the status.
+		if rec, err := m.recordEnds(id, 5*time.Second); err != nil || !rec.State.Terminal() {
 			c.stuck++
-			c.note("run %s: record %s attempt %d (%v)", id, rec.State, rec.Attempt, err)
+			c.note("run %s: record %s attempt %d, 5s after its terminal status (%v)", id, rec.State, rec.Attempt, err)
 		}
 		execs := m.executions(id)
 		extra := max(0, len(execs)-want.executions)
@@ -525,6 +528,19 @@ func (m *faultMesh) settle(ids []string, want outcome, within time.Duration, c *
 			c.duplicate += extra
 			c.note("run %s: %d executions (want %d): %+v", id, len(execs), want.executions, execs)
 		}
+	}
+}
+
+// recordEnds reads the run's record until it is terminal, for at most
+// within, and returns the last one read.
+func (m *faultMesh) recordEnds(id string, within time.Duration) (wire.RunRecord, error) {
+	deadline := time.Now().Add(within)
+	for {
+		rec, err := m.c.Status(context.Background(), tenant, id)
+		if (err == nil && rec.State.Terminal()) || time.Now().After(deadline) {
+			return rec, err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
