@@ -9,7 +9,8 @@ FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
 	./pkg/proc:FuzzDecoder \
 	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
-	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser
+	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser \
+	./pkg/trajstore:FuzzParseName
 
 .PHONY: build run test vet bench fuzz check fmt-check chaos
 
