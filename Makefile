@@ -11,7 +11,8 @@ FUZZ_TARGETS := \
 	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
 	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser \
 	./pkg/redact:FuzzValidate ./pkg/redact:FuzzRedact \
-	./pkg/trajectory:FuzzDecodeTrajectory
+	./pkg/trajectory:FuzzDecodeTrajectory \
+	./pkg/trajstore:FuzzParseName
 
 .PHONY: build run test vet bench fuzz check fmt-check chaos
 
