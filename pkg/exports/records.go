@@ -155,13 +155,17 @@ func (r *Records) write(ctx context.Context, rec wire.ExportRecord, rev uint64) 
 	if err != nil {
 		return 0, err
 	}
-	var tried bool
+	var tried bool // an attempt failed in a way that may have been applied
 	n, err := jsretry.Do(ctx, func(ctx context.Context) (uint64, error) {
-		defer func() { tried = true }()
+		var n uint64
+		var err error
 		if rev == 0 {
-			return r.kv.Create(ctx, key, b)
+			n, err = r.kv.Create(ctx, key, b)
+		} else {
+			n, err = r.kv.Update(ctx, key, b, rev)
 		}
-		return r.kv.Update(ctx, key, b, rev)
+		tried = tried || jsretry.Transient(err)
+		return n, err
 	})
 	if conflict(err) {
 		if tried {
@@ -206,10 +210,11 @@ func (r *Records) Remove(ctx context.Context, store Bytes, e Entry) (bool, error
 			return false, fmt.Errorf("the bytes of export %s (%s) are still stored after their delete", key, e.Record.Object)
 		}
 	}
-	var tried bool
+	var tried bool // an attempt failed in a way that may have been applied
 	_, err := jsretry.Do(ctx, func(ctx context.Context) (struct{}, error) {
-		defer func() { tried = true }()
-		return struct{}{}, r.kv.Purge(ctx, key, jetstream.LastRevision(e.Rev))
+		err := r.kv.Purge(ctx, key, jetstream.LastRevision(e.Rev))
+		tried = tried || jsretry.Transient(err)
+		return struct{}{}, err
 	})
 	switch {
 	case err == nil:

@@ -233,7 +233,9 @@ func (s *dirStore) Delete(ctx context.Context, name string) error {
 	case err != nil:
 		return fmt.Errorf("delete %s: %w", name, err)
 	default:
-		if err := syncDir(r, dir); err != nil {
+		// A concurrent Delete of another name may prune the directory
+		// first: then there is nothing left to sync.
+		if err := syncDir(r, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("delete %s: %w", name, err)
 		}
 	}
