@@ -145,7 +145,7 @@ func (x *Exporter) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	stopRules, err := x.rules.Watch(ctx, x.d.Log)
+	stopRules, err := x.WatchRules(ctx)
 	if err != nil {
 		return err
 	}
@@ -188,6 +188,13 @@ func (x *Exporter) Run(ctx context.Context) error {
 		}
 		work <- msg
 	}
+}
+
+// WatchRules loads the tenants' redaction rules and keeps them current
+// until stop is called or ctx ends; Run does it. Export needs it: without
+// the rules it exports nothing.
+func (x *Exporter) WatchRules(ctx context.Context) (stop func(), err error) {
+	return x.rules.Watch(ctx, x.d.Log)
 }
 
 // handle exports the run of one record write, if it is an ended,
