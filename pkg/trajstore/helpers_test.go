@@ -12,7 +12,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks for leaked goroutines, except one that nats.go v1.55
+// leaks itself: jetstream's ObjectStore.Put makes a JetStream context of
+// its own, whose first async publish starts resetPendingAcksOnReconnect,
+// and defers cleanupReplySub, which sets the status channel that goroutine
+// has yet to read to nil when it runs first; the goroutine then blocks on
+// a nil channel for good. Which runs first is the scheduler's choice (about
+// one package run in six under -race here), so no test of ours can avoid
+// it; nothing else is ignored.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect"))
+}
 
 // publishMeta writes an object's meta message as jetstream's object store
 // does (a rollup of the name's meta subject), for tests that build a state
