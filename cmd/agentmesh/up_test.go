@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,12 @@ func startUp(t *testing.T, demo bool) *testMesh {
 // cli runs an agentmesh client command against the mesh.
 func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, stderr string) {
 	io, out, errOut := testIO(nil)
-	code = run(ctx, append([]string{args[0], "--server", m.url}, args[1:]...), io)
+	n := 1 // the flags go after the command, and its subcommand if it has one
+	switch args[0] {
+	case "consent", "redaction", "exports":
+		n = 2
+	}
+	code = run(ctx, append(append(slices.Clone(args[:n]), "--server", m.url), args[n:]...), io)
 	return code, out.String(), errOut.String()
 }
 
