@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strings"
 	"time"
@@ -19,13 +17,6 @@ type Redactor struct {
 	tenant  []tenantRule
 	names   []string // by priority: detectors, then tenant rules
 	markers []string // "[REDACTED:<name>]", by priority
-}
-
-type tenantRule struct {
-	re *regexp.Regexp
-	// req is a literal that every match contains ("" when there is none
-	// to be had); text without it is not searched.
-	req string
 }
 
 // New returns a Redactor with the built-in detectors and rules, which are
@@ -41,10 +32,7 @@ func New(rules []Rule) (*Redactor, error) {
 	}
 	for _, rule := range rules {
 		tree, _ := parsePattern(rule.Pattern) // validated above
-		r.tenant = append(r.tenant, tenantRule{
-			re:  regexp.MustCompile(rule.Pattern),
-			req: requiredLiteral(tree),
-		})
+		r.tenant = append(r.tenant, compileTenant(rule.Pattern, tree))
 		r.add(rule.Name)
 	}
 	return r, nil
@@ -53,33 +41,6 @@ func New(rules []Rule) (*Redactor, error) {
 func (r *Redactor) add(name string) {
 	r.names = append(r.names, name)
 	r.markers = append(r.markers, "[REDACTED:"+name+"]")
-}
-
-// requiredLiteral returns the longest case-sensitive literal that every
-// match of re contains, or "".
-func requiredLiteral(re *syntax.Regexp) string {
-	switch re.Op {
-	case syntax.OpLiteral:
-		if re.Flags&syntax.FoldCase != 0 {
-			return ""
-		}
-		return string(re.Rune)
-	case syntax.OpCapture, syntax.OpPlus:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return requiredLiteral(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		best := ""
-		for _, sub := range re.Sub {
-			if l := requiredLiteral(sub); len(l) > len(best) {
-				best = l
-			}
-		}
-		return best
-	}
-	return ""
 }
 
 // Session returns a new Session, which redacts one trajectory and counts
@@ -178,14 +139,8 @@ func (s *Session) find(in string, out []span) []span {
 			}
 		}
 	}
-	for i, t := range s.r.tenant {
-		if t.req != "" && !strings.Contains(in, t.req) || !t.re.MatchString(in) {
-			continue // MatchString does not allocate; FindAll does, even for nothing
-		}
-		prio := len(detectors) + i
-		for _, loc := range t.re.FindAllStringIndex(in, -1) {
-			out = append(out, span{lo: loc[0], hi: loc[1], prio: prio})
-		}
+	for i := range s.r.tenant {
+		out = s.r.tenant[i].find(in, len(detectors)+i, out)
 	}
 	return out
 }
