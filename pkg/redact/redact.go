@@ -53,9 +53,10 @@ func (r *Redactor) Session() *Session {
 // many replacements it made. It is not safe for concurrent use.
 type Session struct {
 	r      *Redactor
-	counts []int     // by priority
-	spans  []span    // scratch, reused across calls
-	st     scanState // a detector's memory during one scan; here, so as not to escape per call
+	counts []int       // by priority
+	spans  []span      // scratch, reused across calls
+	cands  []candidate // scratch, reused across calls
+	st     scanState   // a detector's memory during one scan; here, so as not to escape per call
 }
 
 type span struct{ lo, hi, prio int }
@@ -118,26 +119,42 @@ func (s *Session) String(in string) string {
 
 // find appends the spans of every match in s to out.
 func (s *Session) find(in string, out []span) []span {
-	for prio, d := range detectors {
-		s.st = scanState{pemNoEnd: -1}
-		for _, lit := range d.lits {
-			for p := 0; p < len(in); {
-				i := strings.Index(in[p:], lit)
-				if i < 0 {
-					break
-				}
-				at := p + i
-				if d.boundary && at > 0 && wordChars[in[at-1]] {
-					p = at + 1
-					continue
-				}
-				lo, hi, next, ok := d.match(in, at, lit, &s.st)
-				if ok && hi > lo {
-					out = append(out, span{lo: lo, hi: hi, prio: prio})
-				}
-				p = max(next, at+1)
+	cands := s.cands[:0]
+	for c, lits := range anchors {
+		for pos := 0; pos < len(in); {
+			i := strings.IndexByte(in[pos:], c)
+			if i < 0 {
+				break
 			}
+			at := pos + i
+			for _, l := range lits {
+				start := at - l.k
+				if start >= 0 && start+len(l.lit) <= len(in) && in[start:start+len(l.lit)] == l.lit {
+					cands = append(cands, candidate{det: l.det, at: start, lit: l.lit})
+				}
+			}
+			pos = at + 1
 		}
+	}
+	s.cands = cands[:0]
+	slices.SortFunc(cands, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.det, b.det), cmp.Compare(a.at, b.at))
+	})
+	next := -1 // where the current detector's search resumes
+	for i, c := range cands {
+		if i == 0 || c.det != cands[i-1].det {
+			next = 0
+			s.st = scanState{pemNoEnd: -1}
+		}
+		d := &detectors[c.det]
+		if c.at < next || d.boundary && c.at > 0 && wordChars[in[c.at-1]] {
+			continue
+		}
+		lo, hi, nx, ok := d.match(in, c.at, c.lit, &s.st)
+		if ok && hi > lo {
+			out = append(out, span{lo: lo, hi: hi, prio: c.det})
+		}
+		next = max(nx, c.at+1)
 	}
 	for i := range s.r.tenant {
 		out = s.r.tenant[i].find(in, len(detectors)+i, out)

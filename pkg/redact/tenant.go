@@ -23,6 +23,7 @@ import (
 type tenantRule struct {
 	re   *regexp.Regexp
 	req  string
+	k    int // the byte of req to search for (indexAt)
 	fold bool
 	seps *[256]bool // nil: run on the whole text
 }
@@ -30,6 +31,9 @@ type tenantRule struct {
 func compileTenant(pattern string, tree *syntax.Regexp) tenantRule {
 	t := tenantRule{re: regexp.MustCompile(pattern)}
 	t.req, t.fold = requiredLiteral(tree)
+	if t.req != "" {
+		t.k = rarest(t.req)
+	}
 	if t.req == "" || hasOp(tree, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText) {
 		return t
 	}
@@ -94,7 +98,7 @@ func (t *tenantRule) index(s string) int {
 	if t.fold {
 		return indexFold(s, t.req)
 	}
-	return strings.Index(s, t.req)
+	return indexAt(s, t.req, t.k)
 }
 
 // requiredLiteral returns the longest literal that every match of re
