@@ -46,17 +46,17 @@ func (r *Redactor) add(name string) {
 // Session returns a new Session, which redacts one trajectory and counts
 // what fired in it.
 func (r *Redactor) Session() *Session {
-	return &Session{r: r, counts: make([]int, len(r.names))}
+	return &Session{r: r, counts: make([]int, len(r.names)), cands: make([][]candidate, len(detectors))}
 }
 
 // Session redacts the strings of one trajectory and counts, per rule, how
 // many replacements it made. It is not safe for concurrent use.
 type Session struct {
 	r      *Redactor
-	counts []int       // by priority
-	spans  []span      // scratch, reused across calls
-	cands  []candidate // scratch, reused across calls
-	st     scanState   // a detector's memory during one scan; here, so as not to escape per call
+	counts []int         // by priority
+	spans  []span        // scratch, reused across calls
+	cands  [][]candidate // scratch per detector, reused across calls
+	st     scanState     // a detector's memory during one scan; here, so as not to escape per call
 }
 
 type span struct{ lo, hi, prio int }
@@ -119,7 +119,11 @@ func (s *Session) String(in string) string {
 
 // find appends the spans of every match in s to out.
 func (s *Session) find(in string, out []span) []span {
-	cands := s.cands[:0]
+	// Candidates per detector, each list in the order of its text
+	// positions unless the detector's literals have different search bytes.
+	for d := range s.cands {
+		s.cands[d] = s.cands[d][:0]
+	}
 	for c, lits := range anchors {
 		for pos := 0; pos < len(in); {
 			i := strings.IndexByte(in[pos:], c)
@@ -129,32 +133,35 @@ func (s *Session) find(in string, out []span) []span {
 			at := pos + i
 			for _, l := range lits {
 				start := at - l.k
-				if start >= 0 && start+len(l.lit) <= len(in) && in[start:start+len(l.lit)] == l.lit {
-					cands = append(cands, candidate{det: l.det, at: start, lit: l.lit})
+				if start < 0 || start+len(l.lit) > len(in) || in[start:start+len(l.lit)] != l.lit ||
+					detectors[l.det].boundary && start > 0 && wordChars[in[start-1]] {
+					continue
 				}
+				s.cands[l.det] = append(s.cands[l.det], candidate{at: start, lit: l.lit})
 			}
 			pos = at + 1
 		}
 	}
-	s.cands = cands[:0]
-	slices.SortFunc(cands, func(a, b candidate) int {
-		return cmp.Or(cmp.Compare(a.det, b.det), cmp.Compare(a.at, b.at))
-	})
-	next := -1 // where the current detector's search resumes
-	for i, c := range cands {
-		if i == 0 || c.det != cands[i-1].det {
-			next = 0
-			s.st = scanState{pemNoEnd: -1}
-		}
-		d := &detectors[c.det]
-		if c.at < next || d.boundary && c.at > 0 && wordChars[in[c.at-1]] {
+	for det, cands := range s.cands {
+		if len(cands) == 0 {
 			continue
 		}
-		lo, hi, nx, ok := d.match(in, c.at, c.lit, &s.st)
-		if ok && hi > lo {
-			out = append(out, span{lo: lo, hi: hi, prio: c.det})
+		if !slices.IsSortedFunc(cands, byPosition) {
+			slices.SortFunc(cands, byPosition)
 		}
-		next = max(nx, c.at+1)
+		d := &detectors[det]
+		s.st = scanState{pemNoEnd: -1}
+		next := 0 // where this detector's search resumes
+		for _, c := range cands {
+			if c.at < next {
+				continue
+			}
+			lo, hi, nx, ok := d.match(in, c.at, c.lit, &s.st)
+			if ok && hi > lo {
+				out = append(out, span{lo: lo, hi: hi, prio: det})
+			}
+			next = max(nx, c.at+1)
+		}
 	}
 	for i := range s.r.tenant {
 		out = s.r.tenant[i].find(in, len(detectors)+i, out)

@@ -67,6 +67,8 @@ var anchors = func() map[byte][]literal {
 
 // candidate is an occurrence of a detector's literal.
 type candidate struct {
-	det, at int
-	lit     string
+	at  int
+	lit string
 }
+
+func byPosition(a, b candidate) int { return a.at - b.at }
