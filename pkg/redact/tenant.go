@@ -26,6 +26,11 @@ type tenantRule struct {
 	k    int // the byte of req to search for (indexAt)
 	fold bool
 	seps *[256]bool // nil: run on the whole text
+	// can are the bytes a match may contain (all non-ASCII bytes among
+	// them), minLen the fewest bytes a match has: a run of can around req
+	// shorter than minLen holds no match, so its segment is not searched.
+	can    *[256]bool
+	minLen int
 }
 
 func compileTenant(pattern string, tree *syntax.Regexp) tenantRule {
@@ -39,6 +44,10 @@ func compileTenant(pattern string, tree *syntax.Regexp) tenantRule {
 	}
 	var can [256]bool
 	matchable(tree, &can)
+	for b := int(unicode.MaxASCII) + 1; b < len(can); b++ {
+		can[b] = true
+	}
+	t.can, t.minLen = &can, minLen(tree)
 	boundary := hasOp(tree, syntax.OpWordBoundary, syntax.OpNoWordBoundary)
 	var seps [256]bool
 	n := 0
@@ -62,23 +71,38 @@ func (t *tenantRule) find(in string, prio int, out []span) []span {
 		}
 		return t.findIn(in, 0, prio, out)
 	}
-	segEnd := 0 // end of the last segment searched; in[segEnd] is a separator
+	lo, hi := 0, -1 // the segment around the last occurrence; in[hi] is a separator
 	for pos := 0; pos < len(in); {
 		i := t.index(in[pos:])
 		if i < 0 {
 			break
 		}
 		q := pos + i
-		lo := q
-		for lo > segEnd && !t.seps[in[lo-1]] {
-			lo--
+		if q >= hi { // a new segment
+			lo = q
+			for lo > max(hi, 0) && !t.seps[in[lo-1]] {
+				lo--
+			}
+			hi = q + len(t.req)
+			for hi < len(in) && !t.seps[in[hi]] {
+				hi++
+			}
 		}
-		hi := q + len(t.req)
-		for hi < len(in) && !t.seps[in[hi]] {
-			hi++
+		// The run of matchable bytes around the occurrence, looked at no
+		// further than minLen: each occurrence costs O(minLen) at most.
+		mlo, mhi := q, q+len(t.req)
+		for mlo > lo && mhi-mlo < t.minLen && t.can[in[mlo-1]] {
+			mlo--
+		}
+		for mhi < hi && mhi-mlo < t.minLen && t.can[in[mhi]] {
+			mhi++
+		}
+		if mhi-mlo < t.minLen {
+			pos = q + 1
+			continue
 		}
 		out = t.findIn(in[lo:hi], lo, prio, out)
-		segEnd, pos = hi, hi
+		pos = hi
 	}
 	return out
 }
@@ -239,4 +263,33 @@ func equalFoldASCII(s, lower string) bool {
 		}
 	}
 	return true
+}
+
+// minLen returns the fewest bytes a match of re has (a rune is at least one).
+func minLen(re *syntax.Regexp) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return len(re.Rune)
+	case syntax.OpCharClass, syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return 1
+	case syntax.OpCapture, syntax.OpPlus:
+		return minLen(re.Sub[0])
+	case syntax.OpRepeat:
+		return re.Min * minLen(re.Sub[0])
+	case syntax.OpConcat:
+		n := 0
+		for _, sub := range re.Sub {
+			n += minLen(sub)
+		}
+		return n
+	case syntax.OpAlternate:
+		n := -1
+		for _, sub := range re.Sub {
+			if m := minLen(sub); n < 0 || m < n {
+				n = m
+			}
+		}
+		return max(n, 0)
+	}
+	return 0 // star, quest, empty-width
 }
