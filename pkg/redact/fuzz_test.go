@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -72,6 +73,7 @@ func FuzzValidate(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Validate accepted %q, New refused it: %v", pattern, err)
 		}
+		checkTenantFind(t, pattern, text)
 		s := rd.Session()
 		out := s.String(text)
 		if out != text && len(s.Counts()) == 0 { // (a match can equal its marker: fired, unchanged)
@@ -91,7 +93,10 @@ var secretKinds = []func(b []byte) (text, secret string){
 	func(b []byte) (string, string) { k := "sk-svcacct-" + gen(b, keyS, 40); return k, k },
 	func(b []byte) (string, string) { k := "sk-ant-api03-" + gen(b, keyS, 80); return k, k },
 	func(b []byte) (string, string) { k := "AIza" + gen(b, keyS, 35); return k, k },
-	func(b []byte) (string, string) { k := gen(b, alnumS, 30) + "Z9"; return "Authorization: Bearer " + k, k },
+	func(b []byte) (string, string) {
+		k := gen(b, alnumS, 30) + "Z9"
+		return "Authorization: Bearer " + k, k
+	},
 	func(b []byte) (string, string) {
 		k := "eyJ" + gen(b, keyS, 20) + "." + gen(b[min(1, len(b)):], keyS, 40) + "." + gen(b, keyS, 24)
 		return k, k
@@ -104,7 +109,10 @@ var secretKinds = []func(b []byte) (text, secret string){
 		ui := gen(b, alnumS, 8) + ":" + gen(b, alnumS, 20)
 		return "postgres://" + ui + "@db.example.com:5432/app", ui
 	},
-	func(b []byte) (string, string) { k := "AKIA" + gen(b, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16); return k, k },
+	func(b []byte) (string, string) {
+		k := "AKIA" + gen(b, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)
+		return k, k
+	},
 	func(b []byte) (string, string) {
 		k := gen(b, alnumS+"/+", 40)
 		return "aws_secret_access_key = " + k, k
@@ -182,4 +190,23 @@ func FuzzRedact(f *testing.F) {
 			t.Fatalf("secret survived in a value: %q", got)
 		}
 	})
+}
+
+// checkTenantFind fails unless the rule's prefiltered search finds exactly
+// what the regexp finds on the whole text.
+func checkTenantFind(t *testing.T, pattern, text string) {
+	t.Helper()
+	tree, reason := parsePattern(pattern)
+	if reason != "" {
+		t.Fatalf("parsePattern(%q): %s", pattern, reason)
+	}
+	tr := compileTenant(pattern, tree)
+	var got [][]int
+	for _, sp := range tr.find(text, 0, nil) {
+		got = append(got, []int{sp.lo, sp.hi})
+	}
+	want := tr.re.FindAllStringIndex(text, -1)
+	if !slices.EqualFunc(got, want, slices.Equal[[]int]) {
+		t.Fatalf("pattern %q (req %q fold %v segments %v) on %q:\n got %v\nwant %v", pattern, tr.req, tr.fold, tr.seps != nil, text, got, want)
+	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"regexp"
-	"regexp/syntax"
 	"slices"
 	"strings"
 	"time"
@@ -19,13 +17,6 @@ type Redactor struct {
 	tenant  []tenantRule
 	names   []string // by priority: detectors, then tenant rules
 	markers []string // "[REDACTED:<name>]", by priority
-}
-
-type tenantRule struct {
-	re *regexp.Regexp
-	// req is a literal that every match contains ("" when there is none
-	// to be had); text without it is not searched.
-	req string
 }
 
 // New returns a Redactor with the built-in detectors and rules, which are
@@ -41,10 +32,7 @@ func New(rules []Rule) (*Redactor, error) {
 	}
 	for _, rule := range rules {
 		tree, _ := parsePattern(rule.Pattern) // validated above
-		r.tenant = append(r.tenant, tenantRule{
-			re:  regexp.MustCompile(rule.Pattern),
-			req: requiredLiteral(tree),
-		})
+		r.tenant = append(r.tenant, compileTenant(rule.Pattern, tree))
 		r.add(rule.Name)
 	}
 	return r, nil
@@ -55,46 +43,20 @@ func (r *Redactor) add(name string) {
 	r.markers = append(r.markers, "[REDACTED:"+name+"]")
 }
 
-// requiredLiteral returns the longest case-sensitive literal that every
-// match of re contains, or "".
-func requiredLiteral(re *syntax.Regexp) string {
-	switch re.Op {
-	case syntax.OpLiteral:
-		if re.Flags&syntax.FoldCase != 0 {
-			return ""
-		}
-		return string(re.Rune)
-	case syntax.OpCapture, syntax.OpPlus:
-		return requiredLiteral(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return requiredLiteral(re.Sub[0])
-		}
-	case syntax.OpConcat:
-		best := ""
-		for _, sub := range re.Sub {
-			if l := requiredLiteral(sub); len(l) > len(best) {
-				best = l
-			}
-		}
-		return best
-	}
-	return ""
-}
-
 // Session returns a new Session, which redacts one trajectory and counts
 // what fired in it.
 func (r *Redactor) Session() *Session {
-	return &Session{r: r, counts: make([]int, len(r.names))}
+	return &Session{r: r, counts: make([]int, len(r.names)), cands: make([][]candidate, len(detectors))}
 }
 
 // Session redacts the strings of one trajectory and counts, per rule, how
 // many replacements it made. It is not safe for concurrent use.
 type Session struct {
 	r      *Redactor
-	counts []int     // by priority
-	spans  []span    // scratch, reused across calls
-	st     scanState // a detector's memory during one scan; here, so as not to escape per call
+	counts []int         // by priority
+	spans  []span        // scratch, reused across calls
+	cands  [][]candidate // scratch per detector, reused across calls
+	st     scanState     // a detector's memory during one scan; here, so as not to escape per call
 }
 
 type span struct{ lo, hi, prio int }
@@ -157,35 +119,52 @@ func (s *Session) String(in string) string {
 
 // find appends the spans of every match in s to out.
 func (s *Session) find(in string, out []span) []span {
-	for prio, d := range detectors {
-		s.st = scanState{pemNoEnd: -1}
-		for _, lit := range d.lits {
-			for p := 0; p < len(in); {
-				i := strings.Index(in[p:], lit)
-				if i < 0 {
-					break
-				}
-				at := p + i
-				if d.boundary && at > 0 && wordChars[in[at-1]] {
-					p = at + 1
+	// Candidates per detector, each list in the order of its text
+	// positions unless the detector's literals have different search bytes.
+	for d := range s.cands {
+		s.cands[d] = s.cands[d][:0]
+	}
+	for c, lits := range anchors {
+		for pos := 0; pos < len(in); {
+			i := strings.IndexByte(in[pos:], c)
+			if i < 0 {
+				break
+			}
+			at := pos + i
+			for _, l := range lits {
+				start := at - l.k
+				if start < 0 || start+len(l.lit) > len(in) || in[start:start+len(l.lit)] != l.lit ||
+					detectors[l.det].boundary && start > 0 && wordChars[in[start-1]] {
 					continue
 				}
-				lo, hi, next, ok := d.match(in, at, lit, &s.st)
-				if ok && hi > lo {
-					out = append(out, span{lo: lo, hi: hi, prio: prio})
-				}
-				p = max(next, at+1)
+				s.cands[l.det] = append(s.cands[l.det], candidate{at: start, lit: l.lit})
 			}
+			pos = at + 1
 		}
 	}
-	for i, t := range s.r.tenant {
-		if t.req != "" && !strings.Contains(in, t.req) || !t.re.MatchString(in) {
-			continue // MatchString does not allocate; FindAll does, even for nothing
+	for det, cands := range s.cands {
+		if len(cands) == 0 {
+			continue
 		}
-		prio := len(detectors) + i
-		for _, loc := range t.re.FindAllStringIndex(in, -1) {
-			out = append(out, span{lo: loc[0], hi: loc[1], prio: prio})
+		if !slices.IsSortedFunc(cands, byPosition) {
+			slices.SortFunc(cands, byPosition)
 		}
+		d := &detectors[det]
+		s.st = scanState{pemNoEnd: -1}
+		next := 0 // where this detector's search resumes
+		for _, c := range cands {
+			if c.at < next {
+				continue
+			}
+			lo, hi, nx, ok := d.match(in, c.at, c.lit, &s.st)
+			if ok && hi > lo {
+				out = append(out, span{lo: lo, hi: hi, prio: det})
+			}
+			next = max(nx, c.at+1)
+		}
+	}
+	for i := range s.r.tenant {
+		out = s.r.tenant[i].find(in, len(detectors)+i, out)
 	}
 	return out
 }

@@ -184,7 +184,7 @@ func parsePattern(p string) (*syntax.Regexp, string) {
 	}
 	switch {
 	case nullable(re):
-		return nil, fmt.Sprintf("expression matches the empty string (%s), so it would match everywhere", re)
+		return nil, fmt.Sprintf("expression matches the empty string (`%s`), so it would match everywhere", re)
 	case re.Op == syntax.OpNoMatch:
 		return nil, "expression can never match"
 	}
@@ -206,28 +206,28 @@ func parseReason(err error) string {
 	case syntax.ErrInvalidPerlOp:
 		switch {
 		case strings.HasPrefix(e, "(?="), strings.HasPrefix(e, "(?!"):
-			return fmt.Sprintf("lookahead is not supported (%s)", e)
+			return fmt.Sprintf("lookahead is not supported: `%s`", e)
 		case strings.HasPrefix(e, "(?("):
-			return fmt.Sprintf("conditionals are not supported (%s)", e)
+			return fmt.Sprintf("conditionals are not supported: `%s`", e)
 		case strings.HasPrefix(e, "(?>"):
-			return fmt.Sprintf("atomic groups are not supported (%s)", e)
+			return fmt.Sprintf("atomic groups are not supported: `%s`", e)
 		case strings.HasPrefix(e, "(?P=") || e == "(?P":
-			return fmt.Sprintf("backreferences are not supported (%s)", e)
+			return fmt.Sprintf("backreferences are not supported: `%s`", e)
 		}
 	case syntax.ErrInvalidNamedCapture:
 		if strings.HasPrefix(e, "(?<=") || strings.HasPrefix(e, "(?<!") {
-			return fmt.Sprintf("lookbehind is not supported (%s)", truncate(e, 16))
+			return fmt.Sprintf("lookbehind is not supported: `%s`", truncate(e, 16))
 		}
 	case syntax.ErrInvalidEscape:
 		if len(e) == 2 && (e[1] >= '1' && e[1] <= '9' || e[1] == 'k' || e[1] == 'g') {
-			return fmt.Sprintf("backreferences are not supported (%s)", e)
+			return fmt.Sprintf("backreferences are not supported: `%s`", e)
 		}
 	case syntax.ErrInvalidRepeatOp:
-		return fmt.Sprintf("possessive or nested repetition is not supported (%s)", e)
+		return fmt.Sprintf("possessive or nested repetition is not supported: `%s`", e)
 	case syntax.ErrInvalidRepeatSize:
-		return fmt.Sprintf("repeat count is over %d (%s)", MaxRepeat, e)
+		return fmt.Sprintf("repeat count is over %d: `%s`", MaxRepeat, e)
 	}
-	return fmt.Sprintf("expression does not parse: %s: %s", se.Code, truncate(e, 32))
+	return fmt.Sprintf("expression does not parse: %s: `%s`", se.Code, truncate(e, 32))
 }
 
 func truncate(s string, n int) string {
@@ -242,16 +242,16 @@ func walk(re *syntax.Regexp) string {
 	switch re.Op {
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest, syntax.OpRepeat:
 		if re.Op == syntax.OpRepeat && (re.Min > MaxRepeat || re.Max > MaxRepeat) {
-			return fmt.Sprintf("repeat count is over %d (%s)", MaxRepeat, re)
+			return fmt.Sprintf("repeat count is over %d: `%s`", MaxRepeat, re)
 		}
 		sub := re.Sub[0]
 		switch {
 		case wildcard(sub):
-			return fmt.Sprintf("wildcard repetition (%s): repeat a narrower character class instead", re)
+			return fmt.Sprintf("wildcard repetition `%s`: repeat a narrower character class instead", re)
 		case sub.Op == syntax.OpLiteral && len(sub.Rune) == 1, sub.Op == syntax.OpCharClass:
 			return ""
 		default:
-			return fmt.Sprintf("quantified group (%s): only a single character or character class may be repeated", re)
+			return fmt.Sprintf("quantified group `%s`: only a single character or character class may be repeated", re)
 		}
 	}
 	for _, sub := range re.Sub {
