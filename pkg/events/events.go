@@ -275,38 +275,55 @@ func (w *Writer) acked(p *pending, ack *jetstream.PubAck) error {
 
 // send publishes a pending event synchronously, retrying transient errors
 // until ctx ends. A fenced event refused because the subject's last
-// sequence moved is ErrFenced, unless the event there is this one, stored
-// by an earlier attempt whose acknowledgement was lost.
+// sequence moved is decided on what the stream leader has stored: this
+// event there (an earlier attempt whose acknowledgement was lost) is
+// success; another event after the expected sequence is ErrFenced; and
+// nothing after it means the write the leader refused this one for is
+// still being replicated, or was lost with a leader that died before
+// committing it (a leader checks the expected sequence against writes it
+// has not committed yet), so it waits and sends again.
 func (w *Writer) send(ctx context.Context, p *pending) (*jetstream.PubAck, error) {
-	ack, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
-		ack, err := w.l.js.PublishMsg(ctx, p.msg)
+	var wait jsretry.Backoff
+	for {
+		ack, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+			ack, err := w.l.js.PublishMsg(ctx, p.msg)
+			var apiErr *jetstream.APIError
+			if !p.tried && errors.As(err, &apiErr) && apiErr.ErrorCode == jsretry.ErrCodeMsgIDInProcess {
+				// Not this writer's earlier attempt: another writer's.
+				w.err = fmt.Errorf("%w: %s (in process)", ErrDuplicate, p.msg.Header.Get(jetstream.MsgIDHeader))
+				return nil, w.err
+			}
+			if err != nil && jsretry.Transient(err) {
+				p.tried = true
+			}
+			return ack, err
+		})
+		if err == nil {
+			return ack, nil
+		}
 		var apiErr *jetstream.APIError
-		if !p.tried && errors.As(err, &apiErr) && apiErr.ErrorCode == jsretry.ErrCodeMsgIDInProcess {
-			// Not this writer's earlier attempt: another writer's.
-			w.err = fmt.Errorf("%w: %s (in process)", ErrDuplicate, p.msg.Header.Get(jetstream.MsgIDHeader))
+		if !p.fenced || !errors.As(err, &apiErr) || (apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence && apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return nil, fmt.Errorf("publish event %s: %w", p.msg.Header.Get(jetstream.MsgIDHeader), err)
+		}
+		expected, _ := strconv.ParseUint(p.msg.Header.Get(jetstream.ExpectedLastSubjSeqHeader), 10, 64)
+		last, lerr := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return w.l.lastFromLeader(ctx, w.subject)
+		})
+		switch {
+		case lerr != nil && !errors.Is(lerr, jetstream.ErrMsgNotFound):
+			return nil, fmt.Errorf("publish event %s: refused, and reading the last event: %w", p.msg.Header.Get(jetstream.MsgIDHeader), lerr)
+		case lerr == nil && last.Sequence > expected && p.tried && last.Header.Get(jetstream.MsgIDHeader) == p.msg.Header.Get(jetstream.MsgIDHeader):
+			return &jetstream.PubAck{Stream: w.l.stream, Sequence: last.Sequence, Duplicate: true}, nil
+		case lerr == nil && last.Sequence > expected:
+			w.err = fmt.Errorf("%w: %s", ErrFenced, w.runID)
 			return nil, w.err
 		}
-		if err != nil && jsretry.Transient(err) {
-			p.tried = true
+		// Nothing after the expected sequence is stored yet.
+		if err := wait.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("publish event %s: refused, and nothing after sequence %d is stored: %w", p.msg.Header.Get(jetstream.MsgIDHeader), expected, err)
 		}
-		return ack, err
-	})
-	if err == nil {
-		return ack, nil
+		p.tried = true
 	}
-	var apiErr *jetstream.APIError
-	if p.fenced && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		if p.tried {
-			if last, lerr := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-				return w.l.lastFromLeader(ctx, w.subject)
-			}); lerr == nil && last.Header.Get(jetstream.MsgIDHeader) == p.msg.Header.Get(jetstream.MsgIDHeader) {
-				return &jetstream.PubAck{Stream: w.l.stream, Sequence: last.Sequence, Duplicate: true}, nil
-			}
-		}
-		w.err = fmt.Errorf("%w: %s", ErrFenced, w.runID)
-		return nil, w.err
-	}
-	return nil, fmt.Errorf("publish event %s: %w", p.msg.Header.Get(jetstream.MsgIDHeader), err)
 }
 
 // Terminal flushes pending events and publishes st, which must be

@@ -37,6 +37,11 @@ var routingWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * t
 // a leader election.
 const endTimeout = 10 * time.Second
 
+// endRetry is the least time ending a run retries through a leader
+// election: longer than the elections measured on a loaded 3-node cluster
+// (up to 10 s).
+const endRetry = 30 * time.Second
+
 // run is one delivery of one work item.
 type run struct {
 	h    *Host
@@ -393,8 +398,9 @@ func (r *run) saveCheckpoint(ctx context.Context) {
 func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, first wire.Chunk) error {
 	committed, lease, err := r.h.store.Commit(ctx, r.run)
 	if errors.Is(err, runs.ErrChanged) {
-		cancel(errNotOwner)
-		return errNotOwner
+		err = fmt.Errorf("%w: commit: %w", errNotOwner, err)
+		cancel(err)
+		return err
 	}
 	if err != nil {
 		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", err).Retry()
@@ -406,8 +412,9 @@ func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, f
 	})
 	if err := r.w.ChunkFenced(pub, first); err != nil {
 		if errors.Is(err, events.ErrFenced) {
-			cancel(errNotOwner)
-			return errNotOwner
+			err = fmt.Errorf("%w: first chunk: %w", errNotOwner, err)
+			cancel(err)
+			return err
 		}
 		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", err)
 	}
@@ -501,7 +508,15 @@ func (r *run) abandon(why string) {
 // work. The work's heartbeat and the lease are kept until the terminal
 // status is published.
 func (r *run) end(st wire.Status) {
-	ctx, cancel := context.WithTimeout(context.Background(), endTimeout)
+	// Ending retries through a leader election until endTimeout past the
+	// deadline, and for at least endRetry: a run that succeeded must not
+	// be failed by the sweeper because one election outlasted a short
+	// bound (the terminal status is fenced, so retrying is safe).
+	dl := time.Now().Add(endRetry)
+	if d := r.deadline(); !d.IsZero() && d.Add(endTimeout).After(dl) {
+		dl = d.Add(endTimeout)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), dl)
 	defer cancel()
 	st.Pin, st.Attempt = &r.work.Pin, r.attempt
 	if !r.started.IsZero() {

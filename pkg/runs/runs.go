@@ -98,14 +98,57 @@ func (s *Store) read(ctx context.Context, bucket, key string) (entry, error) {
 	})
 }
 
-// ours reports whether the value under key is b at a revision after rev:
-// the write whose reply a failover lost was applied.
-func (s *Store) ours(ctx context.Context, bucket, key string, b []byte, rev uint64) (uint64, bool) {
-	e, err := s.read(ctx, bucket, key)
-	if err != nil || e.rev <= rev || !bytes.Equal(e.value, b) {
-		return 0, false
+
+// errConflict is cas's answer when another writer's value is stored over
+// the revision it wrote on.
+var errConflict = errors.New("another writer's value is stored")
+
+// cas writes b under key over revision rev (0: create) through a leader
+// election, and decides a refused write on what the bucket's stream
+// leader has stored: a newer revision holding b is this write's own
+// earlier attempt, whose reply was lost; another newer revision is
+// errConflict. No newer revision at all means the write the leader
+// refused this one for is still being replicated (this one's own earlier
+// attempt, or another writer's), or was lost with a leader that died
+// before committing it: neither is decided yet, so cas waits and writes
+// again. A leader checks the expected revision against writes it has
+// proposed but not yet committed, so such a refusal is not a conflict.
+func (s *Store) cas(ctx context.Context, kv jetstream.KeyValue, bucket, key string, b []byte, rev uint64) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opTimeout)
+		defer cancel()
 	}
-	return e.rev, true
+	var wait jsretry.Backoff
+	tried := false
+	for {
+		next, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) {
+			if rev == 0 {
+				return kv.Create(ctx, key, b)
+			}
+			return kv.Update(ctx, key, b, rev)
+		})
+		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return next, err
+		}
+		e, err := s.read(ctx, bucket, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			e = entry{}
+		case err != nil:
+			return 0, err
+		}
+		if e.rev > rev {
+			if tried && bytes.Equal(e.value, b) {
+				return e.rev, nil
+			}
+			return 0, errConflict
+		}
+		if err := wait.Wait(ctx); err != nil {
+			return 0, fmt.Errorf("write %s: refused, and nothing newer than revision %d is stored: %w", key, rev, err)
+		}
+		tried = true // an earlier attempt may yet be stored
+	}
 }
 
 // Run is a run's record at one revision.
@@ -208,14 +251,8 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	var tried bool
-	rev, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Create(ctx, key, b) })
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		if tried {
-			if rev, ok := s.ours(ctx, s.runsName, key, b, 0); ok {
-				return Run{Record: rec, Rev: rev}, nil
-			}
-		}
+	rev, err := s.cas(ctx, s.runs, s.runsName, key, b, 0)
+	if errors.Is(err, errConflict) {
 		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	if err != nil {
@@ -232,14 +269,8 @@ func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, e
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	var tried bool
-	next, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) { return s.runs.Update(ctx, key, b, rev) })
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		if tried {
-			if next, ok := s.ours(ctx, s.runsName, key, b, rev); ok {
-				return Run{Record: rec, Rev: next}, nil
-			}
-		}
+	next, err := s.cas(ctx, s.runs, s.runsName, key, b, rev)
+	if errors.Is(err, errConflict) {
 		return Run{}, fmt.Errorf("%w: %s", ErrChanged, key)
 	}
 	if err != nil {
@@ -478,12 +509,24 @@ func (l *Lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(l.s.ttl/3, jsretry.AttemptTimeout))
 	defer cancel()
 	next, err := l.s.leases.Update(ctx, l.key, l.value, l.rev)
-	if (errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)) && l.inDoubt {
-		if rev, ok := l.s.ours(ctx, l.s.leasesName, l.key, l.value, l.rev); ok {
-			next, err = rev, nil
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// Decided on what the leader has stored, as in cas: our own
+		// value at a newer revision is a lost reply; nothing newer is a
+		// write still in flight (try again); anything else is lost.
+		e, rerr := l.s.read(ctx, l.s.leasesName, l.key)
+		switch {
+		case rerr == nil && e.rev > l.rev && l.inDoubt && bytes.Equal(e.value, l.value):
+			next, err = e.rev, nil
+		case rerr == nil && e.rev <= l.rev:
+			err = fmt.Errorf("renew lease %s: refused with nothing newer stored: %w", l.key, jsretry.ErrAckTimeout)
+		case rerr != nil && !errors.Is(rerr, jetstream.ErrKeyNotFound):
+			err = fmt.Errorf("renew lease %s: %w", l.key, rerr)
 		}
 	}
-	l.inDoubt = err != nil && jsretry.Transient(err)
+	l.inDoubt = l.inDoubt || (err != nil && jsretry.Transient(err))
+	if err == nil {
+		l.inDoubt = false
+	}
 	if err != nil {
 		return err
 	}
