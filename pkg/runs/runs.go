@@ -98,7 +98,6 @@ func (s *Store) read(ctx context.Context, bucket, key string) (entry, error) {
 	})
 }
 
-
 // errConflict is cas's answer when another writer's value is stored over
 // the revision it wrote on.
 var errConflict = errors.New("another writer's value is stored")
