@@ -33,9 +33,9 @@ import (
 // $O.<bucket>.M.<name> as a subject rollup. jetstream.ObjectStore's own
 // Put is not used: it replaces an existing object (purging chunks a
 // reader may be reading), it has no create-only write, and in nats.go
-// v1.55 about one call in a hundred leaks a goroutine (its per-call
-// JetStream context's reconnect watcher can miss the cleanup and block
-// forever).
+// v1.55 some of its calls leak a goroutine (0.6% to 3% of small Puts here:
+// its per-call JetStream context's reconnect watcher can miss the cleanup
+// and block forever).
 //
 // This Store never replaces: Put reads the name's meta first and compares
 // its SHA-256 digest with the bytes put, writing only when the name is
@@ -43,7 +43,11 @@ import (
 // subject to still be at the sequence read, so of two Stores (two
 // processes) racing to put one absent name, one writes the object and the
 // other finds it, compares digests and purges its own chunks. Puts of one
-// name through one Store are serialized.
+// name through one Store are serialized. A Put that fails after storing
+// chunks purges them, best effort, unless a meta naming them may still be
+// stored (its publish went unanswered and the meta subject has not moved
+// since): those chunks, and those of a failed purge, stay unreferenced in
+// the stream.
 func NewObjectStore(js jetstream.JetStream, obs jetstream.ObjectStore) Store {
 	return &objectStore{js: js, obs: obs, locks: newNameLocks()}
 }
