@@ -416,7 +416,7 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, names subject.Names,
 	if err != nil {
 		return nil, fmt.Errorf("object store %s: %w", names.TrajectoryStore(), err)
 	}
-	return trajstore.NewObjectStore(obj), nil
+	return trajstore.NewObjectStore(js, obj), nil
 }
 
 // Idle registers a disabled exporter with the services framework, so it

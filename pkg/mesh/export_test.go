@@ -62,7 +62,7 @@ func openExportEnv(t *testing.T, srv *server.Server) exportEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return exportEnv{js: js, consent: grants, records: records, store: trajstore.NewObjectStore(obj)}
+	return exportEnv{js: js, consent: grants, records: records, store: trajstore.NewObjectStore(js, obj)}
 }
 
 // exportingConfig is a mesh with export enabled whose sweeper sweeps only

@@ -20,7 +20,7 @@ func BenchmarkPutGet(b *testing.B) {
 		srv := natstest.RunJetStream(b)
 		_, js := natstest.Connect(b, srv)
 		obs, _ := newBucket(b, js)
-		benchPutGet(b, trajstore.NewObjectStore(obs))
+		benchPutGet(b, trajstore.NewObjectStore(js, obs))
 	})
 	b.Run("dir", func(b *testing.B) {
 		s, err := trajstore.NewDirStore(filepath.Join(b.TempDir(), "artifacts"))

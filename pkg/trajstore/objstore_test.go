@@ -70,7 +70,7 @@ func TestObjectStoreConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return inspectedObjectStore{Store: trajstore.NewObjectStore(obs), stream: st}
+		return inspectedObjectStore{Store: trajstore.NewObjectStore(js, obs), stream: st}
 	})
 }
 
@@ -87,7 +87,7 @@ func TestObjectStoreOnTopology(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := trajstore.NewObjectStore(obs)
+	s := trajstore.NewObjectStore(js, obs)
 	data := []byte(`{"v":1}`)
 	name, err := trajstore.NameFor("tenant-1", "run-1", data)
 	if err != nil {
@@ -128,14 +128,14 @@ func TestObjectStoreTwoWritersRace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := trajstore.NewObjectStore(o)
+		s := trajstore.NewObjectStore(js, o)
 		wg.Go(func() { errs[i] = s.Put(ctx, name, data) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	got, err := trajstore.NewObjectStore(obs).Get(ctx, name)
+	got, err := trajstore.NewObjectStore(js, obs).Get(ctx, name)
 	if err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("Get = %d bytes, %v; want the %d put", len(got), err, len(data))
 	}
@@ -152,7 +152,7 @@ func TestObjectStoreDeleteCompletesAHalfDelete(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	obs, bucket := newBucket(t, js)
 	ctx := context.Background()
-	s := trajstore.NewObjectStore(obs)
+	s := trajstore.NewObjectStore(js, obs)
 	data := bytes.Repeat([]byte("x"), 200_000)
 	name, _ := trajstore.NameFor("tenant-1", "run-1", data)
 	if err := s.Put(ctx, name, data); err != nil {
@@ -214,8 +214,15 @@ func TestObjectStoreRetriesThroughAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs, _ := newBucket(t, js)
-	watched := &failureCounting{ObjectStore: obs}
-	s := trajstore.NewObjectStore(watched)
+	watched := &failureCounting{JetStream: js}
+	s := trajstore.NewObjectStore(watched, obs)
+	// A first Put finds the bucket's stream, so that the one during the
+	// outage starts by reading the name's meta from it.
+	first := []byte("first")
+	firstName, _ := trajstore.NameFor("tenant-1", "run-0", first)
+	if err := s.Put(context.Background(), firstName, first); err != nil {
+		t.Fatal(err)
+	}
 	data := bytes.Repeat([]byte("y"), 300_000)
 	name, _ := trajstore.NameFor("tenant-1", "run-1", data)
 
@@ -256,16 +263,30 @@ func startServer(t *testing.T, opts *server.Options) *server.Server {
 	return srv
 }
 
-// failureCounting counts GetInfo failures that jsretry retries.
+// failureCounting counts the failures jsretry retries of reads from the
+// streams it opens.
 type failureCounting struct {
-	jetstream.ObjectStore
+	jetstream.JetStream
 	transient atomic.Int64
 }
 
-func (f *failureCounting) GetInfo(ctx context.Context, name string, opts ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error) {
-	info, err := f.ObjectStore.GetInfo(ctx, name, opts...)
-	if jsretry.Transient(err) {
-		f.transient.Add(1)
+func (f *failureCounting) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	st, err := f.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
 	}
-	return info, err
+	return &failureCountingStream{Stream: st, f: f}, nil
+}
+
+type failureCountingStream struct {
+	jetstream.Stream
+	f *failureCounting
+}
+
+func (s *failureCountingStream) GetLastMsgForSubject(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := s.Stream.GetLastMsgForSubject(ctx, subj)
+	if jsretry.Transient(err) {
+		s.f.transient.Add(1)
+	}
+	return m, err
 }
