@@ -29,7 +29,10 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
@@ -238,12 +241,19 @@ func runService(t *testing.T, name string, run func(context.Context) error) {
 }
 
 // startMesh runs the router, a runner host with the fixture adapter, the
-// sweeper and the exporter, each on its own user, and puts the records of
+// sweeper and the exporter, each on its own user, with trajectory export
+// enabled as the operator enables it (AGENT_TRAJECTORY_EXPORT_ENABLED=1,
+// read by each service as services/* read it), and puts the records of
 // their connections' asynchronous errors in errs.
 func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	t.Helper()
 	ctx := context.Background()
 	topo := topology.Config{LeaseTTL: 2 * time.Second}
+	t.Setenv(exports.EnvEnabled, "1")
+	export, err := exports.LoadSettings(os.LookupEnv)
+	if err != nil || !export.Enabled || export.ArtifactRoot != "" {
+		t.Fatalf("export settings %+v, %v; want enabled, in the object store", export, err)
+	}
 
 	// The router starts first and creates the topology.
 	rnc, rjs, rerrs := m.connect(t, "router")
@@ -259,7 +269,7 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := router.New(ctx, deps(rnc, rjs), profile.Builtin(), adapters, router.Config{})
+	r, err := router.New(ctx, deps(rnc, rjs), profile.Builtin(), adapters, router.Config{ExportEnabled: export.Enabled})
 	if err != nil {
 		t.Fatalf("router: %v", err)
 	}
@@ -283,7 +293,14 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	if err := topology.Ensure(ctx, sjs, topo); err != nil {
 		t.Fatalf("topology as sweeper: %v", err)
 	}
-	sw, err := sweeper.New(ctx, deps(snc, sjs), sweeper.Config{ReconcileEvery: time.Second})
+	sweptBytes, err := exporter.OpenStore(ctx, sjs, subject.Names{}, export)
+	if err != nil {
+		t.Fatalf("sweeper: %v", err)
+	}
+	// Exports are swept at start and then on request only (the test's
+	// `agentmesh exports sweep`), so that request's counts are its own.
+	sw, err := sweeper.New(ctx, deps(snc, sjs), sweeper.Config{ReconcileEvery: time.Second,
+		Exports: &sweeper.ExportsConfig{Store: sweptBytes, Every: time.Hour}})
 	if err != nil {
 		t.Fatalf("sweeper: %v", err)
 	}
@@ -291,7 +308,8 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 
 	// The exporter as services/exporter runs it: serve.Start dials
 	// AGENTMESH_NATS_URL with the credentials in the URL and ensures the
-	// topology, then the service registers with micro.
+	// topology, then the exporter opens the object store and runs (it
+	// registers with micro itself).
 	cfg := service.Config{NatsURL: m.url("exporter"), ShutdownTimeout: 5 * time.Second, Replicas: 1,
 		EventsMaxAge: 24 * time.Hour, WorkQueueMax: 1024, LeaseTTL: 2 * time.Second}
 	infra, err := serve.Start(ctx, "agentmesh-exporter", cfg, logger())
@@ -301,24 +319,36 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	eerrs := &asyncErrs{}
 	infra.Deps.NC.SetErrorHandler(eerrs.handler)
 	errs["exporter"] = eerrs
-	svc, err := service.Register(infra.Deps.NC, "agentmesh-exporter", "exports trajectories", nil)
-	if err != nil {
-		t.Fatalf("exporter: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := errors.Join(svc.Stop(), infra.Close()); err != nil {
+	t.Cleanup(func() { // registered first: runs after the exporter has stopped
+		if err := infra.Close(); err != nil {
 			t.Errorf("exporter: %v", err)
 		}
 	})
+	store, err := exporter.OpenStore(ctx, infra.Deps.JS, infra.Deps.Names, export)
+	if err != nil {
+		t.Fatalf("exporter: %v", err)
+	}
+	x, err := exporter.New(ctx, infra.Deps, store, exporter.Config{Retention: export.Retention, Workers: 2})
+	if err != nil {
+		t.Fatalf("exporter: %v", err)
+	}
+	runService(t, "exporter", x.Run)
 }
 
+// randomRunReq is a fixture run of principal alice, who never grants
+// export consent.
 func randomRunReq(t *testing.T, tenantName string, req map[string]any) wire.RunRequest {
+	t.Helper()
+	return runReqOf(t, tenantName, "alice", req)
+}
+
+func runReqOf(t *testing.T, tenantName, principal string, req map[string]any) wire.RunRequest {
 	t.Helper()
 	b, err := wire.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return wire.RunRequest{RunID: client.NewRunID(), Tenant: tenantName, Principal: "alice", Profile: "fixture", Request: b}
+	return wire.RunRequest{RunID: client.NewRunID(), Tenant: tenantName, Principal: principal, Profile: "fixture", Request: b}
 }
 
 // isPermissionError reports whether err is the server refusing a publish
@@ -374,6 +404,16 @@ func TestDeployPermissions(t *testing.T) {
 	if tjs, err = jetstream.NewWithAPIPrefix(tnc, tenantAPIPrefix); err != nil {
 		t.Fatal(err)
 	}
+
+	// The agentmesh binary, built once for the subtests that run it.
+	binDir := t.TempDir()
+	agentmeshBin := sync.OnceValues(func() (string, error) {
+		bin := filepath.Join(binDir, "agentmesh")
+		if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/agentmesh").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build cmd/agentmesh: %v\n%s", err, out)
+		}
+		return bin, nil
+	})
 
 	t.Run("tenant runs to the end", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -493,9 +533,9 @@ func TestDeployPermissions(t *testing.T) {
 	t.Run("the agentmesh CLI runs, reads and cancels as the tenant", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		bin := filepath.Join(t.TempDir(), "agentmesh")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../../cmd/agentmesh").CombinedOutput(); err != nil {
-			t.Fatalf("build cmd/agentmesh: %v\n%s", err, out)
+		bin, err := agentmeshBin()
+		if err != nil {
+			t.Fatal(err)
 		}
 		// Only what a tenant's operator sets: the URL with the tenant's
 		// credentials, the tenant and the API prefix of its account; the
@@ -615,6 +655,192 @@ func TestDeployPermissions(t *testing.T) {
 				t.Errorf("%s did not answer $SRV.PING (found %v)", name, found)
 			}
 		}
+	})
+
+	t.Run("a consented run is exported, read and swept by the operator", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		bin, err := agentmeshBin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The operator's commands as the ops user: its inbox prefix, the
+		// mesh's own JetStream API, the object store (no artifact root).
+		env := append(os.Environ(), "AGENTMESH_NATS_URL="+m.url("ops"), "AGENTMESH_TENANT="+tenant,
+			"AGENTMESH_INBOX_PREFIX=_INBOX_ops", "AGENTMESH_JS_API_PREFIX=", "AGENTMESH_PREFIX=", exports.EnvArtifactRoot+"=")
+		ops := func(args ...string) ([]byte, error) {
+			t.Helper()
+			cmd := exec.CommandContext(ctx, bin, args...)
+			cmd.Env = env
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				return out, fmt.Errorf("agentmesh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+			}
+			return out, nil
+		}
+		mustOps := func(args ...string) []byte {
+			t.Helper()
+			out, err := ops(args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		listed := func(args ...string) []wire.ExportRecord {
+			t.Helper()
+			var recs []wire.ExportRecord
+			for _, line := range strings.Split(strings.TrimSpace(string(mustOps(append([]string{"exports", "list", "--json"}, args...)...))), "\n") {
+				if line == "" {
+					continue
+				}
+				var r wire.ExportRecord
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("exports list line %q: %v", line, err)
+				}
+				recs = append(recs, r)
+			}
+			return recs
+		}
+
+		const principal = "carol"
+		if out := mustOps("consent", "grant", "--principal", principal); !strings.Contains(string(out), "acme/carol: granted") {
+			t.Fatalf("consent grant: %s", out)
+		}
+		if out := mustOps("consent", "show", "--principal", principal); !strings.Contains(string(out), "granted") {
+			t.Fatalf("consent show: %s", out)
+		}
+		rules := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(rules, []byte("- name: ticket\n  pattern: 'TICKET-[0-9]{6}'\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mustOps("redaction", "set", "--file", rules)
+		if out := mustOps("redaction", "show"); !strings.Contains(string(out), "TICKET-[0-9]{6}") {
+			t.Fatalf("redaction show: %s", out)
+		}
+
+		// One run of the granted principal, one of alice (never granted).
+		const secret = "AKIAIOSFODNN7EXAMPLE" // an AWS access key id: a built-in detector
+		id, err := c.Submit(ctx, runReqOf(t, tenant, principal, map[string]any{"prompt": "deploy with " + secret}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.Wait(ctx, tenant, id); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+		other, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.Wait(ctx, tenant, other); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+
+		// The exporter exports carol's run, and only hers.
+		natstest.Eventually(t, 20*time.Second, func() error {
+			for _, r := range listed() {
+				if r.RunID == id && r.Stored {
+					return nil
+				}
+			}
+			return fmt.Errorf("no stored export of run %s", id)
+		})
+		for _, all := range [][]string{nil, {"--all"}} {
+			recs := listed(all...)
+			if len(recs) != 1 || recs[0].RunID != id || recs[0].Principal != principal || recs[0].Tenant != tenant {
+				t.Fatalf("exports list %v = %+v, want only run %s of %s", all, recs, id, principal)
+			}
+		}
+		data := mustOps("exports", "get", id)
+		var traj struct {
+			RunID     string         `json:"run_id"`
+			Principal string         `json:"principal"`
+			Redaction map[string]any `json:"redaction"`
+		}
+		if err := json.Unmarshal(data, &traj); err != nil || traj.RunID != id || traj.Principal != principal {
+			t.Fatalf("exports get: %v %s", err, data)
+		}
+		if bytes.Contains(data, []byte(secret)) || !bytes.Contains(data, []byte("builtin:aws_access_key_id")) {
+			t.Fatalf("exports get: the seeded key is stored, or its redaction not recorded: %s", data)
+		}
+		if out := mustOps("exports", "verify", id); !strings.Contains(string(out), ": ok, sha256 ") {
+			t.Fatalf("exports verify: %s", out)
+		}
+
+		// Withdrawal expires it; the sweep, on the operator's request,
+		// removes the bytes and then the record.
+		if out := mustOps("consent", "withdraw", "--principal", principal); !strings.Contains(string(out), "withdrawn") {
+			t.Fatalf("consent withdraw: %s", out)
+		}
+		if out := mustOps("exports", "sweep"); !strings.HasPrefix(string(out), "swept 1, failed 0, pending 0") {
+			t.Fatalf("exports sweep: %s", out)
+		}
+		if recs := listed("--all"); len(recs) != 0 {
+			t.Fatalf("exports list after the sweep = %+v, want none", recs)
+		}
+		if out, err := ops("exports", "get", id); err == nil {
+			t.Fatalf("exports get of a swept export: %s", out)
+		}
+		_, ojs, _ := m.connect(t, observer)
+		obs, err := ojs.ObjectStore(ctx, "agentmesh_trajectories")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lister, err := obs.List(ctx)
+		if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+			t.Fatal(err)
+		}
+		if len(lister) != 0 {
+			t.Fatalf("object store after the sweep: %d objects, want none (%s)", len(lister), lister[0].Name)
+		}
+	})
+
+	t.Run("tenant cannot read consent, exports, redaction rules or trajectories, nor sweep", func(t *testing.T) {
+		terrs.take()
+		for _, js := range []jetstream.JetStream{tjs, defaultJS} {
+			prefix := tenantAPIPrefix
+			if js == defaultJS {
+				prefix = "$JS.API"
+			}
+			for _, bucket := range []string{"agentmesh_consent", "agentmesh_exports", "agentmesh_redaction"} {
+				denied(t, terrs, prefix+".STREAM.INFO.KV_"+bucket, func(ctx context.Context) error {
+					_, err := js.KeyValue(ctx, bucket)
+					return err
+				})
+			}
+			denied(t, terrs, prefix+".STREAM.INFO.OBJ_agentmesh_trajectories", func(ctx context.Context) error {
+				_, err := js.ObjectStore(ctx, "agentmesh_trajectories")
+				return err
+			})
+		}
+		// Reads and writes without opening the buckets.
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_consent.$KV.agentmesh_consent.acme.alice")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.MSG.GET.KV_agentmesh_consent")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_exports.$KV.agentmesh_exports.acme.r1")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.MSG.GET.KV_agentmesh_exports")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_redaction.$KV.agentmesh_redaction.acme")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.OBJ_agentmesh_trajectories.$O.agentmesh_trajectories.M.x")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".CONSUMER.CREATE.OBJ_agentmesh_trajectories.snoop.$O.agentmesh_trajectories.C.x")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".CONSUMER.CREATE.KV_agentmesh_exports.snoop.$KV.agentmesh_exports.>")
+		deniedPublish(t, tnc, terrs, "$KV.agentmesh_consent.acme.alice")
+		deniedPublish(t, tnc, terrs, "$KV.agentmesh_redaction.acme")
+		deniedPublish(t, tnc, terrs, "$O.agentmesh_trajectories.M.x")
+		deniedSubscribe(t, tnc, terrs, "$O.agentmesh_trajectories.>")
+		denied(t, terrs, "agentmesh.exports.sweep", func(ctx context.Context) error {
+			_, err := tnc.RequestWithContext(ctx, "agentmesh.exports.sweep", nil)
+			return err
+		})
+	})
+
+	t.Run("the operator cannot write export records or trajectories, nor read runs", func(t *testing.T) {
+		nc, _, errs := m.connect(t, "ops", nats.CustomInboxPrefix("_INBOX_ops"))
+		deniedPublish(t, nc, errs, "$KV.agentmesh_exports.acme.r1")
+		deniedPublish(t, nc, errs, "$O.agentmesh_trajectories.M.x")
+		deniedPublish(t, nc, errs, "$JS.API.STREAM.PURGE.OBJ_agentmesh_trajectories")
+		deniedPublish(t, nc, errs, "$JS.API.STREAM.INFO.KV_agentmesh_runs")
+		deniedPublish(t, nc, errs, "$JS.API.DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs.acme.r1")
+		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop.agentmesh.events.acme.>")
 	})
 
 	t.Run("tenant cannot submit for another tenant", func(t *testing.T) {
