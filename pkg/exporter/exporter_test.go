@@ -1,0 +1,165 @@
+package exporter_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/consent"
+	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/trajstore"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	js      jetstream.JetStream
+	x       *exporter.Exporter
+	consent *consent.Store
+	records *exports.Records
+	store   trajstore.Store
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	srv := natstest.RunJetStream(t)
+	nc, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	names := subject.Names{}
+	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	d := service.Deps{NC: nc, JS: js, Names: names, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+	store, err := exporter.OpenStore(ctx, js, names, exports.Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := exporter.New(ctx, d, store, exporter.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := x.WatchRules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	grants, err := consent.Open(ctx, js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := exports.Open(ctx, js, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{js: js, x: x, consent: grants, records: records, store: store}
+}
+
+// publish stores the events of run with the given seqs (a terminal status
+// last) and returns its ended, consented record.
+func (f fixture) publish(t *testing.T, runID string, rev uint64, seqs ...uint64) wire.RunRecord {
+	t.Helper()
+	now := time.Now()
+	for i, seq := range seqs {
+		ev := wire.Event{V: wire.Version, RunID: runID, Seq: seq, TS: now.UnixNano(), Kind: wire.KindChunk,
+			Chunk: &wire.Chunk{Type: wire.ChunkText, Content: "hello"}}
+		if i == len(seqs)-1 {
+			ev.Kind, ev.Chunk, ev.Status = wire.KindStatus, nil, &wire.Status{State: wire.StateSucceeded}
+		}
+		b, err := wire.Marshal(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := nats.NewMsg(subject.Names{}.Events("acme", runID))
+		msg.Data = b
+		if _, err := f.js.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return wire.RunRecord{V: wire.Version, RunID: runID, Tenant: "acme", Principal: "alice", Profile: "fixture", Adapter: "fixture",
+		RequestDigest: "d", Pin: &wire.Pin{Provider: "fixture", Model: "fixture-1", ProfileHash: "h", RegistryVersion: "r"},
+		State: wire.StateSucceeded, Consent: true, ConsentRev: rev, Created: now.UnixMilli(), Updated: now.UnixMilli()}
+}
+
+// TestExportOnce: exporting a run again (a redelivery, a second exporter)
+// gives one record and one object.
+func TestExportOnce(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	g, err := f.consent.Grant(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := f.publish(t, "r1", g.Rev, 1, 2, 3)
+	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Exported {
+		t.Fatalf("first export: %s, %v", out, err)
+	}
+	first, err := f.records.Get(ctx, "acme", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Duplicate {
+		t.Fatalf("second export: %s, %v; want duplicate", out, err)
+	}
+	again, err := f.records.Get(ctx, "acme", "r1")
+	if err != nil || again.Rev != first.Rev {
+		t.Fatalf("record after the second export: %+v, %v; want it untouched", again, err)
+	}
+}
+
+// TestExportIncomplete: a run whose first events aged out is counted
+// incomplete and not exported, not exported half.
+func TestExportIncomplete(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	g, err := f.consent.Grant(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, seqs := range map[string][]uint64{"aged": {3, 4, 5}, "gap": {1, 2, 4}} {
+		rec := f.publish(t, name, g.Rev, seqs...)
+		if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Incomplete {
+			t.Errorf("%s: %s, %v; want incomplete", name, out, err)
+		}
+		if _, err := f.records.Get(ctx, "acme", name); !errors.Is(err, exports.ErrNotFound) {
+			t.Errorf("%s: export record %v; want none", name, err)
+		}
+	}
+}
+
+// TestExportWithdrawnBefore: a withdrawal after the run's grant and
+// before its export means no export.
+func TestExportWithdrawnBefore(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	g, err := f.consent.Grant(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := f.publish(t, "r1", g.Rev, 1, 2)
+	if _, err := f.consent.Withdraw(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.consent.Grant(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Withdrawn {
+		t.Fatalf("export: %s, %v; want withdrawn", out, err)
+	}
+	if _, err := f.records.Get(ctx, "acme", "r1"); !errors.Is(err, exports.ErrNotFound) {
+		t.Fatalf("export record %v; want none", err)
+	}
+}
