@@ -100,6 +100,15 @@ func runAs(t *testing.T, c *client.Client, principal string, req any) string {
 		t.Fatal(err)
 	}
 	collect(t, c, id)
+	// The record follows the terminal event (the ending protocol); the
+	// exporters react to the record.
+	natstest.Eventually(t, 10*time.Second, func() error {
+		rec, err := c.Status(context.Background(), tenant, id)
+		if err == nil && !rec.State.Terminal() {
+			err = fmt.Errorf("record of %s is %s", id, rec.State)
+		}
+		return err
+	})
 	return id
 }
 
