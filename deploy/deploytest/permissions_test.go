@@ -767,6 +767,55 @@ func TestDeployPermissions(t *testing.T) {
 		if out := mustOps("exports", "verify", id); !strings.Contains(string(out), ": ok, sha256 ") {
 			t.Fatalf("exports verify: %s", out)
 		}
+		// The same reads in this process on an ops connection, whose
+		// asynchronous errors are seen: listing keys and reading chunks
+		// go through ordered consumers that the reader deletes when done.
+		// A refused delete would leave them (and a refused request shows
+		// as a violation on the connection).
+		onc, opsJS, oerrs := m.connect(t, "ops", nats.CustomInboxPrefix("_INBOX_ops"))
+		records, err := exports.Open(ctx, opsJS, subject.Names{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, who := range []string{tenant, ""} {
+			if entries, err := records.List(ctx, who); err != nil || len(entries) != 1 || entries[0].Record.RunID != id {
+				t.Fatalf("list exports of %q as ops: %+v, %v", who, entries, err)
+			}
+		}
+		e, err := records.Get(ctx, tenant, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opsStore, err := exporter.OpenStore(ctx, opsJS, subject.Names{}, exports.Settings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := opsStore.Get(ctx, e.Record.Object); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("get %s as ops: %v (%d bytes, the CLI got %d)", e.Record.Object, err, len(got), len(data))
+		}
+		_, ojs, _ := m.connect(t, observer)
+		for _, stream := range []string{"KV_agentmesh_exports", "OBJ_agentmesh_trajectories"} {
+			st, err := ojs.Stream(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			natstest.Eventually(t, 2*time.Second, func() error {
+				info, err := st.Info(ctx)
+				if err != nil {
+					return err
+				}
+				if info.State.Consumers != 0 {
+					return fmt.Errorf("%s: %d consumers left after the operator's reads, want 0", stream, info.State.Consumers)
+				}
+				return nil
+			})
+		}
+		if err := onc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range oerrs.take() {
+			t.Errorf("ops connection: %v", err)
+		}
 
 		// Withdrawal expires it; the sweep, on the operator's request,
 		// removes the bytes and then the record.
@@ -782,7 +831,6 @@ func TestDeployPermissions(t *testing.T) {
 		if out, err := ops("exports", "get", id); err == nil {
 			t.Fatalf("exports get of a swept export: %s", out)
 		}
-		_, ojs, _ := m.connect(t, observer)
 		obs, err := ojs.ObjectStore(ctx, "agentmesh_trajectories")
 		if err != nil {
 			t.Fatal(err)
