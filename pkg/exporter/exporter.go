@@ -216,7 +216,8 @@ func (x *Exporter) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	keep := time.NewTicker(x.cfg.AckWait / 3)
 	done := make(chan struct{})
-	go func() {
+	var beating sync.WaitGroup
+	beating.Go(func() {
 		for {
 			select {
 			case <-keep.C:
@@ -225,10 +226,11 @@ func (x *Exporter) handle(ctx context.Context, msg jetstream.Msg) {
 				return
 			}
 		}
-	}()
+	})
 	outcome, err := x.Export(ctx, rec)
-	keep.Stop()
 	close(done)
+	beating.Wait() // no in-progress ack after the settle below
+	keep.Stop()
 	x.d.Metrics.Exports.WithLabelValues(string(outcome)).Inc()
 	if err != nil {
 		n := uint64(1)
