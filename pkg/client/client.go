@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -137,33 +138,80 @@ func NewRunID() string { return nuid.Next() }
 // the failover lasts. On an error that is not a failover's (permissions, a
 // missing stream) it returns at once.
 func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error) {
+	msg, err := c.submission(&req)
+	if err != nil {
+		return "", err
+	}
+	if err := c.publish(ctx, msg); err != nil {
+		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
+	}
+	return req.RunID, nil
+}
+
+// Start submits req as Submit does and returns its events as Events(ctx,
+// tenant, runID, 1) would, with the follower's consumer created while the
+// submission is published rather than after it: a run's first events are
+// not held up behind a consumer create. Iterate the events (or break out
+// of them) to release that consumer; one never iterated is forgotten by
+// the server a few seconds after it was created.
+func (c *Client) Start(ctx context.Context, req wire.RunRequest) (string, iter.Seq2[wire.Event, error], error) {
+	msg, err := c.submission(&req)
+	if err != nil {
+		return "", nil, err
+	}
+	f := c.newFollower(req.Tenant, req.RunID, 1)
+	var (
+		cons    jetstream.Consumer
+		consErr error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { cons, consErr = f.consumer(ctx) })
+	pubErr := c.publish(ctx, msg)
+	wg.Wait()
+	if consErr == nil {
+		f.pre = cons
+	}
+	if pubErr != nil {
+		if consErr == nil {
+			f.release(ctx, cons)
+		}
+		return "", nil, fmt.Errorf("submit %s: %w", req.RunID, pubErr)
+	}
+	return req.RunID, c.iterate(ctx, f), nil
+}
+
+// submission validates req at the edge and builds its message.
+func (c *Client) submission(req *wire.RunRequest) (*nats.Msg, error) {
 	if req.RunID == "" {
 		req.RunID = NewRunID()
 	}
 	req.V = wire.Version
 	for _, f := range []struct{ name, v string }{{"run_id", req.RunID}, {"tenant", req.Tenant}, {"principal", req.Principal}} {
 		if err := subject.ValidToken(f.name, f.v); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	if req.Conversation != "" {
 		if err := subject.ValidToken("conversation", req.Conversation); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
-	b, err := wire.Marshal(&req)
+	b, err := wire.Marshal(req)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	msg := nats.NewMsg(c.names.Submit(req.Tenant))
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(req.Tenant, req.RunID))
-	if _, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	return msg, nil
+}
+
+// publish publishes a submission through a failover (see Submit).
+func (c *Client) publish(ctx context.Context, msg *nats.Msg) error {
+	_, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return c.js.PublishMsg(ctx, msg)
-	}); err != nil {
-		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
-	}
-	return req.RunID, nil
+	})
+	return err
 }
 
 // Events yields a run's events in order, starting at seq from (1 for the
@@ -181,8 +229,16 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 // status is stored before it, so a gap still open when the terminal status
 // arrives is an error.
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
+	return c.iterate(ctx, c.newFollower(tenant, runID, from))
+}
+
+func (c *Client) newFollower(tenant, runID string, from uint64) *follower {
+	return &follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1), ahead: map[uint64]wire.Event{}}
+}
+
+// iterate yields f's run's events (see Events).
+func (c *Client) iterate(ctx context.Context, f *follower) iter.Seq2[wire.Event, error] {
 	return func(yield func(wire.Event, error) bool) {
-		f := follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1), ahead: map[uint64]wire.Event{}}
 		var b jsretry.Backoff
 		for {
 			read := f.read
@@ -202,7 +258,7 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 			// wait a little before the next, so a failover that lasts is
 			// not met with a create request in a tight loop.
 			if err := b.Wait(ctx); err != nil {
-				yield(wire.Event{}, fmt.Errorf("follow %s: %w", runID, err))
+				yield(wire.Event{}, fmt.Errorf("follow %s: %w", f.runID, err))
 				return
 			}
 		}
@@ -226,6 +282,7 @@ type follower struct {
 	ahead         map[uint64]wire.Event // arrived before an event with a lower seq
 	streamSeq     uint64                // of the last event read; 0 before the first
 	read          int                   // events read over all consumers
+	pre           jetstream.Consumer    // created ahead of the first follow (Start)
 }
 
 // consumer creates the follower's next consumer: in memory, on one
@@ -267,21 +324,22 @@ const (
 // (followIdle), the consumer going away (followLost), or an error.
 func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) bool) (followNext, error) {
 	c := f.c
-	cons, err := f.consumer(ctx)
-	if err != nil {
-		return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
+	cons := f.pre
+	f.pre = nil
+	if cons == nil {
+		var err error
+		if cons, err = f.consumer(ctx); err != nil {
+			return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
+		}
 	}
-	msgs, err := cons.Messages(jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	msgs, err := cons.Messages(jetstream.WithMessagesErrOnMissingHeartbeat(true), jetstream.PullMaxMessages(followBuffer))
 	if err != nil {
+		f.release(ctx, cons)
 		return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
 	}
 	defer func() {
 		msgs.Stop()
-		// Free the server-side consumer now: a stream allows a bounded
-		// number of consumers, and a client may follow many runs.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		_ = c.js.DeleteConsumer(dctx, c.names.EventsStream(), cons.CachedInfo().Name)
-		cancel()
+		f.release(ctx, cons)
 	}()
 	stop := context.AfterFunc(ctx, msgs.Stop)
 	defer stop()
@@ -338,6 +396,19 @@ func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) boo
 		}
 	}
 }
+
+// release deletes a consumer of the follower's now: a stream allows a
+// bounded number of consumers, and a client may follow many runs.
+func (f *follower) release(ctx context.Context, cons jetstream.Consumer) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	_ = f.c.js.DeleteConsumer(dctx, f.c.names.EventsStream(), cons.CachedInfo().Name)
+	cancel()
+}
+
+// followBuffer bounds the events one follower pulls ahead of its reader
+// (nats.go's default is 500 messages): a client following a thousand runs
+// holds at most this many of each in memory.
+const followBuffer = 64
 
 // maxAhead bounds the events Events holds back waiting for a lower seq.
 const maxAhead = 1024

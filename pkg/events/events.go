@@ -80,18 +80,25 @@ func (l *Log) New(tenant, runID string) *Writer {
 // read from the stream's leader (see Last). It returns ErrEnded if the
 // run's last event is terminal.
 func (l *Log) Open(ctx context.Context, tenant, runID string) (*Writer, error) {
+	w, _, err := l.OpenLast(ctx, tenant, runID)
+	return w, err
+}
+
+// OpenLast is Open that also returns the run's last event (zero if the
+// run has none).
+func (l *Log) OpenLast(ctx context.Context, tenant, runID string) (*Writer, wire.Event, error) {
 	w := l.New(tenant, runID)
 	ev, seq, err := l.Last(ctx, tenant, runID)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return w, nil
+		return w, wire.Event{}, nil
 	case err != nil:
-		return nil, err
+		return nil, wire.Event{}, err
 	case ev.Terminal():
-		return nil, fmt.Errorf("%w: %s is %s", ErrEnded, runID, ev.Status.State)
+		return nil, ev, fmt.Errorf("%w: %s is %s", ErrEnded, runID, ev.Status.State)
 	}
 	w.seq, w.last = ev.Seq, seq
-	return w, nil
+	return w, ev, nil
 }
 
 // Writer publishes one run's events. It is not safe for concurrent use: a

@@ -72,7 +72,12 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 		case rec.State == wire.StateRouted:
 			// Queued: no runner owns it. The fenced terminal decides between
 			// this cancel and a runner's fenced claim of the run.
-			done, err := r.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted }, cancelled)
+			done, err := r.store.EndQueued(ctx, tenant, runID, cancelled)
+			if errors.Is(err, runs.ErrInTransition) {
+				// Its routed status, or a runner's claim, is on its way.
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			if err != nil {
 				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel queued run %s: %v", runID, err).Retry()
 				return reply

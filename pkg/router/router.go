@@ -298,44 +298,128 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 	}
 	now := time.Now()
 	rec := wire.RunRecord{RunID: runID, Tenant: tenant, RequestDigest: digest(msg.Data()), Created: now.UnixMilli()}
+	adapterName := "none"
 	if problem == nil {
 		rec.Principal, rec.Profile, rec.Conversation = rr.Principal, rr.Profile, rr.Conversation
 		if err := r.stamp(ctx, &rec, &rr); err != nil {
 			return err
 		}
-	}
-	run, w, routed, err := r.open(ctx, msg, rec)
-	if err != nil || w == nil {
-		return err
-	}
-	if problem != nil {
-		return r.reject(ctx, w, run, problem, "none")
-	}
-	wk, p, verr := r.validate(ctx, tenant, &rr, now)
-	if verr == nil {
-		verr = r.dispatch(ctx, p, wk)
-	}
-	if verr != nil {
-		var we *wire.Error
-		if !errors.As(verr, &we) {
-			return verr // infrastructure failure: try again later
+		wk, p, err := r.validate(ctx, tenant, &rr, now)
+		if err == nil {
+			err = r.admit(ctx, p)
 		}
-		adapterName := "none"
+		if err == nil {
+			return r.dispatchNew(ctx, msg, rec, wk, p)
+		}
+		if !errors.As(err, &problem) {
+			return err // infrastructure failure: try again later
+		}
 		if p != nil {
 			adapterName = p.Adapter
 		}
-		if we.Class == wire.AdmissionRejected {
+		if problem.Class == wire.AdmissionRejected {
 			r.d.Metrics.AdmissionRejections.WithLabelValues(adapterName).Inc()
 		}
-		return r.reject(ctx, w, run, we, adapterName)
 	}
-	if !routed {
-		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+	run, w, _, err := r.open(ctx, msg, rec)
+	if err != nil || w == nil {
+		return err
+	}
+	return r.reject(ctx, w, run, problem, adapterName)
+}
+
+// dispatchNew routes a validated run on the fast path: its record is
+// created routed (pin, adapter, deadline) while its accepted status is
+// published, fenced on the run having no events (both at once); then its
+// routed status; then the work, carrying the handoff, so the runner of
+// its first delivery claims it without reading. A resubmission, or a
+// redelivery of a submission whose router stopped half way, finds the
+// record or the events there and goes on where they are (resume).
+func (r *Router) dispatchNew(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord, wk wire.Work, p *profile.Profile) error {
+	rec.State, rec.Pin, rec.Adapter, rec.Deadline = wire.StateRouted, &wk.Pin, wk.Adapter, wk.Deadline
+	var (
+		run       runs.Run
+		createErr error
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() { run, createErr = r.store.Create(ctx, rec) })
+	w := r.store.Events().New(rec.Tenant, rec.RunID)
+	acceptErr := w.StatusFenced(ctx, wire.Status{State: wire.StateAccepted})
+	wg.Wait()
+	switch {
+	case errors.Is(createErr, runs.ErrExists) || errors.Is(acceptErr, events.ErrFenced):
+		return r.resume(ctx, msg, rec, wk, p, createErr == nil)
+	case createErr != nil:
+		return createErr
+	case acceptErr != nil:
+		return acceptErr
+	}
+	return r.finish(ctx, w, run, wk, p)
+}
+
+// resume continues a run whose record or events already exist: only a
+// redelivery of the submission that created them (or this very attempt,
+// created) with the same bytes, while the run is still being routed;
+// anything else is a duplicate, done with.
+func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord, wk wire.Work, p *profile.Profile, created bool) error {
+	run, err := r.store.Get(ctx, rec.Tenant, rec.RunID)
+	if err != nil {
+		return err // not found: the create is still on its way; try again
+	}
+	md, _ := msg.Metadata()
+	redelivered := md != nil && md.NumDelivered >= 2
+	st := run.Record.State
+	if (st != wire.StateAccepted && st != wire.StateRouted) || (!redelivered && !created) || run.Record.RequestDigest != rec.RequestDigest {
+		r.d.Log.Debug("duplicate submission", "run_id", rec.RunID, "tenant", rec.Tenant)
+		return nil
+	}
+	w, last, err := r.store.Events().OpenLast(ctx, rec.Tenant, rec.RunID)
+	if errors.Is(err, events.ErrEnded) {
+		_, err = r.store.Ended(ctx, rec.Tenant, rec.RunID) // repairs the record
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case w.Seq() == 0:
+		if err := w.StatusFenced(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
+			return err
+		}
+	case w.Seq() > 2 || (w.Seq() == 2 && (last.Status == nil || last.Status.State != wire.StateRouted)):
+		return nil // past routing: a runner has it
+	}
+	if st == wire.StateAccepted {
+		// Created by the reject path's open, then validated after all.
+		if run, err = r.store.Route(ctx, run, &wk.Pin, wk.Adapter, wk.Deadline); err != nil {
 			return err
 		}
 	}
-	if _, err := r.store.Route(ctx, run, &wk.Pin, wk.Adapter, wk.Deadline); err != nil {
-		return err
+	return r.finish(ctx, w, run, wk, p)
+}
+
+// finish publishes the routed status, unless stored already, and
+// dispatches the work with its handoff. A queue found full only now ends
+// the run rejected after routed.
+func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk wire.Work, p *profile.Profile) error {
+	if w.Seq() < 2 {
+		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+			if errors.Is(err, events.ErrDuplicate) || errors.Is(err, events.ErrFenced) {
+				return nil // another writer (a cancel) ended the run first
+			}
+			return err
+		}
+	}
+	wk.Handoff = &wire.Handoff{Record: run.Record, Rev: run.Rev, Seq: w.Seq(), StreamSeq: w.Last()}
+	if err := r.dispatch(ctx, p, wk); err != nil {
+		var we *wire.Error
+		if !errors.As(err, &we) {
+			return err // infrastructure failure: try again later (resume)
+		}
+		if we.Class == wire.AdmissionRejected {
+			r.d.Metrics.AdmissionRejections.WithLabelValues(p.Adapter).Inc()
+		}
+		return r.reject(ctx, w, run, we, p.Adapter)
 	}
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
 	return nil
@@ -546,26 +630,13 @@ func checkLabels(labels map[string]string) error {
 	return nil
 }
 
-// dispatch publishes the work item. A full queue is AdmissionRejected:
-// the tenant's own queue for the adapter (the work stream's per-subject
-// bound, exact) or the adapter's queue over all tenants
-// (AdapterQueueMax and the profile's max_waiting, checked against a count
-// at most depthTTL old, so concurrent routers can pass it by a few).
+// dispatch publishes the work item. The tenant's own queue for the
+// adapter full (the work stream's per-subject bound, exact) is
+// AdmissionRejected.
 func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work) error {
 	b, err := wire.Marshal(&wk)
 	if err != nil {
 		return wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
-	}
-	bound := r.cfg.AdapterQueueMax
-	if p.Policy.MaxWaiting > 0 {
-		bound = min(bound, int64(p.Policy.MaxWaiting))
-	}
-	n, err := r.queued(ctx, string(p.Transport), p.Adapter)
-	if err != nil {
-		return err
-	}
-	if n >= uint64(bound) {
-		return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full (%d waiting over all tenants, bound %d)", p.Adapter, n, bound)
 	}
 	msg := nats.NewMsg(r.d.Names.Work(string(p.Transport), p.Adapter, wk.Tenant))
 	msg.Data = b
@@ -578,6 +649,25 @@ func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work)
 		return fmt.Errorf("dispatch %s: %w", wk.RunID, err)
 	}
 	r.depth.add(p.Adapter)
+	return nil
+}
+
+// admit checks the adapter's queue over all tenants (AdapterQueueMax and
+// the profile's max_waiting) against a count at most depthTTL old, so
+// concurrent routers can pass it by a few; a full one is
+// AdmissionRejected before anything of the run is written.
+func (r *Router) admit(ctx context.Context, p *profile.Profile) error {
+	bound := r.cfg.AdapterQueueMax
+	if p.Policy.MaxWaiting > 0 {
+		bound = min(bound, int64(p.Policy.MaxWaiting))
+	}
+	n, err := r.queued(ctx, string(p.Transport), p.Adapter)
+	if err != nil {
+		return err
+	}
+	if n >= uint64(bound) {
+		return wire.Errorf(wire.AdmissionRejected, "queue of adapter %s is full (%d waiting over all tenants, bound %d)", p.Adapter, n, bound)
+	}
 	return nil
 }
 

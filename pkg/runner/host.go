@@ -199,25 +199,7 @@ func (h *Host) Run(ctx context.Context) error {
 	var workers sync.WaitGroup
 	for _, name := range h.adapters.Names() {
 		a, _ := h.adapters.Get(name)
-		cons := h.cons[name]
-		for range h.maxActive(name) {
-			workers.Go(func() {
-				for ctx.Err() == nil {
-					msg, err := cons.Next(jetstream.FetchMaxWait(time.Second))
-					if err != nil {
-						if !idle(err) && ctx.Err() == nil {
-							h.d.Log.Warn("fetch work", "adapter", name, "err", err)
-							select {
-							case <-ctx.Done():
-							case <-time.After(time.Second):
-							}
-						}
-						continue
-					}
-					h.execute(execCtx, a, msg)
-				}
-			})
-		}
+		workers.Go(func() { h.pull(ctx, execCtx, a, &workers) })
 	}
 	h.d.Health.Add("runner-"+h.cfg.ID, service.ConnCheck(h.d.NC))
 	<-ctx.Done()
@@ -230,6 +212,57 @@ func (h *Host) Run(ctx context.Context) error {
 		<-finished
 	}
 	return nil
+}
+
+// pull takes one adapter's work until ctx ends: one pull request at a
+// time per adapter and process (the server bounds a consumer's waiting
+// pulls), asking for as many items as the adapter has free slots of its
+// max active, and executing each on its own goroutine (owned by workers)
+// that frees its slot when done.
+func (h *Host) pull(ctx, execCtx context.Context, a adapter.Adapter, workers *sync.WaitGroup) {
+	name := a.Name()
+	cons := h.cons[name]
+	n := h.maxActive(name)
+	slots := make(chan struct{}, n)
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		k := 1
+	free:
+		for k < n {
+			select {
+			case slots <- struct{}{}:
+				k++
+			default:
+				break free
+			}
+		}
+		batch, err := cons.Fetch(k, jetstream.FetchMaxWait(time.Second))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				workers.Go(func() {
+					defer func() { <-slots }()
+					h.execute(execCtx, a, msg)
+				})
+			}
+			err = batch.Error()
+		}
+		for range k - got {
+			<-slots
+		}
+		if err != nil && !idle(err) && ctx.Err() == nil {
+			h.d.Log.Warn("fetch work", "adapter", name, "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
 }
 
 // cancelHandler answers the control responder's forwarded cancel for a run

@@ -28,10 +28,6 @@ var (
 	errStalled   = errors.New("transport stalled")
 )
 
-// routingWaits are the pauses before reading again a record the router has
-// not yet marked routed; after them the work is handed back for later.
-var routingWaits = []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond, 16 * time.Millisecond}
-
 // endTimeout bounds the ending of a run (terminal status, record, lease)
 // after the run's own context has ended; publishes inside it retry through
 // a leader election.
@@ -53,11 +49,15 @@ type run struct {
 	run       runs.Run // the record as this attempt last wrote it
 	attempt   int
 	w         *events.Writer
-	lease     *runs.Lease // once committed
+	lease     *runs.Lease // held from the claim
 	committed bool
-	summary   wire.Summary
-	started   time.Time
-	session   string // the session id last stored for the conversation
+	// announced: claimFirst published the running status; runningErr: it
+	// failed to, other than fenced.
+	announced  bool
+	runningErr error
+	summary    wire.Summary
+	started    time.Time
+	session    string // the session id last stored for the conversation
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
 
@@ -93,15 +93,19 @@ func (r *run) deadline() time.Time {
 // attempt policy first (at every delivery, so a run redelivered after its
 // deadline or its last attempt ends instead of running), opens the run's
 // events, and records the claim. It settles the delivery and reports false
-// when the run is not to be executed here.
+// when the run is not to be executed here. On the first delivery of work
+// that carries the router's handoff it reads nothing (claimFirst).
 func (r *run) claim(ctx context.Context) bool {
-	routing := 0
+	if r.pastDeadline(ctx) {
+		return false
+	}
+	if r.work.Handoff != nil && r.d.first {
+		if ok, done := r.claimFirst(ctx); done {
+			return ok
+		}
+	}
 	for {
-		if dl := r.deadline(); !dl.IsZero() && time.Now().After(dl) {
-			r.endUnowned(ctx, "passed its deadline before it could run", func(rec wire.RunRecord) wire.Status {
-				return wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Attempt: rec.Attempt,
-					Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline before it could run", rec.RunID)}
-			})
+		if r.pastDeadline(ctx) {
 			return false
 		}
 		cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
@@ -116,14 +120,6 @@ func (r *run) claim(ctx context.Context) bool {
 			return false
 		}
 		rec := cur.Record
-		if rec.State == wire.StateAccepted && routing < len(routingWaits) {
-			// The router dispatches before it records the run as routed
-			// (so a full queue is a rejection straight from accepted);
-			// that record follows within a round trip or two.
-			time.Sleep(routingWaits[routing])
-			routing++
-			continue
-		}
 		switch {
 		case rec.State.Terminal() || rec.Committed:
 			// Cancelled while queued, or held by the runner that produced
@@ -131,6 +127,8 @@ func (r *run) claim(ctx context.Context) bool {
 			r.d.settle(settleAck, 0)
 			return false
 		case rec.State == wire.StateAccepted:
+			// A router resuming a submission it stopped half way through
+			// (a redelivery) dispatches before it records the run routed.
 			r.d.settle(settleRetry, 50*time.Millisecond)
 			return false
 		case rec.Attempt >= r.work.Policy.MaxAttempts:
@@ -144,7 +142,7 @@ func (r *run) claim(ctx context.Context) bool {
 		}
 		// Open before claiming: a run that cannot be opened now (a leader
 		// election) is handed back without spending an attempt.
-		w, err := r.h.store.Events().Open(ctx, r.work.Tenant, r.work.RunID)
+		w, last, err := r.h.store.Events().OpenLast(ctx, r.work.Tenant, r.work.RunID)
 		if errors.Is(err, events.ErrEnded) {
 			if _, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err != nil {
 				r.h.d.Log.Warn("repair run record", append(r.logger(), "err", err)...)
@@ -157,6 +155,15 @@ func (r *run) claim(ctx context.Context) bool {
 			r.d.settle(settleRetry, time.Second)
 			return false
 		}
+		if runs.HasOutput(last) {
+			// An earlier attempt published output and stopped before its
+			// commit was stored: the run is never executed again.
+			r.endUnowned(ctx, "stopped after its first output", func(rec wire.RunRecord) wire.Status {
+				return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+					Error: wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)}
+			})
+			return false
+		}
 		claimed, err := r.h.store.Claim(ctx, cur, r.h.cfg.ID)
 		if errors.Is(err, runs.ErrChanged) {
 			continue
@@ -166,9 +173,86 @@ func (r *run) claim(ctx context.Context) bool {
 			r.d.settle(settleRetry, time.Second)
 			return false
 		}
-		r.run, r.attempt, r.w = claimed, claimed.Record.Attempt, w
+		lease, err := r.h.store.Hold(ctx, claimed, r.h.cfg.ID)
+		if err != nil {
+			r.h.d.Log.Warn("write lease", append(r.logger(), "err", err)...)
+			r.d.settle(settleRetry, time.Second)
+			return false
+		}
+		r.run, r.attempt, r.w, r.lease = claimed, claimed.Record.Attempt, w, lease
 		return true
 	}
+}
+
+// claimFirst claims the first delivery of work from the router's handoff,
+// without reading: the record claim and the fenced running status are
+// written at once. done is false when the handoff turned out stale (the
+// record or the events moved on): claim then reads what they say.
+func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
+	h := r.work.Handoff
+	if h.Record.Attempt >= r.work.Policy.MaxAttempts || h.Record.State != wire.StateRouted {
+		return false, false
+	}
+	w := r.h.store.Events().Resume(r.work.Tenant, r.work.RunID, h.Seq, h.StreamSeq)
+	var (
+		claimed  runs.Run
+		claimErr error
+		lease    *runs.Lease
+		leaseErr error
+		wg       sync.WaitGroup
+	)
+	routed := runs.Run{Record: h.Record, Rev: h.Rev}
+	wg.Go(func() { claimed, claimErr = r.h.store.Claim(ctx, routed, r.h.cfg.ID) })
+	wg.Go(func() { lease, leaseErr = r.h.store.Hold(ctx, routed, r.h.cfg.ID) })
+	pub, stop := r.publishContext(ctx)
+	defer stop()
+	runErr := w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: h.Record.Attempt + 1})
+	wg.Wait()
+	if lease != nil && (errors.Is(runErr, events.ErrFenced) || claimErr != nil) {
+		// Not this attempt's to run (yet): hand the lease back first.
+		r.h.store.Release(lease)
+	}
+	switch {
+	case errors.Is(runErr, events.ErrFenced):
+		// A cancel ended the queued run, or the handoff is stale.
+		if ended, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err == nil && ended {
+			r.h.d.Log.Debug("run ended before this attempt started", r.logger()...)
+			r.d.settle(settleAck, 0)
+			return false, true
+		}
+		return false, false
+	case errors.Is(claimErr, runs.ErrChanged):
+		return false, false
+	case claimErr != nil:
+		r.h.d.Log.Warn("claim run record", append(r.logger(), "err", claimErr)...)
+		r.d.settle(settleRetry, time.Second)
+		return false, true
+	case leaseErr != nil:
+		r.h.d.Log.Warn("write lease", append(r.logger(), "err", leaseErr)...)
+		r.run = claimed
+		r.d.settle(settleRetry, time.Second)
+		return false, true
+	}
+	r.run, r.attempt, r.w, r.lease = claimed, claimed.Record.Attempt, w, lease
+	if runErr != nil {
+		r.runningErr = runErr
+	} else {
+		r.announced = true
+	}
+	return true, true
+}
+
+// pastDeadline ends a run redelivered after its deadline, timed out, and
+// reports whether it did.
+func (r *run) pastDeadline(ctx context.Context) bool {
+	if dl := r.deadline(); dl.IsZero() || !time.Now().After(dl) {
+		return false
+	}
+	r.endUnowned(ctx, "passed its deadline before it could run", func(rec wire.RunRecord) wire.Status {
+		return wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Attempt: rec.Attempt,
+			Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline before it could run", rec.RunID)}
+	})
+	return true
 }
 
 // endUnowned ends a run this delivery found unable to run (past its
@@ -218,17 +302,27 @@ func (r *run) exec(parent context.Context) {
 		cancel(errCancelled)
 	}
 	r.mu.Unlock()
+	r.lease.Keep(func(err error) {
+		r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
+		cancel(errLeaseLost)
+	})
 
 	pub, stopPub := r.publishContext(ctx)
 	defer stopPub()
 	// The running status is this attempt's claim on the run's events:
 	// fenced, so it cannot land after a cancel or the sweeper ended the run.
-	if err := r.w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: r.attempt}); err != nil {
+	// claimFirst published it already, or tried to.
+	err := r.runningErr
+	if !r.announced && err == nil {
+		err = r.w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: r.attempt})
+	}
+	if err != nil {
 		if errors.Is(err, events.ErrFenced) {
 			// A cancel ended the queued run, or another delivery's attempt
 			// claimed it since this one read its events.
 			if ended, eerr := r.h.store.Ended(pub, r.work.Tenant, r.work.RunID); eerr == nil && ended {
 				r.h.d.Log.Debug("run ended before this attempt started", r.logger()...)
+				r.releaseLease()
 				r.d.settle(settleAck, 0)
 				return
 			}
@@ -391,33 +485,47 @@ func (r *run) saveCheckpoint(ctx context.Context) {
 }
 
 // commit crosses the first-output boundary: from here the run is never
-// replayed. The lease and the record say so before the chunk is
-// published, so a runner dying in between is failed by the sweeper, never
-// re-executed; the chunk itself is fenced after the running status, so it
-// cannot land after another writer ended the run.
+// replayed. The record's commit and the first chunk are written at once
+// (the lease is held since the claim). The chunk is fenced after the
+// running status, so it cannot land after another writer ended the run;
+// a runner that stops before the commit is stored leaves output on the
+// run's events, which the sweeper (once the lease expires) and the next
+// delivery of its work find, so it is never re-executed either.
 func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, first wire.Chunk) error {
-	committed, lease, err := r.h.store.Commit(ctx, r.run)
-	if errors.Is(err, runs.ErrChanged) {
-		err = fmt.Errorf("%w: commit: %w", errNotOwner, err)
+	var (
+		committed runs.Run
+		commitErr error
+		wg        sync.WaitGroup
+	)
+	wg.Go(func() { committed, commitErr = r.h.store.Commit(ctx, r.run) })
+	chunkErr := r.w.ChunkFenced(pub, first)
+	wg.Wait()
+	if commitErr == nil {
+		r.run = committed
+	}
+	switch {
+	case errors.Is(chunkErr, events.ErrFenced):
+		err := fmt.Errorf("%w: first chunk: %w", errNotOwner, chunkErr)
 		cancel(err)
 		return err
+	case errors.Is(commitErr, runs.ErrChanged):
+		err := fmt.Errorf("%w: commit: %w", errNotOwner, commitErr)
+		cancel(err)
+		return err
+	case chunkErr == nil && commitErr != nil:
+		// The output is out: the run can only end now, failed (fenced after
+		// this runner's own events, so it still may).
+		r.committed = true
+		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", commitErr)
+	case commitErr != nil:
+		// The record is not committed, and the chunk may or may not be
+		// stored: another delivery decides on what the events say.
+		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", commitErr).Retry()
+	case chunkErr != nil:
+		r.committed = true
+		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", chunkErr)
 	}
-	if err != nil {
-		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", err).Retry()
-	}
-	r.run, r.lease, r.committed = committed, lease, true
-	lease.Keep(func(err error) {
-		r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
-		cancel(errLeaseLost)
-	})
-	if err := r.w.ChunkFenced(pub, first); err != nil {
-		if errors.Is(err, events.ErrFenced) {
-			err = fmt.Errorf("%w: first chunk: %w", errNotOwner, err)
-			cancel(err)
-			return err
-		}
-		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", err)
-	}
+	r.committed = true
 	r.d.settle(settleCommit, 0)
 	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.run.Record.Created)).Seconds())
 	return nil
@@ -451,6 +559,7 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 		r.end(wire.Status{State: wire.StateTimedOut, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline", r.work.RunID)})
 	case errors.Is(cause, errShutdown):
 		if !r.committed {
+			r.releaseLease()
 			r.d.settle(settleRelease, 0) // another runner of the pool takes it
 			return
 		}
@@ -484,10 +593,19 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
 		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
+		r.releaseLease()
 		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
 		return
 	}
 	r.end(wire.Status{State: wire.StateFailed, Error: we})
+}
+
+// releaseLease hands back the lease of an attempt that gives its work
+// back before output, before the work is settled.
+func (r *run) releaseLease() {
+	if r.lease != nil {
+		r.h.store.Release(r.lease)
+	}
 }
 
 // abandon gives the run up without publishing: another writer holds it.

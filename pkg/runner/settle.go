@@ -14,8 +14,8 @@ type settlement int
 const (
 	// settleAck: done with the work (the run ended, or is not to run here).
 	settleAck settlement = iota
-	// settleCommit: the run crossed its first output; the ack is confirmed
-	// by the server, so the work is never delivered again.
+	// settleCommit: the run crossed its first output; a redelivery would
+	// find it committed.
 	settleCommit
 	// settleRetry: deliver the work again after a delay.
 	settleRetry
@@ -25,15 +25,13 @@ const (
 	settleTerm
 )
 
-// commitAckTimeout bounds the confirmed ack at the first output.
-const commitAckTimeout = 5 * time.Second
-
 // delivery is one delivery of a work message. From receipt until it is
 // settled it keeps the message in progress every AckWait/3, so work is
 // never redelivered while this runner still holds it — through a cancel's
 // or a deadline's teardown too. It is settled at most once.
 type delivery struct {
-	msg jetstream.Msg
+	msg   jetstream.Msg
+	first bool // the work's first delivery
 
 	once sync.Once
 	stop context.CancelFunc
@@ -44,6 +42,9 @@ type delivery struct {
 func (h *Host) deliver(msg jetstream.Msg) *delivery {
 	ctx, stop := context.WithCancel(context.Background())
 	d := &delivery{msg: msg, stop: stop, done: make(chan struct{})}
+	if md, err := msg.Metadata(); err == nil {
+		d.first = md.NumDelivered == 1
+	}
 	every := h.cfg.AckWait / 3
 	go func() {
 		defer close(d.done)
@@ -72,11 +73,10 @@ func (d *delivery) settle(s settlement, delay time.Duration) {
 		case settleAck:
 			_ = d.msg.Ack()
 		case settleCommit:
-			ctx, cancel := context.WithTimeout(context.Background(), commitAckTimeout)
-			defer cancel()
-			// If the confirmation is lost the record is committed anyway,
-			// so a redelivery is dropped unexecuted.
-			_ = d.msg.DoubleAck(ctx)
+			// A plain ack: if it is lost the record is committed anyway (or
+			// the run's events show its output), so a redelivery is dropped
+			// unexecuted.
+			_ = d.msg.Ack()
 		case settleRetry:
 			_ = d.msg.NakWithDelay(delay)
 		case settleRelease:

@@ -241,10 +241,19 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// Create writes the record of a new run in state accepted. It returns
-// ErrExists if the tenant already has a run with that id.
+// Create writes the record of a new run in state accepted, or routed when
+// rec says so (a router that validated the run before writing anything
+// records it routed at once, with its pin, adapter and deadline). It
+// returns ErrExists if the tenant already has a run with that id.
 func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
-	rec.V, rec.State = wire.Version, wire.StateAccepted
+	switch rec.State {
+	case "":
+		rec.State = wire.StateAccepted
+	case wire.StateAccepted, wire.StateRouted:
+	default:
+		return Run{}, fmt.Errorf("create run record %s: state %s, want accepted or routed", subject.RunKey(rec.Tenant, rec.RunID), rec.State)
+	}
+	rec.V = wire.Version
 	b, err := wire.Marshal(&rec)
 	if err != nil {
 		return Run{}, err
@@ -294,32 +303,50 @@ func (s *Store) Claim(ctx context.Context, r Run, owner string) (Run, error) {
 	return s.put(ctx, rec, r.Rev)
 }
 
-// Commit crosses the first-output boundary for the attempt r: it writes
-// the run's lease and then marks the record committed, so a runner dying
-// after this is failed by the sweeper once the lease expires, never run
-// again. The lease is not renewed until Keep is called. ErrChanged means
-// the attempt no longer holds the run (the lease is removed again).
-func (s *Store) Commit(ctx context.Context, r Run) (Run, *Lease, error) {
-	value, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.Record.RunID, Tenant: r.Record.Tenant, Owner: r.Record.Owner})
+// Hold writes the lease of the attempt r, which owner claimed: from
+// then on, if owner stops renewing it (Keep), the sweeper ends the run
+// once the lease expires if it has published output, and leaves it to
+// the next delivery of its work otherwise. The lease is not renewed until
+// Keep is called.
+func (s *Store) Hold(ctx context.Context, r Run, owner string) (*Lease, error) {
+	value, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.Record.RunID, Tenant: r.Record.Tenant, Owner: owner})
 	if err != nil {
-		return Run{}, nil, err
+		return nil, err
 	}
 	key := r.Key()
 	rev, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.leases.Put(ctx, key, value) })
 	if err != nil {
-		return Run{}, nil, fmt.Errorf("write lease %s: %w", key, err)
+		return nil, fmt.Errorf("write lease %s: %w", key, err)
 	}
 	l := &Lease{s: s, key: key, value: value, rev: rev, done: make(chan struct{})}
 	l.renewed.Store(time.Now().UnixNano())
+	return l, nil
+}
+
+// Release stops renewing l and deletes it: for an attempt that hands its
+// work back before output, before the work is settled (so the next
+// attempt's lease is never the one deleted).
+func (s *Store) Release(l *Lease) {
+	l.Stop()
+	s.deleteLease(l.key)
+}
+
+// Commit marks the record of the attempt r committed: it crossed the
+// first-output boundary and is never run again. The runner writes it
+// while it publishes its first output; one that stops before it is
+// stored leaves the output on the run's events, where the sweeper (when
+// its lease expires) and the next delivery of its work find it
+// (HasOutput). ErrChanged means the attempt no longer holds the run.
+func (s *Store) Commit(ctx context.Context, r Run) (Run, error) {
 	rec := r.Record
 	rec.Committed = true
-	next, err := s.put(ctx, rec, r.Rev)
-	if err != nil {
-		s.deleteLease(key)
-		return Run{}, nil, err
-	}
-	return next, l, nil
+	return s.put(ctx, rec, r.Rev)
 }
+
+// HasOutput reports whether ev, a run's last event, says the run has
+// published output: a chunk (a run's events after its first chunk are
+// chunks and then its terminal status).
+func HasOutput(ev wire.Event) bool { return ev.Kind == wire.KindChunk }
 
 // End ends the run by the ending protocol (the package comment): the
 // terminal status st on w, fenced; then the record; then lease, if not nil,
@@ -381,21 +408,62 @@ func (s *Store) Repair(ctx context.Context, r Run, terminal wire.Event) error {
 // repaired if need be), or one for which cond no longer holds, is false
 // with no error.
 func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, status func(wire.RunRecord) wire.Status) (bool, error) {
+	return s.endUnowned(ctx, tenant, runID, cond, nil, status)
+}
+
+// EndOrphaned ends, like EndUnowned, a run whose lease expired if it has
+// output: its record says committed, or its last event is a chunk (a
+// runner that stopped while its commit was on its way).
+func (s *Store) EndOrphaned(ctx context.Context, tenant, runID string, status func(wire.RunRecord) wire.Status) (bool, error) {
+	return s.endUnowned(ctx, tenant, runID, nil, func(rec wire.RunRecord, last wire.Event) (bool, error) {
+		return rec.Committed || HasOutput(last), nil
+	}, status)
+}
+
+// ErrInTransition is returned by EndQueued for a routed run that a router
+// or a runner is moving on right now: its routed status is not stored
+// yet, or a runner's running status is and its claim of the record is on
+// its way. Ask again shortly.
+var ErrInTransition = errors.New("run is changing hands")
+
+// EndQueued ends a queued run (record routed) for a cancel, like
+// EndUnowned, but never while the run is changing hands (ErrInTransition):
+// a cancel that ended a run a runner has just claimed would not reach
+// that runner, which would go on executing it until its next fenced
+// publish.
+func (s *Store) EndQueued(ctx context.Context, tenant, runID string, status func(wire.RunRecord) wire.Status) (bool, error) {
+	return s.endUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted }, func(rec wire.RunRecord, last wire.Event) (bool, error) {
+		switch {
+		case last.Seq < 2 || (last.Kind == wire.KindStatus && last.Status != nil && last.Status.State == wire.StateRunning):
+			return false, fmt.Errorf("%w: %s", ErrInTransition, subject.RunKey(tenant, runID))
+		}
+		return true, nil
+	}, status)
+}
+
+// endUnowned ends the run if cond (when not nil) holds of its record and
+// then evCond (when not nil) of its record and last event.
+func (s *Store) endUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, evCond func(wire.RunRecord, wire.Event) (bool, error), status func(wire.RunRecord) wire.Status) (bool, error) {
 	for range casRetries {
 		r, err := s.Get(ctx, tenant, runID)
 		if err != nil {
 			return false, err
 		}
-		if r.Record.State.Terminal() || !cond(r.Record) {
+		if r.Record.State.Terminal() || (cond != nil && !cond(r.Record)) {
 			return false, nil
 		}
-		w, err := s.log.Open(ctx, tenant, runID)
+		w, last, err := s.log.OpenLast(ctx, tenant, runID)
 		if errors.Is(err, events.ErrEnded) {
 			_, err := s.Ended(ctx, tenant, runID) // repairs the record
 			return false, err
 		}
 		if err != nil {
 			return false, err
+		}
+		if evCond != nil {
+			if ok, err := evCond(r.Record, last); !ok || err != nil {
+				return false, err
+			}
 		}
 		err = s.End(ctx, w, r, status(r.Record), nil)
 		if errors.Is(err, events.ErrFenced) {

@@ -386,13 +386,12 @@ func (s *Sweeper) expireKey(ctx context.Context, key string) {
 	s.expire(ctx, tenant, runID)
 }
 
-// expire ends a committed run whose lease is gone, if it is still
-// running: fenced, so a runner that ended the run first wins.
+// expire ends a run whose lease is gone, if it has published output
+// (runs.Store.EndOrphaned): fenced, so a runner that ended the run first
+// wins. One without output is left to the next delivery of its work.
 func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
 	var owner string
-	done, err := s.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool {
-		return rec.State == wire.StateRunning && rec.Committed
-	}, func(rec wire.RunRecord) wire.Status {
+	done, err := s.store.EndOrphaned(ctx, tenant, runID, func(rec wire.RunRecord) wire.Status {
 		owner = rec.Owner
 		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)}

@@ -212,6 +212,22 @@ type Work struct {
 	SessionID    string             `msgpack:"session_id,omitempty"`
 	Deadline     int64              `msgpack:"deadline"` // unix ms; 0 means none
 	Policy       AttemptPolicy      `msgpack:"policy"`
+	// Handoff is the run as the router left it when it dispatched the
+	// work, so that the first delivery's runner claims it without reading
+	// the record or the events. Work without one (or a redelivery) is
+	// claimed from what the record and the events say.
+	Handoff *Handoff `msgpack:"handoff,omitempty"`
+}
+
+// Handoff is what a router knew of a run when it dispatched its work.
+type Handoff struct {
+	// Record is the run's record at revision Rev, as the router wrote it.
+	Record RunRecord `msgpack:"record"`
+	Rev    uint64    `msgpack:"rev"`
+	// Seq is the seq of the run's last event (its routed status), stored
+	// at stream sequence StreamSeq of the events stream.
+	Seq       uint64 `msgpack:"seq"`
+	StreamSeq uint64 `msgpack:"stream_seq"`
 }
 
 // RunRecord is the run's entry in the agentmesh_runs bucket under
