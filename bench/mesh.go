@@ -248,13 +248,13 @@ func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error
 // want text chunks. (A fixture script of the benchmarks holds text chunks
 // only; a CLI run adds a system and a result chunk.)
 func (m *Mesh) run(ctx context.Context, prof string, req []byte, want int, first func()) error {
-	id, err := m.client.Submit(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: prof, Request: req})
+	id, evs, err := m.client.Start(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: prof, Request: req})
 	if err != nil {
 		return err
 	}
 	chunks, seen := 0, false
 	var last wire.Event
-	for ev, err := range m.client.Events(ctx, Tenant, id, 1) {
+	for ev, err := range evs {
 		if err != nil {
 			return fmt.Errorf("run %s: %d of %d text chunks received, last event %s: %w", id, chunks, want, describe(last), err)
 		}
