@@ -23,6 +23,8 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := proc.NewLexer(b)
 	var typ, sid, kind string
 	var msg, event []byte
+	var a assistantEvent
+	lexed := false // a is the message, read in place
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
@@ -32,7 +34,13 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		case "error":
 			kind = l.String()
 		case "message":
-			msg = l.Raw()
+			if typ == "assistant" {
+				// The usual order: read the message in place, once.
+				a, lexed = p.lexMessage(&l), true
+				msg = nil
+				continue
+			}
+			msg, lexed = l.Raw(), false
 		case "event":
 			event = l.Raw()
 		default:
@@ -46,8 +54,17 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	var err error
 	switch {
 	case typ == "assistant":
-		a, ok := p.lexAssistant(msg, kind)
-		if !ok {
+		if !lexed {
+			if msg == nil {
+				return nil, false, nil
+			}
+			ml := proc.NewLexer(msg)
+			if a = p.lexMessage(&ml); !ml.End() {
+				return nil, false, nil
+			}
+		}
+		a.kind = kind
+		if !p.checkAssistant(&a) {
 			return nil, false, nil
 		}
 		chunks = p.assistant(&a)
@@ -71,14 +88,11 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	return chunks, true, err
 }
 
-// lexAssistant reads an assistant message as assistantOf does, reusing
-// the parser's block slice.
-func (p *Parser) lexAssistant(msg []byte, kind string) (assistantEvent, bool) {
-	a := assistantEvent{kind: kind, blocks: p.line.blocks[:0]}
-	if msg == nil {
-		return a, false
-	}
-	l := proc.NewLexer(msg)
+// lexMessage reads an assistant message as assistantOf does, reusing the
+// parser's block slice; checkAssistant finishes it. A message without
+// content fails l.
+func (p *Parser) lexMessage(l *proc.Lexer) assistantEvent {
+	a := assistantEvent{blocks: p.line.blocks[:0]}
 	content := false
 	for k := range l.Members() {
 		switch string(k) {
@@ -90,7 +104,7 @@ func (p *Parser) lexAssistant(msg []byte, kind string) (assistantEvent, bool) {
 			content = true
 			a.blocks = a.blocks[:0]
 			for range l.Elements() {
-				b, ok := lexBlock(&l)
+				b, ok := lexBlock(l)
 				if !ok {
 					l.Fail()
 					break
@@ -101,10 +115,16 @@ func (p *Parser) lexAssistant(msg []byte, kind string) (assistantEvent, bool) {
 			l.Skip()
 		}
 	}
-	if !l.Ok() || !content {
-		return a, false
+	if !content {
+		l.Fail()
 	}
 	p.line.blocks = a.blocks
+	return a
+}
+
+// checkAssistant keeps the blocks assistantOf keeps and decodes tool
+// inputs; false for anything assistantOf would fail on.
+func (p *Parser) checkAssistant(a *assistantEvent) bool {
 	synthetic := a.synthetic()
 	n := 0
 	for _, b := range a.blocks {
@@ -116,10 +136,10 @@ func (p *Parser) lexAssistant(msg []byte, kind string) (assistantEvent, bool) {
 		case b.typ == "text" || b.typ == "thinking" || b.typ == "redacted_thinking":
 		case b.typ == "tool_use":
 			if b.id == "" || b.name == "" {
-				return a, false
+				return false
 			}
 		default:
-			return a, false
+			return false
 		}
 		a.blocks[n] = b
 		n++
@@ -135,11 +155,11 @@ func (p *Parser) lexAssistant(msg []byte, kind string) (assistantEvent, bool) {
 		b.raw = nil
 		if raw != nil && string(raw) != "null" {
 			if raw[0] != '{' || json.Unmarshal(raw, &b.input) != nil {
-				return a, false
+				return false
 			}
 		}
 	}
-	return a, true
+	return true
 }
 
 // lexBlock reads one content block: its type, its text (a text block's

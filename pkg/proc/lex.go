@@ -462,12 +462,52 @@ func (l *Lexer) skip(depth int) {
 	}
 	switch l.peek() {
 	case '{':
-		for range l.Members() {
+		l.i++
+		if l.peek() == '}' {
+			l.i++
+			return
+		}
+		for l.ok {
+			if l.peek() != '"' {
+				l.ok = false
+				return
+			}
+			l.skipString()
+			if l.peek() != ':' {
+				l.ok = false
+				return
+			}
+			l.i++
 			l.skip(depth + 1)
+			switch l.peek() {
+			case ',':
+				l.i++
+			case '}':
+				l.i++
+				return
+			default:
+				l.ok = false
+				return
+			}
 		}
 	case '[':
-		for range l.Elements() {
+		l.i++
+		if l.peek() == ']' {
+			l.i++
+			return
+		}
+		for l.ok {
 			l.skip(depth + 1)
+			switch l.peek() {
+			case ',':
+				l.i++
+			case ']':
+				l.i++
+				return
+			default:
+				l.ok = false
+				return
+			}
 		}
 	case '"':
 		l.skipString()
@@ -504,6 +544,10 @@ func (l *Lexer) skipString() {
 	l.i++
 	for l.i < len(l.b) {
 		c := l.b[l.i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			l.i++
+			continue
+		}
 		switch {
 		case c == '"':
 			l.i++
