@@ -7,8 +7,8 @@ BENCHFLAGS ?=
 # Fuzz targets as package:Target. Add a line here when you add a Fuzz function.
 FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
-	./pkg/proc:FuzzDecoder \
-	./pkg/claudecode:FuzzClaudeParser ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
+	./pkg/proc:FuzzDecoder ./pkg/proc:FuzzLexer \
+	./pkg/claudecode:FuzzClaudeParser ./pkg/claudecode:FuzzClaudeLine ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
 	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser \
 	./pkg/redact:FuzzValidate ./pkg/redact:FuzzRedact \
 	./pkg/trajectory:FuzzDecodeTrajectory \

@@ -1,6 +1,7 @@
 package claudecode
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -44,15 +45,20 @@ type Parser struct {
 	ended     bool     // a result or error chunk was produced
 	synthetic *failure // the CLI's synthetic error message, if seen
 
-	units    map[string]bool // complete text units emitted
-	msgID    string          // the assistant message the text units in msgTexts belong to
+	lastUnit string // the last complete text unit emitted
+	msgID    string // the assistant message the text units in msgTexts belong to
 	msgTexts []string
-	tools    map[string]string // tool name by tool id
+	tools    map[string]string // tool name by id, from its tool_use to its result
+	lastTool doneTool          // the tool whose result came last
+
+	line lineState // the fast path's reused buffers (line.go)
 
 	stream partial // the message being streamed with --include-partial-messages
 }
 
 type failure struct{ kind, text string }
+
+type doneTool struct{ id, name string }
 
 // partial is the state of one streamed message: its text and thinking
 // blocks, in order, with what their deltas have emitted.
@@ -70,7 +76,7 @@ type block struct {
 
 // NewParser returns a parser for one attempt.
 func NewParser() *Parser {
-	return &Parser{units: map[string]bool{}, tools: map[string]string{}}
+	return &Parser{tools: map[string]string{}}
 }
 
 // dropSystem are the telemetry-only system subtypes.
@@ -103,13 +109,22 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	case "system":
 		chunks, err = p.system(ev, sid)
 	case "assistant":
-		chunks, err = p.assistant(ev)
+		var a assistantEvent
+		if a, err = assistantOf(ev); err == nil {
+			chunks = p.assistant(&a)
+		}
 	case "user":
-		chunks, err = p.user(ev)
+		var u userEvent
+		if u, err = userOf(ev); err == nil {
+			chunks = p.user(&u)
+		}
 	case "result":
 		chunks, err = p.result(ev, sid)
 	case "stream_event":
-		chunks, err = p.streamEvent(ev)
+		var e streamEvent
+		if e, err = streamEventOf(ev); err == nil {
+			chunks, err = p.streamEvent(&e)
+		}
 	case "":
 		return nil, protocolf("event without a type")
 	default:
@@ -117,6 +132,12 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 			return nil, protocolf("unknown event type %q", typ)
 		}
 	}
+	return p.finish(typ, sid, chunks, err)
+}
+
+// finish is the end of Event for every event: the session id a valid
+// event confirms, and nothing after the result.
+func (p *Parser) finish(typ, sid string, chunks []wire.Chunk, err error) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -166,85 +187,123 @@ func (p *Parser) system(ev map[string]any, sid string) ([]wire.Chunk, error) {
 	return nil, protocolf("unknown system event subtype %q", sub)
 }
 
-func (p *Parser) assistant(ev map[string]any) ([]wire.Chunk, error) {
+// assistantEvent is an assistant event's message as the parser reads it.
+type assistantEvent struct {
+	id, model string
+	kind      string // the event's "error": set on the CLI's synthetic message
+	blocks    []contentBlock
+}
+
+// synthetic reports whether the message is the CLI's own, not the model's.
+func (a *assistantEvent) synthetic() bool { return a.kind != "" || a.model == "<synthetic>" }
+
+// contentBlock is one block of a message's content. For a synthetic
+// message only text blocks are kept.
+type contentBlock struct {
+	typ  string
+	text string // a text block's text, a thinking block's thinking
+	// tool_use
+	id, name string
+	input    map[string]any
+	raw      []byte // the fast path's input, not yet decoded
+	// tool_result
+	isError bool
+	output  any
+}
+
+// assistantOf reads an assistant event, with Event's errors.
+func assistantOf(ev map[string]any) (assistantEvent, error) {
+	var a assistantEvent
 	msg, content, err := message(ev)
 	if err != nil {
-		return nil, err
+		return a, err
 	}
-	model, err := str(msg, "model")
-	if err != nil {
-		return nil, err
+	if a.model, err = str(msg, "model"); err != nil {
+		return a, err
 	}
-	id, err := str(msg, "id")
-	if err != nil {
-		return nil, err
+	if a.id, err = str(msg, "id"); err != nil {
+		return a, err
 	}
-	kind, err := str(ev, "error")
-	if err != nil {
-		return nil, err
+	if a.kind, err = str(ev, "error"); err != nil {
+		return a, err
 	}
-	if kind != "" || model == "<synthetic>" {
-		// The CLI's own message, not the model's: never assistant text.
-		var texts []string
-		for i, b := range content {
-			bm, ok := b.(map[string]any)
-			if !ok {
-				return nil, protocolf("assistant content[%d] is not an object", i)
-			}
-			if t, _ := bm["type"].(string); t == "text" {
-				s, err := str(bm, "text")
-				if err != nil {
-					return nil, err
-				}
-				texts = append(texts, s)
-			}
-		}
-		if kind != "" {
-			p.synthetic = &failure{kind: kind, text: strings.Join(texts, "\n")}
-		}
-		return nil, nil
-	}
-	if id != p.msgID || id == "" {
-		p.msgID, p.msgTexts = id, nil
-	}
-	var chunks []wire.Chunk
+	synthetic := a.synthetic()
 	for i, b := range content {
 		bm, ok := b.(map[string]any)
 		if !ok {
-			return nil, protocolf("assistant content[%d] is not an object", i)
+			return a, protocolf("assistant content[%d] is not an object", i)
+		}
+		if synthetic {
+			if t, _ := bm["type"].(string); t == "text" {
+				s, err := str(bm, "text")
+				if err != nil {
+					return a, err
+				}
+				a.blocks = append(a.blocks, contentBlock{typ: "text", text: s})
+			}
+			continue
 		}
 		bt, err := str(bm, "type")
 		if err != nil {
-			return nil, err
+			return a, err
 		}
 		switch bt {
 		case "text", "thinking":
 			s, err := str(bm, bt)
 			if err != nil {
-				return nil, err
+				return a, err
 			}
-			if s == "" {
+			a.blocks = append(a.blocks, contentBlock{typ: bt, text: s})
+		case "redacted_thinking":
+			a.blocks = append(a.blocks, contentBlock{typ: bt})
+		case "tool_use":
+			c, err := toolUse(bm)
+			if err != nil {
+				return a, err
+			}
+			a.blocks = append(a.blocks, contentBlock{typ: bt, id: c.ToolID, name: c.ToolName, input: c.ToolInput})
+		default:
+			return a, protocolf("unknown assistant content block %q", bt)
+		}
+	}
+	return a, nil
+}
+
+func (p *Parser) assistant(a *assistantEvent) []wire.Chunk {
+	if a.synthetic() {
+		// The CLI's own message, not the model's: never assistant text.
+		if a.kind != "" {
+			texts := make([]string, len(a.blocks))
+			for i, b := range a.blocks {
+				texts[i] = b.text
+			}
+			p.synthetic = &failure{kind: a.kind, text: strings.Join(texts, "\n")}
+		}
+		return nil
+	}
+	if a.id != p.msgID || a.id == "" {
+		p.msgID, p.msgTexts = a.id, p.msgTexts[:0]
+	}
+	var chunks []wire.Chunk
+	for _, b := range a.blocks {
+		switch b.typ {
+		case "text", "thinking":
+			if b.text == "" {
 				continue
 			}
-			chunks = append(chunks, p.complete(id, bt, s)...)
-			if bt == "text" {
-				p.units[s] = true
-				p.msgTexts = append(p.msgTexts, s)
+			chunks = append(chunks, p.complete(a.id, b.typ, b.text)...)
+			if b.typ == "text" {
+				p.lastUnit = b.text
+				p.msgTexts = append(p.msgTexts, b.text)
 			}
 		case "redacted_thinking":
 			// Encrypted reasoning: no text to show, so no chunk.
 		case "tool_use":
-			c, err := toolUse(bm)
-			if err != nil {
-				return nil, err
-			}
-			p.tools[c.ToolID] = c.ToolName
-			chunks = append(chunks, c)
-		default:
-			return nil, protocolf("unknown assistant content block %q", bt)
+			p.tools[b.id] = b.name
+			chunks = append(chunks, wire.Chunk{Type: wire.ChunkToolUse, ToolID: b.id, ToolName: b.name, ToolInput: b.input})
 		}
 	}
-	return chunks, nil
+	return chunks
 }
 
 // complete returns the chunks for a complete text or thinking block: the
@@ -295,52 +354,73 @@ func toolUse(bm map[string]any) (wire.Chunk, error) {
 	return wire.Chunk{Type: wire.ChunkToolUse, ToolID: id, ToolName: name, ToolInput: input}, nil
 }
 
-func (p *Parser) user(ev map[string]any) ([]wire.Chunk, error) {
+// userEvent is a user event's tool results; echoed user input is dropped.
+type userEvent struct{ results []contentBlock }
+
+// userOf reads a user event, with Event's errors.
+func userOf(ev map[string]any) (userEvent, error) {
+	var u userEvent
 	msg, ok := ev["message"].(map[string]any)
 	if !ok {
-		return nil, protocolf("user event without a message object")
+		return u, protocolf("user event without a message object")
 	}
 	var content []any
 	switch v := msg["content"].(type) {
 	case string:
-		return nil, nil // the user's own text echoed back
+		return u, nil // the user's own text echoed back
 	case []any:
 		content = v
 	default:
-		return nil, protocolf("user message content is neither a string nor an array")
+		return u, protocolf("user message content is neither a string nor an array")
 	}
-	var chunks []wire.Chunk
 	for i, b := range content {
 		bm, ok := b.(map[string]any)
 		if !ok {
-			return nil, protocolf("user content[%d] is not an object", i)
+			return u, protocolf("user content[%d] is not an object", i)
 		}
 		bt, err := str(bm, "type")
 		if err != nil {
-			return nil, err
+			return u, err
 		}
 		switch bt {
 		case "tool_result":
 			id, err := str(bm, "tool_use_id")
 			if err != nil {
-				return nil, err
+				return u, err
 			}
 			if id == "" {
-				return nil, protocolf("tool_result block without a tool_use_id")
+				return u, protocolf("tool_result block without a tool_use_id")
 			}
 			isErr, err := boolean(bm, "is_error")
 			if err != nil {
-				return nil, err
+				return u, err
 			}
-			chunks = append(chunks, wire.Chunk{Type: wire.ChunkToolResult, ToolID: id, ToolName: p.tools[id],
-				ToolOutput: toolOutput(bm["content"]), IsError: isErr})
+			u.results = append(u.results, contentBlock{typ: bt, id: id, isError: isErr, output: toolOutput(bm["content"])})
 		case "text", "image", "document":
 			// User input echoed back, not assistant output.
 		default:
-			return nil, protocolf("unknown user content block %q", bt)
+			return u, protocolf("unknown user content block %q", bt)
 		}
 	}
-	return chunks, nil
+	return u, nil
+}
+
+// user maps tool results. A tool's name is kept from its tool_use until
+// its result, so what the parser keeps is bounded by the tools in flight.
+func (p *Parser) user(u *userEvent) []wire.Chunk {
+	var chunks []wire.Chunk
+	for _, r := range u.results {
+		name, ok := p.tools[r.id]
+		if ok {
+			delete(p.tools, r.id)
+			p.lastTool = doneTool{id: r.id, name: name}
+		} else if r.id == p.lastTool.id {
+			name = p.lastTool.name // the same result again
+		}
+		chunks = append(chunks, wire.Chunk{Type: wire.ChunkToolResult, ToolID: r.id, ToolName: name,
+			ToolOutput: r.output, IsError: r.isError})
+	}
+	return chunks
 }
 
 // toolOutput is a tool result's payload: its text, or the content blocks
@@ -453,9 +533,11 @@ func (p *Parser) result(ev map[string]any, sid string) ([]wire.Chunk, error) {
 }
 
 // emitted reports whether the result text was already emitted as text: as
-// one complete unit, or as the text blocks of the last message joined.
+// the last complete unit, or as the text blocks of the last message
+// (alone or joined). Only those are kept, so what the parser keeps does not
+// grow with the transcript: the CLI's result is its last message's text.
 func (p *Parser) emitted(text string) bool {
-	if text == "" || p.units[text] {
+	if text == "" || text == p.lastUnit || slices.Contains(p.msgTexts, text) {
 		return true
 	}
 	if len(p.msgTexts) > 1 {
@@ -496,87 +578,95 @@ func usage(ev map[string]any) (*wire.Usage, error) {
 	return &u, nil
 }
 
-func (p *Parser) streamEvent(ev map[string]any) ([]wire.Chunk, error) {
+// streamEvent is a stream_event's inner event as the parser reads it.
+type streamEvent struct {
+	typ   string // message_start, content_block_start, content_block_delta, ...
+	msgID string // message_start
+	index int    // content_block_start and _delta
+	kind  string // "text" or "thinking"; "" for a block or delta with no text
+	text  string
+}
+
+// streamEventOf reads a stream_event, with Event's errors.
+func streamEventOf(ev map[string]any) (streamEvent, error) {
+	var se streamEvent
 	e, ok := ev["event"].(map[string]any)
 	if !ok {
-		return nil, protocolf("stream_event without an event object")
+		return se, protocolf("stream_event without an event object")
 	}
-	et, err := str(e, "type")
-	if err != nil {
-		return nil, err
+	var err error
+	if se.typ, err = str(e, "type"); err != nil {
+		return se, err
 	}
-	switch et {
+	switch se.typ {
 	case "message_start":
 		m, _ := e["message"].(map[string]any)
-		id, err := str(m, "id")
-		if err != nil {
-			return nil, err
-		}
-		p.stream = partial{msgID: id, blocks: map[int]*block{}}
-		return nil, nil
+		se.msgID, err = str(m, "id")
+		return se, err
 	case "content_block_start":
-		idx, err := index(e)
-		if err != nil {
-			return nil, err
+		if se.index, err = index(e); err != nil {
+			return se, err
 		}
 		cb, ok := e["content_block"].(map[string]any)
 		if !ok {
-			return nil, protocolf("content_block_start without a content_block object")
+			return se, protocolf("content_block_start without a content_block object")
 		}
 		kind, err := str(cb, "type")
 		if err != nil {
-			return nil, err
+			return se, err
 		}
 		if kind != "text" && kind != "thinking" {
-			return nil, nil // tool_use and the rest arrive complete in the assistant event
+			return se, nil // tool_use and the rest arrive complete in the assistant event
 		}
-		b, err := p.block(idx, kind)
-		if err != nil {
-			return nil, err
-		}
-		s, err := str(cb, kind)
-		if err != nil {
-			return nil, err
-		}
-		return b.add(s), nil
+		se.kind = kind
+		se.text, err = str(cb, kind)
+		return se, err
 	case "content_block_delta":
-		idx, err := index(e)
-		if err != nil {
-			return nil, err
+		if se.index, err = index(e); err != nil {
+			return se, err
 		}
 		d, ok := e["delta"].(map[string]any)
 		if !ok {
-			return nil, protocolf("content_block_delta without a delta object")
+			return se, protocolf("content_block_delta without a delta object")
 		}
 		dt, err := str(d, "type")
 		if err != nil {
-			return nil, err
+			return se, err
 		}
-		var kind string
 		switch dt {
 		case "text_delta":
-			kind = "text"
+			se.kind = "text"
 		case "thinking_delta":
-			kind = "thinking"
+			se.kind = "thinking"
 		case "signature_delta", "input_json_delta", "citations_delta":
-			return nil, nil
+			return se, nil
 		default:
-			return nil, protocolf("unknown stream_event delta %q", dt)
+			return se, protocolf("unknown stream_event delta %q", dt)
 		}
-		b, err := p.block(idx, kind)
-		if err != nil {
-			return nil, err
-		}
-		s, err := str(d, kind)
-		if err != nil {
-			return nil, err
-		}
-		return b.add(s), nil
+		se.text, err = str(d, se.kind)
+		return se, err
 	case "content_block_stop", "message_delta", "message_stop", "ping", "error":
 		// No text; the CLI reports a failed request through its result.
-		return nil, nil
+		return se, nil
 	}
-	return nil, protocolf("unknown stream_event %q", et)
+	return se, protocolf("unknown stream_event %q", se.typ)
+}
+
+func (p *Parser) streamEvent(e *streamEvent) ([]wire.Chunk, error) {
+	switch e.typ {
+	case "message_start":
+		p.stream = partial{msgID: e.msgID, blocks: map[int]*block{}}
+	case "content_block_start", "content_block_delta":
+		if e.kind == "" {
+			return nil, nil
+		}
+		b, err := p.block(e.index, e.kind)
+		if err != nil {
+			return nil, err
+		}
+		return b.add(e.text), nil
+	}
+	return nil, nil
 }
 
 // block returns the streamed block at idx, starting it if needed.

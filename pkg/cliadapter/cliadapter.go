@@ -8,6 +8,7 @@ package cliadapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -32,6 +33,20 @@ type Parser interface {
 	// End is called at a clean EOF with exit status 0 and may return the
 	// final chunks (a result) or a failure the CLI reported only in-band.
 	End() ([]wire.Chunk, error)
+}
+
+// LineParser is a Parser with a fast path over the event's own bytes, for
+// the shapes a CLI writes most. The adapter hands each stdout object to
+// Line first and decodes it into a map for Event only if Line did not take
+// it, so a parser gives the same chunks and errors either way.
+type LineParser interface {
+	Parser
+	// Line maps one event given as the bytes of one JSON object, as framed
+	// by proc.StreamRaw (not yet known to be valid JSON). If handled is
+	// false the parser has not changed and the caller decodes the bytes
+	// and calls Event; otherwise the chunks and error are Event's for the
+	// same event. b is valid only during the call.
+	Line(b []byte) (chunks []wire.Chunk, handled bool, err error)
 }
 
 // Invocation is what a CLI's Spec builds for one attempt.
@@ -193,6 +208,10 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 		}
 		p := a.spec.NewParser(req, call)
 		g := guard{yield: yield}
+		if lp, ok := p.(LineParser); ok {
+			a.streamLines(ctx, ps, lp, &g)
+			return
+		}
 		for ev, err := range proc.Stream(ctx, ps) {
 			if err != nil {
 				g.fail(err)
@@ -212,6 +231,68 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 			g.fail(err)
 		}
 	}
+}
+
+// streamLines is Stream's loop for a LineParser (Feed). An object that is
+// not JSON after all ends the stream as proc.Stream would end it: the child
+// is torn down, then the protocol error naming its stdout is the last
+// value.
+func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *guard) {
+	var bad *DecodeError
+	for b, err := range proc.StreamRaw(ctx, ps) {
+		if err != nil {
+			g.fail(err)
+			return
+		}
+		chunks, err := Feed(p, b)
+		if errors.As(err, &bad) {
+			break // proc tears the child down before the loop ends
+		}
+		if !g.emit(chunks) {
+			return
+		}
+		if err != nil {
+			g.fail(err)
+			return
+		}
+	}
+	if bad != nil {
+		if ctx.Err() != nil {
+			g.fail(context.Cause(ctx))
+		} else {
+			g.fail(proc.ProtocolError(ps.Binary, bad.Err))
+		}
+		return
+	}
+	chunks, err := p.End()
+	if g.emit(chunks) && err != nil {
+		g.fail(err)
+	}
+}
+
+// A DecodeError is an object on a CLI's stdout that is not JSON after all
+// (Feed). Err is encoding/json's error, as proc.Stream would report it.
+type DecodeError struct{ Err error }
+
+func (e *DecodeError) Error() string { return "decode stdout object: " + e.Err.Error() }
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Feed maps one object of a CLI's stdout, as framed by proc.StreamRaw or
+// proc.Decoder.NextBytes, through p as Stream does: to Line first when p
+// is a LineParser, else (or when Line leaves it) decoded into a map for
+// Event. Bytes that do not decode give a *DecodeError and reach neither.
+// The error is otherwise the parser's. It blocks only as long as p does.
+func Feed(p Parser, b []byte) ([]wire.Chunk, error) {
+	if lp, ok := p.(LineParser); ok {
+		if chunks, handled, err := lp.Line(b); handled {
+			return chunks, err
+		}
+	}
+	ev, err := proc.DecodeObject(b)
+	if err != nil {
+		return nil, &DecodeError{Err: err}
+	}
+	return p.Event(ev)
 }
 
 // guard enforces the stream rules every parser must obey, so a parser bug

@@ -8,39 +8,239 @@ import (
 	"io"
 )
 
-// Framing errors returned by Decoder.Next.
+// Framing errors returned by Decoder.Next and Decoder.NextBytes.
 var (
 	// ErrIncomplete is a final value cut off by EOF; Decoder.Tail holds it.
 	ErrIncomplete = errors.New("incomplete final JSON value")
 	// ErrNotMap is a complete value that is not a JSON object.
 	ErrNotMap = errors.New("JSON value is not an object")
+	// ErrTooLarge is an object longer than MaxValueBytes.
+	ErrTooLarge = errors.New("JSON value too large")
 )
 
+// MaxValueBytes bounds one object on a child's stdout, and so what a
+// Decoder buffers. A longer object is an error matching ErrTooLarge.
+const MaxValueBytes = 64 << 20
+
+// maxNewlineChecks bounds how often one object spanning lines is checked
+// for a syntax error at a line end (see Decoder.scan).
+const maxNewlineChecks = 16
+
 // Decoder frames a stream of JSON objects, newline-delimited or directly
-// concatenated, decoding UTF-8 incrementally across reads. It is not safe
-// for concurrent use.
+// concatenated, decoding UTF-8 incrementally across reads. It finds where
+// an object ends by its braces and strings alone, without encoding/json's
+// token scanner, and hands anything that does not start an object to
+// encoding/json, so every error is the one json.Decoder gives. It is not
+// safe for concurrent use.
 type Decoder struct {
-	dec  *json.Decoder
-	tail []byte
+	r     io.Reader
+	buf   []byte
+	off   int   // start of what is not yet returned
+	rerr  error // the reader's error, once it returned one
+	tail  []byte
+	value []byte // the last object returned by NextBytes (a window of buf)
+
+	// the scan of the object starting at off
+	pos    int    // next byte to scan
+	stack  []byte // open '{' and '['
+	inStr  bool
+	esc    bool
+	checks int // newline checks made
 }
 
 // NewDecoder returns a Decoder reading r.
-func NewDecoder(r io.Reader) *Decoder { return &Decoder{dec: json.NewDecoder(r)} }
+func NewDecoder(r io.Reader) *Decoder { return &Decoder{r: r} }
 
 // Next returns the next object. At a clean end it returns io.EOF; a value
 // cut off by EOF returns an error matching ErrIncomplete; a scalar or array
-// returns one matching ErrNotMap; malformed JSON returns the syntax error.
-// After any error but io.EOF the Decoder must not be used again.
+// returns one matching ErrNotMap; malformed JSON returns the syntax error
+// (a *json.SyntaxError), a number out of range a *json.UnmarshalTypeError,
+// and an object over MaxValueBytes one matching ErrTooLarge. After any
+// error but io.EOF the Decoder must not be used again.
 func (d *Decoder) Next() (map[string]any, error) {
+	b, err := d.NextBytes()
+	if err != nil {
+		return nil, err
+	}
+	return DecodeObject(b)
+}
+
+// NextBytes returns the bytes of the next value that starts an object,
+// from its '{' to the brace that closes it, without decoding it: they are
+// JSON only if DecodeObject (or a Lexer) says so. They are valid until the
+// next call. Its errors are Next's, except that a syntax error or a
+// number out of range inside an object is left to the decoding.
+func (d *Decoder) NextBytes() ([]byte, error) {
+	d.off += len(d.value)
+	d.value = nil
+	// Skip whitespace between values.
+	for {
+		for d.off < len(d.buf) && isSpace(d.buf[d.off]) {
+			d.off++
+		}
+		if d.off < len(d.buf) {
+			break
+		}
+		if d.rerr != nil {
+			return nil, d.rerr
+		}
+		d.fill()
+	}
+	if d.buf[d.off] != '{' {
+		return nil, d.fallback()
+	}
+	d.pos, d.stack, d.inStr, d.esc, d.checks = d.off, d.stack[:0], false, false, 0
+	for {
+		end, done := d.scan()
+		if done {
+			d.value = d.buf[d.off:end]
+			return d.value, nil
+		}
+		if d.pos-d.off > MaxValueBytes {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, MaxValueBytes)
+		}
+		if d.rerr != nil {
+			if d.rerr != io.EOF {
+				return nil, d.rerr
+			}
+			return nil, d.fallback()
+		}
+		d.fill()
+	}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// scan goes on with the object at off and reports where its frame ends.
+// The frame ends at the brace that closes the object; it also ends early,
+// just after the byte, where encoding/json would already stop with a
+// syntax error: a control byte in a string, a closing bracket of the
+// wrong kind, or a line end after which the object so far is not a JSON
+// prefix (checked at most maxNewlineChecks times an object). The decoding
+// of such a frame then fails with that syntax error, as json.Decoder
+// would, at the same point of the stream.
+func (d *Decoder) scan() (end int, done bool) {
+	b := d.buf
+	for i := d.pos; i < len(b); i++ {
+		c := b[i]
+		if d.inStr {
+			switch {
+			case d.esc:
+				d.esc = false
+			case c == '\\':
+				d.esc = true
+			case c == '"':
+				d.inStr = false
+			case c < 0x20:
+				return i + 1, true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			d.inStr = true
+		case '{', '[':
+			d.stack = append(d.stack, c)
+		case '}', ']':
+			open := byte('{')
+			if c == ']' {
+				open = '['
+			}
+			if len(d.stack) == 0 || d.stack[len(d.stack)-1] != open {
+				return i + 1, true
+			}
+			d.stack = d.stack[:len(d.stack)-1]
+			if len(d.stack) == 0 {
+				return i + 1, true
+			}
+		case '\n':
+			if d.checks < maxNewlineChecks {
+				d.checks++
+				if notPrefix(b[d.off : i+1]) {
+					return i + 1, true
+				}
+			}
+		}
+	}
+	d.pos = len(b)
+	return 0, false
+}
+
+// notPrefix reports whether b, an unfinished object, already holds a
+// syntax error.
+func notPrefix(b []byte) bool {
 	var v any
-	if err := d.dec.Decode(&v); err != nil {
+	err := json.NewDecoder(bytes.NewReader(b)).Decode(&v)
+	var syn *json.SyntaxError
+	return errors.As(err, &syn)
+}
+
+// fill reads more input into buf, keeping buf[off:]. The buffer starts
+// small, so that a short stream costs little, and doubles while one value
+// outgrows it.
+func (d *Decoder) fill() {
+	if d.off > 0 && (d.off >= len(d.buf)/2 || cap(d.buf)-len(d.buf) < minRead) {
+		n := copy(d.buf, d.buf[d.off:])
+		d.pos -= d.off
+		d.buf = d.buf[:n]
+		d.off = 0
+	}
+	if cap(d.buf)-len(d.buf) < minRead {
+		nb := make([]byte, len(d.buf), max(4<<10, 2*cap(d.buf)))
+		copy(nb, d.buf)
+		d.buf = nb
+	}
+	n, err := d.r.Read(d.buf[len(d.buf):cap(d.buf)])
+	d.buf = d.buf[:len(d.buf)+n]
+	if err != nil {
+		d.rerr = err
+	}
+}
+
+// minRead is the least room fill reads into.
+const minRead = 512
+
+// fallback decodes what is left with encoding/json, for a value that does
+// not start an object or an object cut off by EOF: its result is always
+// an error, the one json.Decoder gives.
+func (d *Decoder) fallback() error {
+	var rest io.Reader = bytes.NewReader(d.buf[d.off:])
+	switch {
+	case d.rerr == nil:
+		rest = io.MultiReader(rest, d.r)
+	case d.rerr != io.EOF:
+		rest = io.MultiReader(rest, errReader{d.rerr})
+	}
+	dec := json.NewDecoder(rest)
+	var v any
+	if err := dec.Decode(&v); err != nil {
 		if err == io.EOF {
-			return nil, io.EOF
+			return io.EOF
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			d.tail = bytes.TrimSpace(bytesOf(d.dec.Buffered()))
-			return nil, fmt.Errorf("%w (%d bytes)", ErrIncomplete, len(d.tail))
+			d.tail = bytes.TrimSpace(bytesOf(dec.Buffered()))
+			return fmt.Errorf("%w (%d bytes)", ErrIncomplete, len(d.tail))
 		}
+		return err
+	}
+	if _, ok := v.(map[string]any); ok {
+		// Only a framing bug lands here: an object was complete after all.
+		return fmt.Errorf("%w: an object the framing missed", ErrNotMap)
+	}
+	return fmt.Errorf("%w: got %s", ErrNotMap, kind(v))
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// DecodeObject decodes one framed object (NextBytes) into a map as Next
+// does: malformed JSON is the *json.SyntaxError, a number out of range a
+// *json.UnmarshalTypeError, and a value that is not an object matches
+// ErrNotMap.
+func DecodeObject(b []byte) (map[string]any, error) {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, err
 	}
 	m, ok := v.(map[string]any)

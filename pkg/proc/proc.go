@@ -3,7 +3,9 @@ package proc
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 	"os"
@@ -86,52 +88,98 @@ func (s *Spec) setDefaults() {
 // Stream starts the child and yields every JSON map it writes to stdout, in
 // order. The last value yielded may carry an error: ProviderExecutableNotFound
 // (before any process starts), ProviderProtocolError (a value that is not a
-// map, malformed JSON, or an unrepaired incomplete tail),
-// ProviderProcessError or a quota/auth/context subclass (a non-zero exit,
-// after every map already written), or ctx's cause if ctx ended. On every
-// path, including the consumer breaking out of the loop or panicking in it,
-// the process group is sent SIGTERM, given Grace to exit, then SIGKILL, and
-// the child is reaped before Stream returns; when the child exits on its
-// own, whatever is left of its group is ended the same way. A cleanup
-// failure never replaces an error already in flight. Each range over the
-// result starts its own child; it blocks while the child runs.
+// map, malformed JSON, an object over MaxValueBytes, or an unrepaired
+// incomplete tail), ProviderProcessError or a quota/auth/context subclass (a
+// non-zero exit, after every map already written), or ctx's cause if ctx
+// ended. On every path, including the consumer breaking out of the loop or
+// panicking in it, the process group is sent SIGTERM, given Grace to exit,
+// then SIGKILL, and the child is reaped before Stream returns; when the
+// child exits on its own, whatever is left of its group is ended the same
+// way. A cleanup failure never replaces an error already in flight. Each
+// range over the result starts its own child; it blocks while the child
+// runs.
 func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 	return func(yield func(map[string]any, error) bool) {
-		spec := spec // each range over the Seq has its own copy to fill in
-		spec.setDefaults()
-		path, err := exec.LookPath(spec.Binary)
-		if err != nil {
-			yield(nil, notFound(spec, err))
-			return
-		}
-		if ctx.Err() != nil { // as exec.Cmd.Start: no process for a context already ended
-			yield(nil, context.Cause(ctx))
-			return
-		}
-		c, err := start(spec, path)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		stopWatch := context.AfterFunc(ctx, func() { c.terminate() })
-		// The consumer's loop body runs inside yield (and an adapter's
-		// TailRepair inside read). If it panics, or calls runtime.Goexit as
-		// t.Fatal does, read never returns: the group is still torn down and
-		// reaped on the way out.
-		finished := false
-		defer func() {
-			if !finished {
-				_ = c.finish(ctx, errStop)
-				stopWatch()
+		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
+			if m == nil {
+				var err error
+				if m, err = DecodeObject(b); err != nil {
+					return false, err
+				}
 			}
-		}()
-		primary := c.read(ctx, yield)
-		err = c.finish(ctx, primary)
-		finished = true
-		stopWatch()
-		if err != nil {
-			yield(nil, err)
+			return yield(m, nil), nil
+		}, func(err error) { yield(nil, err) })
+	}
+}
+
+// StreamRaw is Stream without the decoding: it yields the bytes of each
+// value on stdout that starts a JSON object (Decoder.NextBytes), valid only
+// until the loop body returns, and leaves it to the consumer to decode them
+// (with a Lexer, or DecodeObject). A map that TailRepair made is yielded
+// encoded as JSON. Its errors, teardown and blocking are Stream's, except
+// that a syntax error or a number out of range inside an object is the
+// consumer's to find: such an object is yielded like any other. A consumer
+// that finds one reports it as Stream would, a ProviderProtocolError
+// naming the binary's stdout (ProtocolError), after breaking out of the
+// loop so that the child is torn down first.
+func StreamRaw(ctx context.Context, spec Spec) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
+			if m != nil {
+				var err error
+				if b, err = json.Marshal(m); err != nil {
+					return false, fmt.Errorf("encode the repaired tail: %w", err)
+				}
+			}
+			return yield(b, nil), nil
+		}, func(err error) { yield(nil, err) })
+	}
+}
+
+// ProtocolError is the error Stream ends with when the child's stdout
+// holds err (a framing or decoding error): a ProviderProtocolError naming
+// binary's stdout.
+func ProtocolError(binary string, err error) *wire.Error {
+	return wire.Errorf(wire.ProviderProtocolError, "%s stdout: %v", binary, err)
+}
+
+// run is Stream's body: frame gets each framed object (or, with m set,
+// the repaired tail) and reports whether to go on; fail gets the final
+// error, if any.
+func run(ctx context.Context, spec Spec, frame func(b []byte, m map[string]any) (bool, error), fail func(error)) {
+	spec.setDefaults() // each range over the Seq has its own copy to fill in
+	path, err := exec.LookPath(spec.Binary)
+	if err != nil {
+		fail(notFound(spec, err))
+		return
+	}
+	if ctx.Err() != nil { // as exec.Cmd.Start: no process for a context already ended
+		fail(context.Cause(ctx))
+		return
+	}
+	c, err := start(spec, path)
+	if err != nil {
+		fail(err)
+		return
+	}
+	stopWatch := context.AfterFunc(ctx, func() { c.terminate() })
+	// The consumer's loop body runs inside frame (and an adapter's
+	// TailRepair inside read). If it panics, or calls runtime.Goexit as
+	// t.Fatal does, read never returns: the group is still torn down and
+	// reaped on the way out.
+	finished := false
+	defer func() {
+		if !finished {
+			_ = c.finish(ctx, errStop)
+			stopWatch()
 		}
+	}()
+	primary := c.read(ctx, frame)
+	err = c.finish(ctx, primary)
+	finished = true
+	stopWatch()
+	if err != nil {
+		fail(err)
 	}
 }
 
@@ -327,12 +375,13 @@ func (c *child) stderrTail() string {
 	return "[…] " + string(c.last.buf)
 }
 
-// read frames stdout and yields each map. It returns the error that stops
-// the stream, or nil at a clean EOF; errStop means the consumer stopped.
-func (c *child) read(ctx context.Context, yield func(map[string]any, error) bool) error {
+// read frames stdout and hands each object to frame. It returns the error
+// that stops the stream, or nil at a clean EOF; errStop means the consumer
+// stopped.
+func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any) (bool, error)) error {
 	dec := NewDecoder(c.stdout)
 	for {
-		m, err := dec.Next()
+		b, err := dec.NextBytes()
 		if err == io.EOF {
 			return nil
 		}
@@ -342,15 +391,26 @@ func (c *child) read(ctx context.Context, yield func(map[string]any, error) bool
 			}
 			if errors.Is(err, ErrIncomplete) && c.spec.TailRepair != nil {
 				if fixed, ok := c.spec.TailRepair(dec.Tail()); ok && fixed != nil {
-					if !yield(fixed, nil) {
+					more, err := frame(nil, fixed)
+					if err != nil {
+						return ProtocolError(c.spec.Binary, err)
+					}
+					if !more {
 						return errStop
 					}
 					return nil
 				}
 			}
-			return wire.Errorf(wire.ProviderProtocolError, "%s stdout: %v", c.spec.Binary, err)
+			return ProtocolError(c.spec.Binary, err)
 		}
-		if !yield(m, nil) {
+		more, err := frame(b, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return ProtocolError(c.spec.Binary, err)
+		}
+		if !more {
 			return errStop
 		}
 	}
