@@ -47,6 +47,11 @@ type Config struct {
 	// times it out itself (default 30s: a live runner ends it at the
 	// deadline, after its transport's teardown).
 	OrphanGrace time.Duration
+	// LiveGrace is how long a run may be listed live without a record
+	// before the reconcile removes it from the live index (default 1m:
+	// runs.Store.Create writes the two together, and a record create
+	// retries through a leader election for up to 30s).
+	LiveGrace time.Duration
 	// Exports, when set, makes the sweeper expire trajectory exports.
 	Exports *ExportsConfig
 }
@@ -87,6 +92,12 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	}
 	if cfg.OrphanGrace == 0 {
 		cfg.OrphanGrace = 30 * time.Second
+	}
+	if cfg.LiveGrace == 0 {
+		cfg.LiveGrace = time.Minute
+	}
+	if cfg.LiveGrace < 0 {
+		return nil, fmt.Errorf("invalid sweeper config: live grace must be > 0, got %s", cfg.LiveGrace)
 	}
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
@@ -319,18 +330,13 @@ type Reconciled struct {
 	Dropped int
 }
 
-// liveGrace is how long a live key may go without its record before the
-// reconcile removes it: Create writes the two together, and a record
-// create retries through a leader election for up to 30s.
-const liveGrace = time.Minute
-
 // Reconcile scans the runs that have not ended, as the live index lists
 // them, never the records of runs that ended. It fails running,
 // committed runs that have no lease; times out runs past their deadline
 // that no runner holds (queued ones at once, ones claimed without output
 // once the claiming runner had OrphanGrace to end them); repairs a record
 // whose run's events already end; and removes from the live index the
-// runs whose record is terminal, or gone for longer than liveGrace.
+// runs whose record is terminal, or gone for longer than LiveGrace.
 func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 	var res Reconciled
 	live, listed, err := s.store.Live(ctx)
@@ -347,7 +353,7 @@ func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 		res.Read++
 		switch {
 		case errors.Is(err, runs.ErrNotFound):
-			if now.Sub(l.Since) <= liveGrace {
+			if now.Sub(l.Since) <= s.cfg.LiveGrace {
 				continue // its record may be being created
 			}
 		case err != nil:
