@@ -25,7 +25,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fixture struct {
-	store *runs.Store    // the mesh's side: creates and ends runs
+	store *runs.Store // the mesh's side: creates and ends runs
 	sw    *sweeper.Sweeper
 	nc    *nats.Conn // the sweeper's own connection
 	js    jetstream.JetStream
