@@ -21,6 +21,18 @@
 // its work again, a cancel, the sweeper's reconcile) finds the terminal
 // event and repairs the record (Store.Repair).
 //
+// # Retention and the live index
+//
+// A record is written terminal with the retention the runs bucket was
+// ensured with as its per-message TTL (topology.RunRetention), so an
+// ended run's record expires and then reads as not found; a record of a
+// run that has not ended never expires. Alongside the record, every run
+// that has not ended has a key in the live bucket (agentmesh_live):
+// Create writes it together with the record, the end of the run removes
+// it once the record is terminal, and the sweeper's reconcile reads only
+// the runs listed there (Store.Live), so its work does not grow with the
+// runs that ended.
+//
 // Every status that changes who owns a run is fenced too: a runner's
 // running status (its claim of an attempt) and its first chunk (the
 // first-output boundary), so neither can land after another writer ended
@@ -33,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +57,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -112,7 +126,9 @@ var errConflict = errors.New("another writer's value is stored")
 // before committing it: neither is decided yet, so cas waits and writes
 // again. A leader checks the expected revision against writes it has
 // proposed but not yet committed, so such a refusal is not a conflict.
-func (s *Store) cas(ctx context.Context, kv jetstream.KeyValue, bucket, key string, b []byte, rev uint64) (uint64, error) {
+// A ttl > 0 writes an update (rev > 0) with that per-message TTL
+// (updateTTL), decided by the same rules.
+func (s *Store) cas(ctx context.Context, kv jetstream.KeyValue, bucket, key string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opTimeout)
@@ -122,8 +138,11 @@ func (s *Store) cas(ctx context.Context, kv jetstream.KeyValue, bucket, key stri
 	tried := false
 	for {
 		next, err := retry(ctx, &tried, func(ctx context.Context) (uint64, error) {
-			if rev == 0 {
+			switch {
+			case rev == 0:
 				return kv.Create(ctx, key, b)
+			case ttl > 0:
+				return s.updateTTL(ctx, bucket, key, b, rev, ttl)
 			}
 			return kv.Update(ctx, key, b, rev)
 		})
@@ -148,6 +167,25 @@ func (s *Store) cas(ctx context.Context, kv jetstream.KeyValue, bucket, key stri
 		}
 		tried = true // an earlier attempt may yet be stored
 	}
+}
+
+// updateTTL is kv.Update with a per-message TTL, which the key-value API
+// offers only to a create: the same message on the key's subject (the
+// services use the default JetStream API prefix, see service.Connect),
+// fenced on the key's revision, with a Nats-TTL header. A refusal for the
+// revision is ErrKeyRevisionMismatch, as from kv.Update.
+func (s *Store) updateTTL(ctx context.Context, bucket, key string, b []byte, rev uint64, ttl time.Duration) (uint64, error) {
+	m := &nats.Msg{Subject: "$KV." + bucket + "." + key, Header: nats.Header{}, Data: b}
+	ack, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+			return 0, fmt.Errorf("%w: %w", err, jetstream.ErrKeyRevisionMismatch)
+		}
+		return 0, err
+	}
+	return ack.Sequence, nil
 }
 
 // Run is a run's record at one revision.
@@ -175,8 +213,10 @@ type Store struct {
 	leasesName string // the leases bucket
 	runs       jetstream.KeyValue
 	leases     jetstream.KeyValue
+	live       jetstream.KeyValue // the live index
 	log        *events.Log
 	ttl        time.Duration
+	retention  time.Duration // TTL of a terminal record; 0: kept for ever
 	logger     *slog.Logger
 	metrics    *service.Metrics
 }
@@ -190,6 +230,12 @@ func Open(ctx context.Context, d service.Deps) (*Store, error) {
 	}
 	if s.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
+	}
+	if s.live, err = d.JS.KeyValue(ctx, d.Names.LiveBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LiveBucket(), err)
+	}
+	if s.retention, err = topology.RunRetention(ctx, d.JS, d.Names); err != nil {
+		return nil, err
 	}
 	if s.ttl, err = topology.LeaseTTL(ctx, d.JS, d.Names); err != nil {
 		return nil, err
@@ -205,6 +251,10 @@ func (s *Store) Events() *events.Log { return s.log }
 
 // LeaseTTL is the TTL the leases bucket was created with.
 func (s *Store) LeaseTTL() time.Duration { return s.ttl }
+
+// Retention is how long an ended run's record is kept, as the runs bucket
+// was ensured with when the store was opened (0: for ever).
+func (s *Store) Retention() time.Duration { return s.retention }
 
 // Get reads a run's record.
 func (s *Store) Get(ctx context.Context, tenant, runID string) (Run, error) {
@@ -243,8 +293,13 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 
 // Create writes the record of a new run in state accepted, or routed when
 // rec says so (a router that validated the run before writing anything
-// records it routed at once, with its pin, adapter and deadline). It
-// returns ErrExists if the tenant already has a run with that id.
+// records it routed at once, with its pin, adapter and deadline), and, at
+// the same time (two writes in flight, one round trip), the run's key in
+// the live index. It returns ErrExists if the tenant already has a run
+// with that id (its live key written again, which the sweeper removes if
+// that run has ended). An error writing the live key is returned even
+// when the record was created: the caller tries again, and finds the
+// record (ErrExists) with its live key then written.
 func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 	switch rec.State {
 	case "":
@@ -259,25 +314,109 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	rev, err := s.cas(ctx, s.runs, s.runsName, key, b, 0)
-	if errors.Is(err, errConflict) {
-		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
-	}
-	if err != nil {
+	var liveErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { liveErr = s.putLive(ctx, key, rec.Created) })
+	rev, err := s.cas(ctx, s.runs, s.runsName, key, b, 0, 0)
+	wg.Wait()
+	switch {
+	case err != nil && !errors.Is(err, errConflict):
 		return Run{}, fmt.Errorf("create run record %s: %w", key, err)
+	case liveErr != nil:
+		return Run{}, fmt.Errorf("create run %s: write its live key: %w", key, liveErr)
+	case err != nil:
+		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
 	}
 	return Run{Record: rec, Rev: rev}, nil
 }
 
-// put writes rec over revision rev; ErrChanged if the record moved on.
+// liveMarkerTTL is how long the marker of a removed live key is kept: the
+// purge leaves a marker, and a marker kept for ever would make the live
+// bucket, and its listing, grow with every run that ended.
+const liveMarkerTTL = time.Second
+
+// putLive writes key into the live index; its value is the run's
+// creation time (unix ms), for operators.
+func (s *Store) putLive(ctx context.Context, key string, created int64) error {
+	v := strconv.AppendInt(nil, created, 10)
+	_, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.live.Put(ctx, key, v) })
+	return err
+}
+
+// LiveRun is one key of the live index.
+type LiveRun struct {
+	// Key is the run's key, <tenant>.<run_id>.
+	Key string
+	// Rev is the live key's revision (for DropLive).
+	Rev uint64
+	// Since is when the live key was written.
+	Since time.Time
+}
+
+// Live lists the live index: every run that has not ended, and for a
+// moment each run that just ended (its key removed after its record is
+// terminal) or is being created (its key written alongside the record).
+// listed is how many entries the server delivered for the listing,
+// removal markers included, which is at most the live keys plus the runs
+// that ended in the last second or so. It blocks until the listing is
+// complete.
+func (s *Store) Live(ctx context.Context) (live []LiveRun, listed int, err error) {
+	w, err := s.live.WatchAll(ctx, jetstream.MetaOnly())
+	if err != nil {
+		return nil, 0, fmt.Errorf("list live runs: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, listed, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, listed, fmt.Errorf("list live runs: the watch ended early")
+			}
+			if e == nil {
+				return live, listed, nil // the end of the initial values
+			}
+			listed++
+			if e.Operation() == jetstream.KeyValuePut {
+				live = append(live, LiveRun{Key: e.Key(), Rev: e.Revision(), Since: e.Created()})
+			}
+		}
+	}
+}
+
+// DropLive removes key from the live index if it is still at revision rev
+// (0: whatever its revision), for a run whose record is terminal or gone.
+// A key written again since is kept. It is idempotent.
+func (s *Store) DropLive(ctx context.Context, key string, rev uint64) error {
+	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(liveMarkerTTL)}
+	if rev > 0 {
+		opts = append(opts, jetstream.LastRevision(rev))
+	}
+	_, err := retry(ctx, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.live.Purge(ctx, key, opts...) })
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+		return nil // written again since it was listed: keep it
+	}
+	if err != nil {
+		return fmt.Errorf("remove live key %s: %w", key, err)
+	}
+	return nil
+}
+
+// put writes rec over revision rev; ErrChanged if the record moved on. A
+// terminal record is written with the retention as its TTL.
 func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, error) {
 	rec.Updated = time.Now().UnixMilli()
 	b, err := wire.Marshal(&rec)
 	if err != nil {
 		return Run{}, err
 	}
+	var ttl time.Duration
+	if rec.State.Terminal() {
+		ttl = s.retention
+	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	next, err := s.cas(ctx, s.runs, s.runsName, key, b, rev)
+	next, err := s.cas(ctx, s.runs, s.runsName, key, b, rev, ttl)
 	if errors.Is(err, errConflict) {
 		return Run{}, fmt.Errorf("%w: %s", ErrChanged, key)
 	}
@@ -371,7 +510,9 @@ func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status
 }
 
 // recordEnd sets the record to its terminal state, re-reading it while
-// other writers move it on, and never over another terminal state.
+// other writers move it on, and never over another terminal state; then
+// it removes the run from the live index (a failure to is logged: the
+// sweeper's reconcile removes the key of a run whose record is terminal).
 func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wire.Error) error {
 	for range casRetries {
 		if r.Record.State.Terminal() {
@@ -380,6 +521,12 @@ func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wi
 		rec := r.Record
 		rec.State, rec.Error = state, werr
 		_, err := s.put(ctx, rec, r.Rev)
+		if err == nil {
+			if err := s.DropLive(ctx, r.Key(), 0); err != nil {
+				s.logger.Warn("remove an ended run from the live index", "key", r.Key(), "err", err)
+			}
+			return nil
+		}
 		if !errors.Is(err, ErrChanged) {
 			return err
 		}
@@ -652,10 +799,13 @@ func (s *Store) Follow(ctx context.Context, durable string, ackWait time.Duratio
 	return cons, nil
 }
 
-// DecodeRecorded decodes a delivery of a Follow consumer.
+// DecodeRecorded decodes a delivery of a Follow consumer. A record that
+// expired (its retention passed) is simply removed, with no delivery; a
+// server's marker of a removal, should a bucket have them, is Deleted like
+// a delete or purge.
 func DecodeRecorded(msg jetstream.Msg) (Recorded, error) {
 	if h := msg.Headers(); h != nil {
-		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		if op := h.Get("KV-Operation"); op == "DEL" || op == "PURGE" || h.Get(jetstream.MarkerReasonHeader) != "" {
 			return Recorded{Deleted: true}, nil
 		}
 	}

@@ -148,5 +148,8 @@ func CheckCommon(c service.Config) error {
 	if c.LeaseTTL < time.Second {
 		bad.Add("AGENTMESH_LEASE_TTL", "must be at least 1s, got %s", c.LeaseTTL)
 	}
+	if c.RunRetention < time.Second || c.RunRetention < c.EventsMaxAge {
+		bad.Add("AGENTMESH_RUN_RETENTION", "must be at least 1s and at least AGENTMESH_EVENTS_MAX_AGE %s (a run id is free again once its record expired), got %s", c.EventsMaxAge, c.RunRetention)
+	}
 	return bad.Err()
 }

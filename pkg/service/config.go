@@ -26,7 +26,10 @@ type Config struct {
 	// WorkQueueMax if smaller).
 	WorkQueueTenantMax int64         `split_words:"true"`
 	LeaseTTL           time.Duration `split_words:"true" default:"30s"`
-	LogLevel           string        `split_words:"true" default:"info"`
+	// RunRetention is how long an ended run's record is kept (at least
+	// EventsMaxAge).
+	RunRetention time.Duration `split_words:"true" default:"168h"`
+	LogLevel     string        `split_words:"true" default:"info"`
 }
 
 // Topology is the topology configuration c describes.
@@ -38,6 +41,7 @@ func (c Config) Topology() topology.Config {
 		WorkQueueMax:       c.WorkQueueMax,
 		WorkQueueTenantMax: c.WorkQueueTenantMax,
 		LeaseTTL:           c.LeaseTTL,
+		RunRetention:       c.RunRetention,
 	}
 }
 

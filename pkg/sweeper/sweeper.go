@@ -3,6 +3,8 @@
 // its periodic reconcile times out runs past their deadline that no runner
 // holds (queued, or claimed by a runner that died before output) and
 // repairs records whose writer ended the run but died before recording it.
+// The reconcile reads only the runs that have not ended (the live index of
+// pkg/runs), so its work does not grow with the runs that ended.
 // It ends runs only through pkg/runs, fenced, so it never ends a run its
 // runner ended first.
 //
@@ -33,10 +35,10 @@ import (
 
 // Config configures a sweeper.
 type Config struct {
-	// ReconcileEvery is how often every run record is scanned for a running,
-	// committed run without a lease (an expiry that happened while no
-	// sweeper was watching) and for a queued run past its deadline
-	// (default 1m; also once at start).
+	// ReconcileEvery is how often the runs not yet ended are scanned for
+	// a running, committed run without a lease (an expiry that happened
+	// while no sweeper was watching) and for a queued run past its
+	// deadline (default 1m; also once at start).
 	ReconcileEvery time.Duration
 	// Metadata is added to the sweeper's micro service info.
 	Metadata map[string]string
@@ -45,6 +47,11 @@ type Config struct {
 	// times it out itself (default 30s: a live runner ends it at the
 	// deadline, after its transport's teardown).
 	OrphanGrace time.Duration
+	// LiveGrace is how long a run may be listed live without a record
+	// before the reconcile removes it from the live index (default 1m:
+	// runs.Store.Create writes the two together, and a record create
+	// retries through a leader election for up to 30s).
+	LiveGrace time.Duration
 	// Exports, when set, makes the sweeper expire trajectory exports.
 	Exports *ExportsConfig
 }
@@ -85,6 +92,12 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	}
 	if cfg.OrphanGrace == 0 {
 		cfg.OrphanGrace = 30 * time.Second
+	}
+	if cfg.LiveGrace == 0 {
+		cfg.LiveGrace = time.Minute
+	}
+	if cfg.LiveGrace < 0 {
+		return nil, fmt.Errorf("invalid sweeper config: live grace must be > 0, got %s", cfg.LiveGrace)
 	}
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
@@ -153,12 +166,12 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	svc, err := service.Register(s.d.NC, "agentmesh-sweeper", "ends runs whose lease expired",
 		service.Metadata(s.cfg.Metadata, "lease_ttl", s.leaseTTL.String()),
 		service.Endpoint{Name: "reconcile", Subject: s.d.Names.SweeperReconcile(), Handler: micro.HandlerFunc(func(req micro.Request) {
-			n, err := s.Reconcile(ctx)
+			res, err := s.Reconcile(ctx)
 			if err != nil {
 				_ = req.Error("500", err.Error(), nil)
 				return
 			}
-			_ = req.Respond(fmt.Appendf(nil, "%d", n))
+			_ = req.Respond(fmt.Appendf(nil, "%d", res.Ended))
 		})},
 		service.Endpoint{Name: "exports-sweep", Subject: s.d.Names.ExportsSweep(), QueueGroup: "agentmesh-sweepers", Handler: micro.HandlerFunc(func(req micro.Request) {
 			if s.exports == nil {
@@ -302,33 +315,62 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 	}
 }
 
-// Reconcile scans every run record. It fails running, committed runs
-// that have no lease; times out runs past their deadline that no runner
-// holds (queued ones at once, ones claimed without output once the
-// claiming runner had OrphanGrace to end them); and repairs a record whose
-// run's events already end. It returns how many runs it ended.
-func (s *Sweeper) Reconcile(ctx context.Context) (int, error) {
-	keys, err := s.store.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return 0, nil
-	}
+// Reconciled counts what one Reconcile did.
+type Reconciled struct {
+	// Ended is how many runs it ended.
+	Ended int
+	// Listed is how many entries the listing of the live index delivered
+	// (runs.Store.Live): the runs not yet ended, and the removal markers
+	// of those that ended in the last second or so.
+	Listed int
+	// Read is how many run records it read: one per live key.
+	Read int
+	// Dropped is how many live keys it removed, of runs whose record is
+	// terminal, or missing for longer than a creation takes.
+	Dropped int
+}
+
+// Reconcile scans the runs that have not ended, as the live index lists
+// them, never the records of runs that ended. It fails running,
+// committed runs that have no lease; times out runs past their deadline
+// that no runner holds (queued ones at once, ones claimed without output
+// once the claiming runner had OrphanGrace to end them); repairs a record
+// whose run's events already end; and removes from the live index the
+// runs whose record is terminal, or gone for longer than LiveGrace.
+func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
+	var res Reconciled
+	live, listed, err := s.store.Live(ctx)
+	res.Listed = listed
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	n := 0
-	for _, key := range keys {
+	now := time.Now()
+	for _, l := range live {
 		if ctx.Err() != nil {
-			return n, ctx.Err()
+			return res, ctx.Err()
 		}
-		run, err := s.store.GetKey(ctx, key)
-		if err != nil {
+		run, err := s.store.GetKey(ctx, l.Key)
+		res.Read++
+		switch {
+		case errors.Is(err, runs.ErrNotFound):
+			if now.Sub(l.Since) <= s.cfg.LiveGrace {
+				continue // its record may be being created
+			}
+		case err != nil:
+			continue
+		case !run.Record.State.Terminal():
+			if s.reconcile(ctx, run) {
+				res.Ended++
+			}
 			continue
 		}
-		if s.reconcile(ctx, run) {
-			n++
+		if err := s.store.DropLive(ctx, l.Key, l.Rev); err != nil {
+			s.d.Log.Warn("remove a live key", "key", l.Key, "err", err)
+			continue
 		}
+		res.Dropped++
 	}
-	return n, nil
+	return res, nil
 }
 
 // reconcile acts on one run for Reconcile and reports whether it ended it.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,6 +17,14 @@ import (
 
 // ErrInvalidConfig is returned by Config.Validate.
 var ErrInvalidConfig = errors.New("invalid topology config")
+
+// DefaultRunRetention is how long an ended run's record is kept when
+// Config.RunRetention is zero.
+const DefaultRunRetention = 7 * 24 * time.Hour
+
+// RetentionMetadata is the key, in the runs bucket's stream metadata, of
+// the retention of ended runs' records (a time.Duration string).
+const RetentionMetadata = "agentmesh_run_retention"
 
 // Config sizes the resources. The zero value is completed by Ensure with the
 // defaults noted on each field.
@@ -42,6 +51,14 @@ type Config struct {
 	WorkQueueTenantMax int64
 	// LeaseTTL is how long a lease lives without a heartbeat (default 30s).
 	LeaseTTL time.Duration
+	// RunRetention is how long a run's record is kept once the run ended
+	// (default DefaultRunRetention; at least 1s and at least EventsMaxAge,
+	// so a run id cannot be used again while its old events are kept).
+	// The terminal record is written with it as its per-message TTL
+	// (pkg/runs); a record of a run that has not ended never expires. It
+	// is kept in the runs bucket's metadata, so every service writes with
+	// the value the bucket was last ensured with (RunRetention reads it).
+	RunRetention time.Duration
 	// Storage of every resource (default file).
 	Storage jetstream.StorageType
 }
@@ -68,6 +85,9 @@ func (c *Config) setDefaults() {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = 30 * time.Second
 	}
+	if c.RunRetention == 0 {
+		c.RunRetention = DefaultRunRetention
+	}
 }
 
 // Validate reports the first invalid field.
@@ -85,6 +105,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: work queue tenant max must be in [1, work queue max %d], got %d", ErrInvalidConfig, c.WorkQueueMax, c.WorkQueueTenantMax)
 	case c.LeaseTTL < time.Second:
 		return fmt.Errorf("%w: lease TTL must be at least 1s, got %s", ErrInvalidConfig, c.LeaseTTL)
+	case c.RunRetention < time.Second || c.RunRetention < c.EventsMaxAge:
+		return fmt.Errorf("%w: run retention must be at least 1s and at least the events max age %s, got %s", ErrInvalidConfig, c.EventsMaxAge, c.RunRetention)
 	}
 	if c.Names.Prefix != "" {
 		if err := subject.ValidToken("prefix", c.Names.Prefix); err != nil {
@@ -135,18 +157,29 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
-	buckets := []jetstream.KeyValueConfig{
-		{Bucket: n.RunsBucket(), History: 1, Description: "run records"},
-		{Bucket: n.SessionsBucket(), History: 1, Description: "confirmed provider session per conversation"},
-		{Bucket: n.CheckpointsBucket(), History: 1, Description: "pin and provider-only continuation state per conversation"},
-		{Bucket: n.LeasesBucket(), History: 1, TTL: cfg.LeaseTTL, LimitMarkerTTL: cfg.LeaseTTL, Description: "heartbeats of running runs"},
-		{Bucket: n.ConsentBucket(), History: 1, Description: "export consent per principal"},
-		{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"},
-		{Bucket: n.RedactionBucket(), History: 1, Description: "tenant redaction rules"},
+	// The runs and live buckets allow per-message TTLs (nats-server 2.11):
+	// an ended run's record is written with the retention as its TTL, and
+	// a live key is removed by a purge whose marker has a short TTL
+	// (pkg/runs). Neither has subject delete markers: an expired record
+	// simply is not there any more, as if it never was.
+	buckets := []struct {
+		jetstream.KeyValueConfig
+		msgTTL bool
+	}{
+		{jetstream.KeyValueConfig{Bucket: n.RunsBucket(), History: 1, Description: "run records",
+			Metadata: map[string]string{RetentionMetadata: cfg.RunRetention.String()}}, true},
+		{jetstream.KeyValueConfig{Bucket: n.LiveBucket(), History: 1, Description: "runs not yet ended"}, true},
+		{jetstream.KeyValueConfig{Bucket: n.SessionsBucket(), History: 1, Description: "confirmed provider session per conversation"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.CheckpointsBucket(), History: 1, Description: "pin and provider-only continuation state per conversation"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.LeasesBucket(), History: 1, TTL: cfg.LeaseTTL, LimitMarkerTTL: cfg.LeaseTTL, Description: "heartbeats of running runs"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.ConsentBucket(), History: 1, Description: "export consent per principal"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.RedactionBucket(), History: 1, Description: "tenant redaction rules"}, false},
 	}
-	for _, kc := range buckets {
+	for _, b := range buckets {
+		kc := b.KeyValueConfig
 		kc.Storage, kc.Replicas = cfg.Storage, cfg.Replicas
-		if err := ensureBucket(ctx, js, kc); err != nil {
+		if err := ensureBucket(ctx, js, kc, b.msgTTL); err != nil {
 			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 	}
@@ -193,12 +226,24 @@ func unlimited(n int64) int64 {
 	return n
 }
 
-// ensureBucket is ensureStream for a key-value bucket.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+// ensureBucket is ensureStream for a key-value bucket. With msgTTL the
+// bucket's stream also allows per-message TTLs (Nats-TTL) but has no
+// subject delete markers, which a KeyValueConfig cannot say (its
+// LimitMarkerTTL turns on both): such a bucket is created create-only and
+// then updated as a stream. The server allows turning message TTLs on for
+// an existing stream, never off, so an update through
+// CreateOrUpdateKeyValue, which would send them off, is never made for it.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, msgTTL bool) error {
 	kv, err := js.KeyValue(ctx, want.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateOrUpdateKeyValue(ctx, want)
-		return err
+		if !msgTTL {
+			_, err = js.CreateOrUpdateKeyValue(ctx, want)
+			return err
+		}
+		kv, err = js.CreateKeyValue(ctx, want)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, want.Bucket) // another process created it meanwhile
+		}
 	}
 	if err != nil {
 		return err
@@ -209,16 +254,75 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 	}
 	bs, ok := st.(*jetstream.KeyValueBucketStatus)
 	if !ok {
+		if msgTTL {
+			return fmt.Errorf("bucket %s: status %T carries no stream config", want.Bucket, st)
+		}
 		_, err = js.CreateOrUpdateKeyValue(ctx, want)
 		return err
 	}
 	have := bs.Config()
-	if have.History == max(want.History, 1) && have.TTL == want.TTL && have.LimitMarkerTTL == want.LimitMarkerTTL &&
-		have.Storage == want.Storage && have.Replicas == max(want.Replicas, 1) && have.Description == want.Description {
+	same := have.History == max(want.History, 1) && have.TTL == want.TTL && have.LimitMarkerTTL == want.LimitMarkerTTL &&
+		have.Storage == want.Storage && have.Replicas == max(want.Replicas, 1) && have.Description == want.Description &&
+		hasMetadata(have.Metadata, want.Metadata)
+	if !msgTTL {
+		if same {
+			return nil
+		}
+		_, err = js.CreateOrUpdateKeyValue(ctx, want)
+		return err
+	}
+	sc := bs.StreamInfo().Config
+	if same && sc.AllowMsgTTL {
 		return nil
 	}
-	_, err = js.CreateOrUpdateKeyValue(ctx, want)
+	// What CreateOrUpdateKeyValue would set of the settings we own, and
+	// message TTLs on.
+	sc.Description, sc.MaxMsgsPerSubject, sc.MaxAge = want.Description, int64(max(want.History, 1)), want.TTL
+	sc.Storage, sc.Replicas, sc.SubjectDeleteMarkerTTL = want.Storage, max(want.Replicas, 1), want.LimitMarkerTTL
+	sc.Duplicates = 2 * time.Minute
+	if want.TTL > 0 && want.TTL < sc.Duplicates {
+		sc.Duplicates = want.TTL
+	}
+	sc.AllowMsgTTL = true
+	md := make(map[string]string, len(sc.Metadata)+len(want.Metadata))
+	maps.Copy(md, sc.Metadata)
+	maps.Copy(md, want.Metadata)
+	sc.Metadata = md
+	_, err = js.UpdateStream(ctx, sc)
 	return err
+}
+
+// hasMetadata reports whether have holds every entry of want (the server
+// adds entries of its own).
+func hasMetadata(have, want map[string]string) bool {
+	for k, v := range want {
+		if w, ok := have[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// RunRetention reads how long an ended run's record is kept, as the runs
+// bucket was last ensured with, so every service writes ended records
+// with the same TTL. It is 0, records being kept for ever, when the
+// bucket does not allow per-message TTLs (it was last ensured by a version
+// without retention). It blocks for one stream info request.
+func RunRetention(ctx context.Context, js jetstream.JetStream, n subject.Names) (time.Duration, error) {
+	st, err := js.Stream(ctx, "KV_"+n.RunsBucket())
+	if err != nil {
+		return 0, fmt.Errorf("open bucket %s: %w", n.RunsBucket(), err)
+	}
+	sc := st.CachedInfo().Config
+	v, ok := sc.Metadata[RetentionMetadata]
+	if !sc.AllowMsgTTL || !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("bucket %s: metadata %s = %q is not a retention of at least 1s", n.RunsBucket(), RetentionMetadata, v)
+	}
+	return d, nil
 }
 
 // LeaseTTL reads the lease TTL the leases bucket was created with, so every

@@ -50,7 +50,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("stream %s: %v", name, err)
 		}
 	}
-	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket()} {
+	for _, b := range []string{n.RunsBucket(), n.LiveBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket()} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
@@ -114,6 +114,8 @@ func TestConfigValidate(t *testing.T) {
 		{"short lease", topology.Config{LeaseTTL: 10 * time.Millisecond}},
 		{"bad prefix", topology.Config{Names: subject.Names{Prefix: "a.b"}}},
 		{"replicas", topology.Config{Replicas: 7}},
+		{"short run retention", topology.Config{RunRetention: 500 * time.Millisecond, EventsMaxAge: 2 * time.Minute}},
+		{"run retention below events max age", topology.Config{RunRetention: time.Hour}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,5 +157,86 @@ func TestEnsureLeavesAnUnchangedTopologyAlone(t *testing.T) {
 	}
 	if _, err := updates.NextMsg(5 * time.Second); err != nil {
 		t.Fatalf("a changed setting was not applied: %v", err)
+	}
+}
+
+// The runs bucket allows per-message TTLs (the retention of ended runs'
+// records) and keeps the retention in its metadata; a bucket made before
+// retention existed is updated in place, its records kept, and a changed
+// retention is applied to a bucket that already allows TTLs.
+func TestEnsureRunRetention(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	n := subject.Names{}
+	// The runs bucket as a version without retention made it, with a record.
+	old, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: n.RunsBucket(), History: 1, Description: "run records"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Put(ctx, "acme.r1", []byte("record")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := topology.RunRetention(ctx, js, n); err != nil || got != 0 {
+		t.Fatalf("retention before Ensure = %s, %v; want 0 (kept for ever)", got, err)
+	}
+	check := func(want time.Duration) {
+		t.Helper()
+		if got, err := topology.RunRetention(ctx, js, n); err != nil || got != want {
+			t.Fatalf("retention = %s, %v; want %s", got, err, want)
+		}
+		for _, b := range []string{n.RunsBucket(), n.LiveBucket()} {
+			st, err := js.Stream(ctx, "KV_"+b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := st.CachedInfo().Config; !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 0 || c.MaxMsgsPerSubject != 1 || !c.AllowRollup {
+				t.Fatalf("%s: allow msg TTL %t, marker TTL %s, history %d, rollup %t; want true, 0, 1, true",
+					b, c.AllowMsgTTL, c.SubjectDeleteMarkerTTL, c.MaxMsgsPerSubject, c.AllowRollup)
+			}
+		}
+	}
+	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	check(topology.DefaultRunRetention)
+	if e, err := old.Get(ctx, "acme.r1"); err != nil || string(e.Value()) != "record" {
+		t.Fatalf("record after the update: %v", err)
+	}
+	if err := topology.Ensure(ctx, js, topology.Config{RunRetention: 48 * time.Hour}); err != nil {
+		t.Fatalf("changed retention: %v", err)
+	}
+	check(48 * time.Hour)
+	// Another service, concurrently, with the same settings: nothing to do.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() { errs[i] = topology.Ensure(ctx, js, topology.Config{RunRetention: 48 * time.Hour}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	check(48 * time.Hour)
+}
+
+// Services creating the topology at once on an empty server all succeed:
+// the buckets with message TTLs are created create-only, then updated.
+func TestEnsureConcurrentCreateWithRetention(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		_, js := natstest.Connect(t, srv)
+		wg.Go(func() { errs[i] = topology.Ensure(ctx, js, topology.Config{RunRetention: 36 * time.Hour}) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	_, js := natstest.Connect(t, srv)
+	if got, err := topology.RunRetention(ctx, js, subject.Names{}); err != nil || got != 36*time.Hour {
+		t.Fatalf("retention = %s, %v; want 36h", got, err)
 	}
 }
