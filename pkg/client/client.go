@@ -223,9 +223,12 @@ func (c *Client) publish(ctx context.Context, msg *nats.Msg) error {
 // right after the last event read. Breaking out of the loop releases the
 // consumer. A non-nil error is the last value yielded.
 //
-// A writer that retries a chunk through a leader election may get it
-// stored after the chunk that follows it; Events holds such an event back
-// until the ones before it have arrived. Every event before a terminal
+// Events yields one chunk per event: a batch of chunks on the wire
+// (wire.KindChunks) is yielded as one wire.KindChunk event per seq, and a
+// seq already yielded is never yielded again. A writer that retries a
+// chunk through a leader election may get it stored after the chunk that
+// follows it; Events holds such an event back until the ones before it
+// have arrived. Every event before a terminal
 // status is stored before it, so a gap still open when the terminal status
 // arrives is an error.
 func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) iter.Seq2[wire.Event, error] {
@@ -377,22 +380,8 @@ func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) boo
 		if err != nil {
 			return followDone, fmt.Errorf("event of %s: %w", f.runID, err)
 		}
-		switch {
-		case ev.Seq < f.next:
-			continue
-		case ev.Seq > f.next && (ev.Terminal() || len(f.ahead) >= maxAhead):
-			yield(ev, fmt.Errorf("event of %s: seq %d, want %d", f.runID, ev.Seq, f.next))
+		if f.take(ev, yield) {
 			return followDone, nil
-		case ev.Seq > f.next:
-			f.ahead[ev.Seq] = ev
-			continue
-		}
-		for ok := true; ok; ev, ok = f.ahead[f.next] {
-			delete(f.ahead, f.next)
-			f.next++
-			if !yield(ev, nil) || ev.Terminal() {
-				return followDone, nil
-			}
 		}
 	}
 }
@@ -410,7 +399,71 @@ func (f *follower) release(ctx context.Context, cons jetstream.Consumer) {
 // holds at most this many of each in memory.
 const followBuffer = 64
 
-// maxAhead bounds the events Events holds back waiting for a lower seq.
+// take yields, in seq order, what of ev comes next (a batch of chunks one
+// chunk at a time, skipping the seqs already yielded), then whatever of
+// the events held ahead follows on. An event that starts after the next
+// seq is held ahead, and one that ends before it is dropped. It reports
+// whether following is done: the caller stopped, the terminal status, or
+// a gap that cannot close (yielded as an error).
+func (f *follower) take(ev wire.Event, yield func(wire.Event, error) bool) bool {
+	switch {
+	case ev.LastSeq() < f.next:
+		return false
+	case ev.Seq > f.next && (ev.Terminal() || len(f.ahead) >= maxAhead):
+		for first := range ev.Expand() {
+			yield(first, fmt.Errorf("event of %s: seq %d, want %d", f.runID, ev.Seq, f.next))
+			break
+		}
+		return true
+	case ev.Seq > f.next:
+		if _, ok := f.ahead[ev.Seq]; !ok {
+			f.ahead[ev.Seq] = ev // the first stored of the seq is the one yielded
+		}
+		return false
+	}
+	for {
+		for e := range ev.Expand() {
+			if e.Seq < f.next {
+				continue
+			}
+			f.next++
+			if !yield(e, nil) || e.Terminal() {
+				return true
+			}
+		}
+		var ok bool
+		if ev, ok = f.nextAhead(); !ok {
+			return false
+		}
+	}
+}
+
+// nextAhead removes and returns an event held ahead that holds the next
+// seq, dropping those that end before it.
+func (f *follower) nextAhead() (wire.Event, bool) {
+	if len(f.ahead) == 0 {
+		return wire.Event{}, false
+	}
+	if ev, ok := f.ahead[f.next]; ok {
+		delete(f.ahead, f.next)
+		return ev, true
+	}
+	// Only writers that overlapped (a batch cut where another writer's
+	// began) leave an event starting before the next seq and ending after.
+	for seq, ev := range f.ahead {
+		switch {
+		case ev.LastSeq() < f.next:
+			delete(f.ahead, seq)
+		case seq < f.next:
+			delete(f.ahead, seq)
+			return ev, true
+		}
+	}
+	return wire.Event{}, false
+}
+
+// maxAhead bounds the events (a batch counts as one) Events holds back
+// waiting for a lower seq.
 const maxAhead = 1024
 
 // Wait blocks until the run ends and returns its terminal status.

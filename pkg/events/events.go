@@ -1,8 +1,8 @@
 // Package events writes a run's event stream on
-// agentmesh.events.<tenant>.<run_id>: a gapless per-run seq, pipelined chunk
-// publishing, and terminal statuses fenced with
-// Nats-Expected-Last-Subject-Sequence so that two writers can never both end
-// a run.
+// agentmesh.events.<tenant>.<run_id>: a gapless per-run seq, chunks
+// batched into one message and published pipelined, and terminal statuses
+// fenced with Nats-Expected-Last-Subject-Sequence so that two writers can
+// never both end a run.
 package events
 
 import (
@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
@@ -36,11 +37,28 @@ var (
 // asyncWindow bounds the chunk publishes awaiting their acknowledgement.
 const asyncWindow = 256
 
+// Chunks that ChunkAsync takes are batched: the consecutive chunks of a
+// run go out as one wire.KindChunks event (a lone chunk as a plain
+// wire.KindChunk event) at most BatchWindow after the first of them, or as
+// soon as their encoding reaches BatchBytes, whichever comes first, and
+// before any other event of the writer.
+const (
+	BatchWindow = time.Millisecond
+	// BatchBytes bounds a batch's encoded chunks: a chunk that would take
+	// a batch past it starts the next batch, and a chunk that large goes
+	// alone.
+	BatchBytes = 64 << 10
+)
+
 // Log opens writers on the events stream. It is safe for concurrent use.
 type Log struct {
 	js     jetstream.JetStream
 	names  subject.Names
 	stream string
+	// window and batchBytes are BatchWindow and BatchBytes (tests change
+	// them).
+	window     time.Duration
+	batchBytes int
 }
 
 // NewLog binds to the events stream, which must exist.
@@ -48,11 +66,12 @@ func NewLog(ctx context.Context, js jetstream.JetStream, names subject.Names) (*
 	if _, err := js.Stream(ctx, names.EventsStream()); err != nil {
 		return nil, fmt.Errorf("open stream %s: %w", names.EventsStream(), err)
 	}
-	return &Log{js: js, names: names, stream: names.EventsStream()}, nil
+	return &Log{js: js, names: names, stream: names.EventsStream(), window: BatchWindow, batchBytes: BatchBytes}, nil
 }
 
 // Last returns the last event of a run and its stream sequence, or
-// jetstream.ErrMsgNotFound if the run has no event. It reads from the
+// jetstream.ErrMsgNotFound if the run has no event. The last event may be
+// a batch of chunks (wire.KindChunks): its LastSeq is the run's last seq. It reads from the
 // stream's leader, never a replica that may lag behind, and retries through
 // a leader election until ctx ends. It blocks; it is safe for concurrent
 // use.
@@ -97,12 +116,13 @@ func (l *Log) OpenLast(ctx context.Context, tenant, runID string) (*Writer, wire
 	case ev.Terminal():
 		return nil, ev, fmt.Errorf("%w: %s is %s", ErrEnded, runID, ev.Status.State)
 	}
-	w.seq, w.last = ev.Seq, seq
+	w.seq, w.last = ev.LastSeq(), seq
 	return w, ev, nil
 }
 
-// Writer publishes one run's events. It is not safe for concurrent use: a
-// run has one writer at a time.
+// Writer publishes one run's events. Its methods serialize, so it is safe
+// for concurrent use, but a run has one writer at a time and the seqs
+// follow the order of the calls.
 //
 // Every publish is retried with the same Nats-Msg-Id (so the stream stores
 // it once) and capped exponential backoff while JetStream answers as it
@@ -111,15 +131,30 @@ func (l *Log) OpenLast(ctx context.Context, tenant, runID string) (*Writer, wire
 // caller's context ends. An event whose publish failed that way stays the
 // writer's: the next call sends it again before anything else, so the seq
 // stays gapless whatever the earlier attempts did.
+//
+// Chunks given to ChunkAsync are batched (BatchWindow, BatchBytes): a
+// batch is one message, with the Nats-Msg-Id of its first seq, and once
+// cut it is never changed, so a retry stores it once. The writer's own
+// timer publishes a batch whose window has passed, so a lone chunk is not
+// held back waiting for the next call.
 type Writer struct {
 	l       *Log
 	subject string
 	tenant  string
 	runID   string
-	seq     uint64 // seq of the last event handed to NATS
+
+	// mu guards what follows: the batch timer publishes from its own
+	// goroutine.
+	mu      sync.Mutex
+	seq     uint64 // seq of the last event handed over, the open batch's included
 	last    uint64 // stream sequence of the last acknowledged event
 	pending []pending
 	err     error // ErrDuplicate or ErrFenced: the writer is done
+
+	batch  wire.ChunkBatch // the open batch: chunks not handed to NATS yet
+	first  uint64          // seq of the open batch's first chunk
+	opened time.Time       // when its first chunk came
+	timer  *time.Timer     // publishes the open batch once its window has passed; nil before the first batch
 }
 
 // pending is an event handed to NATS and not yet known to be stored.
@@ -134,73 +169,172 @@ type pending struct {
 	terminal bool // a terminal status
 }
 
-// Seq is the seq of the last event written.
-func (w *Writer) Seq() uint64 { return w.seq }
+// Seq is the seq of the last event written: handed to the writer, whether
+// or not it is published yet.
+func (w *Writer) Seq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
 
-// msgID is the Nats-Msg-Id of the run's seq-th event.
+// msgID is the Nats-Msg-Id of the run's event (or batch) that starts at
+// seq.
 func (w *Writer) msgID(seq uint64) string { return subject.EventMsgID(w.tenant, w.runID, seq) }
 
-// hand builds the next event's message and makes it pending.
+// hand builds the next event's message and makes it pending, after the
+// open batch's. The caller holds w.mu.
 func (w *Writer) hand(ev wire.Event) (*pending, error) {
+	if err := w.cut(); err != nil {
+		return nil, err
+	}
 	ev.V, ev.RunID, ev.Seq, ev.TS = wire.Version, w.runID, w.seq+1, time.Now().UnixNano()
 	b, err := wire.Marshal(&ev)
 	if err != nil {
 		return nil, err
 	}
+	w.seq++
+	w.pending = append(w.pending, pending{msg: w.message(b, ev.Seq)})
+	return &w.pending[len(w.pending)-1], nil
+}
+
+// message is the NATS message of the encoded event that starts at seq.
+func (w *Writer) message(b []byte, seq uint64) *nats.Msg {
 	msg := nats.NewMsg(w.subject)
 	msg.Data = b
-	msg.Header.Set(jetstream.MsgIDHeader, w.msgID(ev.Seq))
-	w.seq++
-	w.pending = append(w.pending, pending{msg: msg})
-	return &w.pending[len(w.pending)-1], nil
+	msg.Header.Set(jetstream.MsgIDHeader, w.msgID(seq))
+	return msg
+}
+
+// cut hands the open batch over as one pending event and publishes it
+// asynchronously, unless an earlier event is still to be sent
+// synchronously (order) or NATS does not take it: then the next settle
+// sends it. A chunk the batch held back opens the next batch. The caller
+// holds w.mu.
+func (w *Writer) cut() error {
+	n := w.batch.Len()
+	if n == 0 {
+		return nil
+	}
+	b, err := w.batch.Encode(w.runID, w.first, w.opened.UnixNano())
+	if err != nil {
+		return fmt.Errorf("publish chunks %d to %d of %s: %w", w.first, w.first+uint64(n)-1, w.runID, err)
+	}
+	w.pending = append(w.pending, pending{msg: w.message(b, w.first)})
+	w.batch.Reset()
+	w.first += uint64(n)
+	if w.batch.Len() > 0 {
+		w.open()
+	} else {
+		w.timer.Stop()
+	}
+	if k := len(w.pending); k > 1 && w.pending[k-2].fut == nil {
+		return nil
+	}
+	p := &w.pending[len(w.pending)-1]
+	if fut, err := w.l.js.PublishMsgAsync(p.msg); err == nil {
+		p.fut, p.sent = fut, time.Now()
+	}
+	// Else not handed over: the connection's async window is full (many
+	// runs share it, jetstream.ErrTooManyStalledMsgs) or the connection is
+	// down. The next settle sends it, and what is before it,
+	// synchronously, so order and the gapless seq hold.
+	return nil
+}
+
+// open starts the window of a batch whose first chunk just came.
+func (w *Writer) open() {
+	w.opened = time.Now()
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.l.window, w.expire)
+		return
+	}
+	w.timer.Reset(w.l.window)
+}
+
+// expire is the batch timer's: it cuts the open batch if its window has
+// passed. It never waits for an acknowledgement, so it holds w.mu only
+// while the writer's caller does not. (It runs on the timer's goroutine,
+// which exits as soon as it has: nothing to wait for.)
+func (w *Writer) expire() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// A batch opened after this timer fired has its own firing to come.
+	if w.err != nil || w.batch.Len() == 0 || time.Since(w.opened) < w.l.window {
+		return
+	}
+	if err := w.cut(); err != nil {
+		w.err = err
+	}
 }
 
 // Status publishes a non-terminal status and waits for its acknowledgement
 // (and for every chunk before it).
 func (w *Writer) Status(ctx context.Context, st wire.Status) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.publish(ctx, wire.Event{Kind: wire.KindStatus, Status: &st})
 }
 
-// Chunk publishes a chunk and waits for its acknowledgement (and for every
-// chunk before it).
+// Chunk publishes a chunk on its own and waits for its acknowledgement
+// (and for every chunk before it).
 func (w *Writer) Chunk(ctx context.Context, c wire.Chunk) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.publish(ctx, wire.Event{Kind: wire.KindChunk, Chunk: &c})
 }
 
 func (w *Writer) publish(ctx context.Context, ev wire.Event) error {
-	if err := w.Flush(ctx); err != nil {
+	if err := w.flush(ctx); err != nil {
 		return err
 	}
 	if _, err := w.hand(ev); err != nil {
 		return err
 	}
-	return w.Flush(ctx)
+	return w.flush(ctx)
 }
 
-// ChunkAsync publishes a chunk without waiting, keeping at most asyncWindow
-// publishes in flight; when the window is full it waits for the older half.
-// Flush or Terminal waits for them all.
+// ChunkAsync adds a chunk to the open batch without waiting (see
+// BatchWindow), keeping at most asyncWindow publishes in flight; when the
+// window is full it waits for the older half. Flush, Terminal or any other
+// publish sends the open batch first and waits for them all. An error
+// from an earlier asynchronous publish, or a chunk that cannot be encoded,
+// is returned here; the chunk is then not the writer's.
 func (w *Writer) ChunkAsync(ctx context.Context, c wire.Chunk) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	p, err := w.hand(wire.Event{Kind: wire.KindChunk, Chunk: &c})
+	added, err := w.batch.Add(&c, w.l.batchBytes)
 	if err != nil {
-		return err
+		return fmt.Errorf("publish chunk %d of %s: %w", w.seq+1, w.runID, err)
 	}
-	if len(w.pending) > 1 && w.pending[len(w.pending)-2].fut == nil {
+	w.seq++
+	switch {
+	case !added:
+		// c would take the batch past its size: the batch goes, c opens
+		// the next.
+		if err := w.cut(); err != nil {
+			return err
+		}
+	case w.batch.Len() == 1:
+		w.first = w.seq
+		w.open()
+	}
+	if w.batch.Size() >= w.l.batchBytes {
+		if err := w.cut(); err != nil {
+			// Only a chunk too large for a message on its own fails so:
+			// it is not the writer's.
+			w.seq -= uint64(w.batch.Len())
+			w.batch.Reset()
+			w.timer.Stop()
+			return err
+		}
+	}
+	if n := len(w.pending); n > 0 && w.pending[n-1].fut == nil {
 		// An earlier event is still to be sent synchronously: keep order.
-		return w.Flush(ctx)
+		return w.flush(ctx)
 	}
-	fut, err := w.l.js.PublishMsgAsync(p.msg)
-	if err != nil {
-		// Not handed over: the connection's async window is full (many runs
-		// share it, jetstream.ErrTooManyStalledMsgs) or the connection is
-		// down. Send it, and what is before it, synchronously, so order and
-		// the gapless seq hold.
-		return w.Flush(ctx)
-	}
-	p.fut, p.sent = fut, time.Now()
 	if len(w.pending) >= asyncWindow {
 		return w.settle(ctx, asyncWindow/2)
 	}
@@ -211,10 +345,26 @@ func (w *Writer) ChunkAsync(ctx context.Context, c wire.Chunk) error {
 // publish that failed, or was not acknowledged within a bound, is sent
 // again synchronously with the same Nats-Msg-Id, so it is stored once and
 // the seq stays gapless. It returns ctx's error if ctx ends first; the
-// events not yet acknowledged stay pending for the next call.
-func (w *Writer) Flush(ctx context.Context) error { return w.settle(ctx, len(w.pending)) }
+// events not yet acknowledged stay pending for the next call. It sends
+// the open batch first.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.flush(ctx)
+}
 
-// settle resolves the first n pending events, in order.
+func (w *Writer) flush(ctx context.Context) error {
+	if w.err != nil {
+		return w.err
+	}
+	if err := w.cut(); err != nil {
+		return err
+	}
+	return w.settle(ctx, len(w.pending))
+}
+
+// settle resolves the first n pending events, in order. The caller holds
+// w.mu.
 func (w *Writer) settle(ctx context.Context, n int) error {
 	if w.err != nil {
 		return w.err
@@ -343,8 +493,10 @@ func (w *Writer) Terminal(ctx context.Context, st wire.Status) error {
 	if !st.State.Terminal() {
 		return fmt.Errorf("terminal status with state %s", st.State)
 	}
-	if n := len(w.pending); n > 0 && w.pending[n-1].terminal {
-		return w.Flush(ctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.pending); n > 0 && w.pending[n-1].terminal && w.batch.Len() == 0 {
+		return w.flush(ctx)
 	}
 	return w.publishFenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &st}, true)
 }
@@ -354,18 +506,24 @@ func (w *Writer) Terminal(ctx context.Context, st wire.Status) error {
 // A runner claims an attempt with it: its running status cannot land
 // after another writer ended the run.
 func (w *Writer) StatusFenced(ctx context.Context, st wire.Status) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.publishFenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &st}, false)
 }
 
-// ChunkFenced publishes a chunk like Chunk, but only if the run's last
-// stored event is this writer's own (ErrFenced otherwise). A runner
-// publishes its first output with it.
+// ChunkFenced publishes a chunk like Chunk, on its own and at once, but
+// only if the run's last stored event is this writer's own (ErrFenced
+// otherwise). A runner publishes its first output with it.
 func (w *Writer) ChunkFenced(ctx context.Context, c wire.Chunk) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	return w.publishFenced(ctx, wire.Event{Kind: wire.KindChunk, Chunk: &c}, false)
 }
 
+// publishFenced is StatusFenced's, ChunkFenced's and Terminal's. The
+// caller holds w.mu.
 func (w *Writer) publishFenced(ctx context.Context, ev wire.Event, terminal bool) error {
-	if err := w.Flush(ctx); err != nil {
+	if err := w.flush(ctx); err != nil {
 		return err
 	}
 	p, err := w.hand(ev)
@@ -374,5 +532,5 @@ func (w *Writer) publishFenced(ctx context.Context, ev wire.Event, terminal bool
 	}
 	p.fenced, p.terminal = true, terminal
 	p.msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.last, 10))
-	return w.Flush(ctx)
+	return w.flush(ctx)
 }

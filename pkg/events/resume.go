@@ -15,4 +15,8 @@ func (l *Log) Resume(tenant, runID string, seq, last uint64) *Writer {
 
 // Last is the stream sequence of the last event this writer knows stored:
 // the one its next fenced publish expects to follow.
-func (w *Writer) Last() uint64 { return w.last }
+func (w *Writer) Last() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}

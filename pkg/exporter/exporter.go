@@ -21,9 +21,11 @@
 package exporter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -360,7 +362,8 @@ func (x *Exporter) store1(ctx context.Context, xr wire.ExportRecord, data []byte
 
 // readEvents reads every event of the run, from seq 1, on an ephemeral
 // consumer: as many as the stream holds for the run when the consumer is
-// created (the run has ended, so nothing is added after).
+// created (the run has ended, so nothing is added after). It returns them
+// one per seq, as a client reads them (see single).
 func (x *Exporter) readEvents(ctx context.Context, tenant, runID string) ([]wire.Event, error) {
 	stream := x.d.Names.EventsStream()
 	cons, err := jsretry.Do(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
@@ -404,7 +407,23 @@ func (x *Exporter) readEvents(ctx context.Context, tenant, runID string) ([]wire
 			return nil, fmt.Errorf("read events of %s.%s: %d of %d read, then nothing", tenant, runID, len(evs), want)
 		}
 	}
-	return evs, nil
+	return single(evs), nil
+}
+
+// single returns the events stored as evs one per seq, in seq order: a
+// batch of chunks (wire.KindChunks) becomes one chunk event per seq, and
+// of a seq stored twice (a batch retried through a leader election is
+// stored after the one that follows it; two writers' batches may
+// overlap) the first stored is kept, as client.Events yields it.
+func single(evs []wire.Event) []wire.Event {
+	out := make([]wire.Event, 0, len(evs))
+	for i := range evs {
+		for e := range evs[i].Expand() {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b wire.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	return slices.CompactFunc(out, func(a, b wire.Event) bool { return a.Seq == b.Seq })
 }
 
 // OpenStore returns the trajectory store the settings name: the local

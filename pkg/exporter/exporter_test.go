@@ -3,8 +3,10 @@ package exporter_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/trajectory"
 	"github.com/agentmesh/agentmesh/pkg/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -161,5 +164,68 @@ func TestExportWithdrawnBefore(t *testing.T) {
 	}
 	if _, err := f.records.Get(ctx, "acme", "r1"); !errors.Is(err, exports.ErrNotFound) {
 		t.Fatalf("export record %v; want none", err)
+	}
+}
+
+// TestExportUnpacksBatches: a run whose chunks were stored in batches,
+// one of them retried and stored late and one overlapping another
+// writer's, is exported one chunk per seq, each seq once, the first
+// stored of it kept.
+func TestExportUnpacksBatches(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	g, err := f.consent.Grant(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runID = "batched"
+	now := time.Now()
+	store := func(ev wire.Event) {
+		t.Helper()
+		ev.V, ev.RunID, ev.TS = wire.Version, runID, now.UnixNano()
+		b, err := wire.Marshal(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.js.Publish(ctx, subject.Names{}.Events("acme", runID), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := func(tag string, seqs ...int) []wire.Chunk {
+		var out []wire.Chunk
+		for _, s := range seqs {
+			out = append(out, wire.Chunk{Type: wire.ChunkText, Content: fmt.Sprint(tag, s)})
+		}
+		return out
+	}
+	store(wire.Event{Seq: 1, Kind: wire.KindStatus, Status: &wire.Status{State: wire.StateRunning}})
+	store(wire.Event{Seq: 4, Kind: wire.KindChunks, Last: 5, Chunks: text("a", 4, 5)})
+	store(wire.Event{Seq: 2, Kind: wire.KindChunks, Last: 3, Chunks: text("a", 2, 3)})
+	store(wire.Event{Seq: 5, Kind: wire.KindChunks, Last: 7, Chunks: text("b", 5, 6, 7)})
+	store(wire.Event{Seq: 8, Kind: wire.KindStatus, Status: &wire.Status{State: wire.StateSucceeded}})
+	rec := wire.RunRecord{V: wire.Version, RunID: runID, Tenant: "acme", Principal: "alice", Profile: "fixture", Adapter: "fixture",
+		RequestDigest: "d", Pin: &wire.Pin{Provider: "fixture", Model: "fixture-1", ProfileHash: "h", RegistryVersion: "r"},
+		State: wire.StateSucceeded, Consent: true, ConsentRev: g.Rev, Created: now.UnixMilli(), Updated: now.UnixMilli()}
+	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Exported {
+		t.Fatalf("export: %s, %v", out, err)
+	}
+	e, err := f.records.Get(ctx, "acme", runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := f.store.Get(ctx, e.Record.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := trajectory.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range tr.Chunks {
+		got = append(got, fmt.Sprintf("%d %s", c.Seq, c.Content))
+	}
+	if s, want := strings.Join(got, ", "), "2 a2, 3 a3, 4 a4, 5 a5, 6 b6, 7 b7"; s != want {
+		t.Errorf("exported chunks %s, want %s", s, want)
 	}
 }

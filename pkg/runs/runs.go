@@ -483,9 +483,9 @@ func (s *Store) Commit(ctx context.Context, r Run) (Run, error) {
 }
 
 // HasOutput reports whether ev, a run's last event, says the run has
-// published output: a chunk (a run's events after its first chunk are
-// chunks and then its terminal status).
-func HasOutput(ev wire.Event) bool { return ev.Kind == wire.KindChunk }
+// published output: a chunk or a batch of chunks (a run's events after
+// its first chunk are chunks and then its terminal status).
+func HasOutput(ev wire.Event) bool { return ev.Kind == wire.KindChunk || ev.Kind == wire.KindChunks }
 
 // End ends the run by the ending protocol (the package comment): the
 // terminal status st on w, fenced; then the record; then lease, if not nil,

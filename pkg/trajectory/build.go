@@ -22,7 +22,8 @@ type Input struct {
 	Request map[string]any
 	Labels  map[string]string
 	// Events are every event of the run in seq order, 1 to n, the last
-	// being its terminal status.
+	// being its terminal status: one per seq, a batch of chunks as read
+	// from the stream expanded (wire.Event.Expand).
 	Events []wire.Event
 }
 
@@ -164,6 +165,8 @@ func checkEvents(runID string, events []wire.Event) error {
 			if ev.Status.State.Terminal() && i != len(events)-1 {
 				return bad(ev.Seq, "terminal status %s before the last event, seq %d", ev.Status.State, events[len(events)-1].Seq)
 			}
+		case wire.KindChunks:
+			return bad(ev.Seq, "a batch of chunks (seqs %d to %d): the events must be one per seq (wire.Event.Expand)", ev.Seq, ev.Last)
 		default:
 			return bad(ev.Seq, "unknown event kind %.40q", ev.Kind)
 		}

@@ -336,6 +336,10 @@ func TestBuildIncomplete(t *testing.T) {
 		{"chunk without chunk", edit(func(ev []wire.Event) []wire.Event { ev[4].Chunk = nil; return ev }), 5, "must carry a chunk"},
 		{"status without status", edit(func(ev []wire.Event) []wire.Event { ev[0].Status = nil; return ev }), 1, "must carry a status"},
 		{"unknown kind", edit(func(ev []wire.Event) []wire.Event { ev[0].Kind = "other"; return ev }), 1, "unknown event kind"},
+		{"a batch not expanded", edit(func(ev []wire.Event) []wire.Event {
+			ev[4] = wire.Event{V: 1, RunID: "run-42", Seq: 5, Kind: wire.KindChunks, Last: 5, Chunks: []wire.Chunk{*ev[4].Chunk}}
+			return ev
+		}), 5, "one per seq"},
 		{"unknown chunk type", edit(func(ev []wire.Event) []wire.Event {
 			c := *ev[4].Chunk
 			c.Type = "raw"

@@ -68,7 +68,34 @@ func Decode[T Versioned](b []byte) (T, error) {
 	if v := version(&out); v != Version {
 		return out, fmt.Errorf("%w: v=%d, want %d", ErrVersion, v, Version)
 	}
+	if e, ok := any(&out).(*Event); ok {
+		if err := e.check(); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
+}
+
+// check refuses an event whose batch fields disagree with its kind or with
+// each other (ErrMalformed).
+func (e *Event) check() error {
+	if e.Kind != KindChunks {
+		if e.Last != 0 || e.Chunks != nil {
+			return fmt.Errorf("%w: a %.20q event with last or chunks (only a %q event has them)", ErrMalformed, e.Kind, KindChunks)
+		}
+		return nil
+	}
+	switch {
+	case e.Status != nil || e.Chunk != nil:
+		return fmt.Errorf("%w: a %q event carries a status or a single chunk", ErrMalformed, KindChunks)
+	case e.Seq == 0:
+		return fmt.Errorf("%w: a %q event starts at seq 0", ErrMalformed, KindChunks)
+	case e.Last < e.Seq:
+		return fmt.Errorf("%w: a %q event with last %d before seq %d", ErrMalformed, KindChunks, e.Last, e.Seq)
+	case uint64(len(e.Chunks)) != e.Last-e.Seq+1:
+		return fmt.Errorf("%w: a %q event of seqs %d to %d holds %d chunks", ErrMalformed, KindChunks, e.Seq, e.Last, len(e.Chunks))
+	}
+	return nil
 }
 
 func version(m any) int {

@@ -97,6 +97,15 @@ func sampleChunkEvents() []Event {
 	return out
 }
 
+// sampleBatchEvents are chunks events: two chunks, and every sample chunk.
+func sampleBatchEvents() []Event {
+	cs := sampleChunks()
+	return []Event{
+		{V: Version, RunID: "run-1", Seq: 4, TS: 1700000000123456789, Kind: KindChunks, Last: 5, Chunks: cs[2:4]},
+		{V: Version, RunID: "run-1", Seq: 2, TS: 1700000000123456789, Kind: KindChunks, Last: uint64(len(cs)) + 1, Chunks: cs},
+	}
+}
+
 func sampleRunRecord() RunRecord {
 	pin := samplePin()
 	return RunRecord{
@@ -135,6 +144,9 @@ func sampleMessages(t testing.TB) map[string][]byte {
 	for _, e := range sampleChunkEvents() {
 		add(fmt.Sprintf("event-chunk-%d-%s", e.Seq, e.Chunk.Type), e)
 	}
+	for _, e := range sampleBatchEvents() {
+		add(fmt.Sprintf("event-chunks-%d-%d", e.Seq, e.Last), e)
+	}
 	add("runrecord", sampleRunRecord())
 	add("lease", sampleLease())
 	add("cancelreply", sampleCancelReply())
@@ -171,6 +183,9 @@ func TestRoundTrip(t *testing.T) {
 	t.Run("Event/status", func(t *testing.T) { roundTrip(t, sampleStatusEvent()) })
 	for _, e := range sampleChunkEvents() {
 		t.Run("Event/chunk/"+string(e.Chunk.Type), func(t *testing.T) { roundTrip(t, e) })
+	}
+	for _, e := range sampleBatchEvents() {
+		t.Run(fmt.Sprintf("Event/chunks/%d-%d", e.Seq, e.Last), func(t *testing.T) { roundTrip(t, e) })
 	}
 	t.Run("RunRecord", func(t *testing.T) { roundTrip(t, sampleRunRecord()) })
 	t.Run("Lease", func(t *testing.T) { roundTrip(t, sampleLease()) })

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/vmihailenco/msgpack/v5"
+import (
+	"iter"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
 
 // Version is the schema version every message carries in its field v.
 const Version = 1
@@ -117,17 +121,27 @@ func (s State) Terminal() bool {
 	return false
 }
 
-// EventKind says which of Event.Status and Event.Chunk is set.
+// EventKind says which of Event.Status, Event.Chunk and Event.Chunks is
+// set.
 type EventKind string
 
 // The event kinds.
 const (
 	KindStatus EventKind = "status"
 	KindChunk  EventKind = "chunk"
+	// KindChunks is a run of consecutive chunks in one message, seqs Seq
+	// to Last; Expand turns it into one KindChunk event per seq.
+	KindChunks EventKind = "chunks"
 )
 
 // Event is one item of a run's event stream on
 // agentmesh.events.<tenant>.<run_id>, with a gapless 1-based Seq.
+//
+// A KindChunks event carries the chunks of seqs Seq through Last, in
+// order, in Chunks (one or more, never a status), all stamped with the
+// one TS. Decode refuses one whose Last and Chunks disagree, and an event
+// of another kind that sets Last or Chunks. Readers that want one chunk
+// per event range over Expand.
 type Event struct {
 	V      int       `msgpack:"v" json:"v"`
 	RunID  string    `msgpack:"run_id" json:"run_id"`
@@ -136,11 +150,42 @@ type Event struct {
 	Kind   EventKind `msgpack:"kind" json:"kind"`
 	Status *Status   `msgpack:"status,omitempty" json:"status,omitempty"`
 	Chunk  *Chunk    `msgpack:"chunk,omitempty" json:"chunk,omitempty"`
+	// Last is the seq of a KindChunks event's last chunk; 0 otherwise.
+	Last uint64 `msgpack:"last,omitempty" json:"last,omitempty"`
+	// Chunks are a KindChunks event's chunks, of seqs Seq to Last.
+	Chunks []Chunk `msgpack:"chunks,omitempty" json:"chunks,omitempty"`
 }
 
 // Terminal reports whether e is a terminal status.
 func (e *Event) Terminal() bool {
 	return e.Kind == KindStatus && e.Status != nil && e.Status.State.Terminal()
+}
+
+// LastSeq is the seq of e's last item: Last for a KindChunks event, Seq
+// for any other.
+func (e *Event) LastSeq() uint64 {
+	if e.Kind == KindChunks {
+		return e.Last
+	}
+	return e.Seq
+}
+
+// Expand yields the single events e stands for, in seq order: for a
+// KindChunks event one KindChunk event per chunk, seq Seq to Last, each
+// with e's V, RunID and TS and a Chunk pointing into e.Chunks; for any
+// other event, e itself. It does not modify e.
+func (e *Event) Expand() iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		if e.Kind != KindChunks {
+			yield(*e)
+			return
+		}
+		for i := range e.Chunks {
+			if !yield(Event{V: e.V, RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindChunk, Chunk: &e.Chunks[i]}) {
+				return
+			}
+		}
+	}
 }
 
 // Status is a run state transition.

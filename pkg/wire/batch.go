@@ -1,0 +1,123 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// ChunkBatch collects consecutive chunks of a run, encoding each as it is
+// added, into the message of one event: a KindChunk event when it holds
+// one chunk, a KindChunks event when it holds more. The zero value is an
+// empty batch. It is not safe for concurrent use.
+type ChunkBatch struct {
+	// buf is batchHeadroom bytes kept for the array header, the batch's
+	// chunks' encodings one after the other, then the held chunk's.
+	buf  []byte
+	end  int // where the batch's chunks end in buf; the held chunk, if any, follows
+	n    int
+	held bool
+}
+
+// batchHeadroom is the longest msgpack array header: 0xdd and 4 bytes.
+const batchHeadroom = 5
+
+// Add encodes c and appends it to the batch, unless the batch already
+// holds chunks and c would take their encoded size past limit bytes: then
+// the batch holds c back (added is false) for the next batch, and Reset
+// makes it that batch's first chunk. A batch holds back one chunk at most:
+// Add with one held back is an error. On error the batch is unchanged.
+func (b *ChunkBatch) Add(c *Chunk, limit int) (added bool, err error) {
+	if b.held {
+		return false, errors.New("add chunk: the batch already holds one back; Reset it first")
+	}
+	if len(b.buf) == 0 {
+		b.buf = append(b.buf[:0], make([]byte, batchHeadroom)...)
+		b.end = batchHeadroom
+	}
+	e := encPool.Get().(*encoder)
+	defer encPool.Put(e)
+	e.buf.Reset()
+	if err := e.enc.Encode(c); err != nil {
+		return false, fmt.Errorf("encode chunk: %w", err)
+	}
+	b.buf = append(b.buf, e.buf.Bytes()...)
+	if b.n > 0 && b.Size()+e.buf.Len() > limit {
+		b.held = true
+		return false, nil
+	}
+	b.end, b.n = len(b.buf), b.n+1
+	return true, nil
+}
+
+// Len is the number of chunks in the batch, not counting one held back.
+func (b *ChunkBatch) Len() int { return b.n }
+
+// Size is the encoded size of the batch's chunks in bytes, not counting
+// one held back.
+func (b *ChunkBatch) Size() int { return max(b.end-batchHeadroom, 0) }
+
+// Reset empties the batch, keeping its buffer; a chunk held back by Add
+// becomes its first chunk.
+func (b *ChunkBatch) Reset() {
+	if !b.held {
+		b.buf, b.end, b.n = b.buf[:0], 0, 0
+		return
+	}
+	k := copy(b.buf[batchHeadroom:], b.buf[b.end:])
+	b.buf = b.buf[:batchHeadroom+k]
+	b.end, b.n, b.held = len(b.buf), 1, false
+}
+
+// chunksEvent is Event with its chunk or chunks already encoded.
+type chunksEvent struct {
+	V      int                `msgpack:"v"`
+	RunID  string             `msgpack:"run_id"`
+	Seq    uint64             `msgpack:"seq"`
+	TS     int64              `msgpack:"ts"`
+	Kind   EventKind          `msgpack:"kind"`
+	Chunk  msgpack.RawMessage `msgpack:"chunk,omitempty"`
+	Last   uint64             `msgpack:"last,omitempty"`
+	Chunks msgpack.RawMessage `msgpack:"chunks,omitempty"`
+}
+
+// Encode returns the encoded event of run runID that holds the batch's
+// chunks as seqs first onward, stamped ts: a KindChunk event for a batch
+// of one chunk, a KindChunks event with Last first+Len()-1 for more. It
+// does not empty the batch and leaves out a chunk held back. Encoding an empty batch is an error, as is
+// one larger than MaxMessageSize (ErrTooLarge).
+func (b *ChunkBatch) Encode(runID string, first uint64, ts int64) ([]byte, error) {
+	ev := chunksEvent{V: Version, RunID: runID, Seq: first, TS: ts}
+	switch {
+	case b.n == 0:
+		return nil, fmt.Errorf("encode chunks of %s: the batch is empty", runID)
+	case first == 0:
+		return nil, fmt.Errorf("encode chunks of %s: seq 0", runID)
+	case b.n == 1:
+		ev.Kind, ev.Chunk = KindChunk, b.buf[batchHeadroom:b.end]
+	default:
+		h := arrayHeader(b.buf[:batchHeadroom], b.n)
+		ev.Kind, ev.Last, ev.Chunks = KindChunks, first+uint64(b.n)-1, b.buf[batchHeadroom-h:b.end]
+	}
+	return Marshal(&ev)
+}
+
+// arrayHeader writes the msgpack header of an array of n values at the
+// end of dst (which has room for the longest) and returns its length.
+func arrayHeader(dst []byte, n int) int {
+	switch {
+	case n < 16:
+		dst[len(dst)-1] = 0x90 | byte(n)
+		return 1
+	case n <= 0xffff:
+		dst[len(dst)-3] = 0xdc
+		binary.BigEndian.PutUint16(dst[len(dst)-2:], uint16(n))
+		return 3
+	default:
+		dst[len(dst)-5] = 0xdd
+		binary.BigEndian.PutUint32(dst[len(dst)-4:], uint32(n))
+		return 5
+	}
+}
