@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -184,11 +185,13 @@ func (r *Raw) follow(ctx context.Context, subj string) (jetstream.MessagesContex
 	return msgs, func() { unhook(); msgs.Stop() }, nil
 }
 
-// HopLatency measures one JetStream hop: with an ordered consumer already
-// delivering on a fresh subject, it publishes one ChunkEvent-sized message
-// at a time and returns, for each of p.Samples after p.Warmup, the time
-// from the publish call to the consumer yielding the message. Each publish
-// is acknowledged before the next.
+// HopLatency measures one JetStream hop, the unit the mesh's first chunk
+// is counted in: with an ordered consumer already pulling on a fresh
+// subject, it publishes one ChunkEvent-sized message at a time with a
+// synchronous PublishMsg, which returns once the stream has stored it and
+// the PubAck is back, and returns, for each of p.Samples after p.Warmup,
+// the time from the start of the publish to the consumer yielding the
+// message.
 func (r *Raw) HopLatency(ctx context.Context, p Probe) (Latencies, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -206,8 +209,7 @@ func (r *Raw) HopLatency(ctx context.Context, p Probe) (Latencies, error) {
 	out := make(Latencies, 0, p.Samples)
 	for i := range p.Warmup + p.Samples {
 		start := time.Now()
-		f, err := r.pub.PublishAsync(subj, payload)
-		if err != nil {
+		if _, err := r.pub.PublishMsg(ctx, &nats.Msg{Subject: subj, Data: payload}); err != nil {
 			return nil, fmt.Errorf("publish on %s: %w", subj, err)
 		}
 		if _, err := msgs.Next(); err != nil {
@@ -217,13 +219,6 @@ func (r *Raw) HopLatency(ctx context.Context, p Probe) (Latencies, error) {
 			return nil, fmt.Errorf("receive on %s: sample %d: %w", subj, i, err)
 		}
 		d := time.Since(start)
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			return nil, fmt.Errorf("publish on %s: %w", subj, err)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
 		if i >= p.Warmup {
 			out = append(out, d)
 		}
