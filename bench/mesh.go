@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -152,16 +153,29 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 	if m.client, err = client.New(cnc, subject.Names{}); err != nil {
 		tb.Fatalf("bench: client: %v", err)
 	}
-	// Ready once the router's consumer exists: the topology is complete then,
-	// and work dispatched before the runner pulls simply waits for it.
-	natstest.Eventually(tb, 10*time.Second, func() error {
+	// Ready once the router's consumer exists (the topology is complete
+	// then) and the runner host answers a ping (it has set up and is
+	// pulling). A burst of submissions and followers the moment the router
+	// is up could otherwise starve the runner's own set-up of the
+	// JetStream API, and fail the mesh where a runner started ahead of its
+	// clients would not.
+	ping, err := micro.ControlSubject(micro.PingVerb, "agentmesh-runner", "")
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	natstest.Eventually(tb, 30*time.Second, func() error {
 		select {
 		case <-exited:
 			return fmt.Errorf("mesh exited: %v", runErr)
 		default:
 		}
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
+		if _, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer()); err != nil {
+			return err
+		}
+		if _, err := cnc.Request(ping, nil, time.Second); err != nil {
+			return fmt.Errorf("runner host: %w", err)
+		}
+		return nil
 	})
 	return m
 }

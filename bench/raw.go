@@ -47,6 +47,16 @@ type Raw struct {
 // synchronously when that is full.)
 const rawMaxPending = 1 << 16
 
+// rawMaxConsumers is RawStream's consumer limit. The server's default,
+// 1,000 a stream (JSDefaultMaxConsumersPerStream), is what 1,000 lanes at
+// once need with nothing to spare: an ordered consumer that resets under
+// load creates its next consumer before the server has forgotten the
+// last, and the lanes would fail with "maximum consumers limit reached"
+// (err_code 10026). The baseline is meant to be JetStream at its best, so
+// it does not meet that limit; the mesh's events stream keeps the default,
+// which is one of the limits the 1,000-runs measurements show.
+const rawMaxConsumers = 1 << 20
+
 // StartRaw connects twice to srv and creates RawStream. The connections
 // are closed when tb ends.
 func StartRaw(tb testing.TB, srv *server.Server) *Raw {
@@ -62,6 +72,7 @@ func StartRaw(tb testing.TB, srv *server.Server) *Raw {
 	if _, err := pub.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: RawStream, Subjects: []string{rawSubjects},
 		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
+		MaxConsumers: rawMaxConsumers,
 	}); err != nil {
 		tb.Fatalf("bench: create stream %s: %v", RawStream, err)
 	}
