@@ -45,6 +45,11 @@ chaos:
 bench:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
 
+## scale: 1,000 fixture runs at once on one runner, each followed, with no MaxWaiting or consumer-limit warning (bench, build tag scale)
+.PHONY: scale
+scale:
+	$(GO) test -tags scale -race -count=1 -timeout 10m -v -run '^TestScale' ./bench
+
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 fuzz:
 	@set -e; for pt in $(FUZZ_TARGETS); do \

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -14,10 +15,15 @@ import (
 
 // The test binary doubles as the fake CLI of the CLI measurements (STYLE
 // item 9): with FakeCLIEnv set it writes its stream-json and exits, before
-// any test machinery (or goleak) starts.
+// any test machinery (or goleak) starts. With NATSServerEnv set it is the
+// JetStream server of a measurement that keeps the server out of its own
+// process (StartServerProcess).
 func TestMain(m *testing.M) {
 	if os.Getenv(bench.FakeCLIEnv) != "" {
 		os.Exit(bench.FakeCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if dir := os.Getenv(bench.NATSServerEnv); dir != "" {
+		os.Exit(bench.ServeNATS(dir, os.Stdin, os.Stdout, os.Stderr))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -26,70 +32,174 @@ func TestMain(m *testing.M) {
 // the benchmark with its symptom instead of hanging it.
 const batchTimeout = 2 * time.Minute
 
-// The sizes `make bench` measures. One throughput batch moves 32,000
-// chunks each way; one latency batch takes 200 samples each way.
+// The sizes `make bench` measures. Each throughput batch moves 50,000
+// chunks each way, at 10, 100 and 1,000 runs at once; one latency batch
+// takes 200 samples each way.
 var (
-	throughputLoad = bench.Workload{Runs: 32, Chunks: 1000, ChunkBytes: 64}
-	latencyProbe   = bench.Probe{Samples: 200, Warmup: 20, ChunkBytes: 64}
+	throughputLoads = []bench.Workload{
+		{Runs: 10, Chunks: 5000, ChunkBytes: 64},
+		{Runs: 100, Chunks: 500, ChunkBytes: 64},
+		{Runs: 1000, Chunks: 50, ChunkBytes: 64},
+	}
+	latencyProbe = bench.Probe{Samples: 200, Warmup: 20, ChunkBytes: 64}
 )
 
-// BenchmarkChunkThroughput reports chunks/s received by clients from 32
-// concurrent fixture runs, the same count of same-size messages through raw
-// JetStream async publish + ordered consume, and mesh/raw. One iteration is
-// one batch of each.
+// BenchmarkChunkThroughput reports, at 10, 100 and 1,000 runs at once
+// (runs=N), chunks/s received by clients from N concurrent fixture runs,
+// the same count of same-size messages through raw JetStream async publish
+// + ordered consume on N lanes, and mesh/raw. One iteration is one batch
+// of each. Each N has its own server and a mesh whose runner executes N
+// runs at once; it logs the mesh's warnings, counting those of
+// bench.Limits.
 func BenchmarkChunkThroughput(b *testing.B) {
-	srv := natstest.RunJetStream(b)
-	m := bench.StartMesh(b, srv, bench.MeshConfig{MaxActive: throughputLoad.Runs})
-	raw := bench.StartRaw(b, srv)
-	warm := throughputLoad
-	warm.Chunks = 10
-	measure(b, func(ctx context.Context) (bench.Throughput, error) { return m.Throughput(ctx, warm) })
-	measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Throughput(ctx, warm) })
+	for _, load := range throughputLoads {
+		b.Run(fmt.Sprintf("runs=%d", load.Runs), func(b *testing.B) {
+			srv := natstest.RunJetStream(b)
+			var logs bench.LogRecorder
+			logs.Watch(srv)
+			m := bench.StartMesh(b, srv, bench.MeshConfig{MaxActive: load.Runs, Log: logs.Logger()})
+			raw := bench.StartRaw(b, srv)
+			warm := load
+			warm.Chunks = 10
+			measure(b, func(ctx context.Context) (bench.Throughput, error) { return m.Throughput(ctx, warm) })
+			measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Throughput(ctx, warm) })
 
-	var mesh, base bench.Throughput
-	for b.Loop() {
-		mesh = mesh.Add(measure(b, func(ctx context.Context) (bench.Throughput, error) { return m.Throughput(ctx, throughputLoad) }))
-		base = base.Add(measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Throughput(ctx, throughputLoad) }))
+			var mesh, base bench.Throughput
+			for b.Loop() {
+				mesh = mesh.Add(measure(b, func(ctx context.Context) (bench.Throughput, error) { return m.Throughput(ctx, load) }))
+				base = base.Add(measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Throughput(ctx, load) }))
+			}
+			event, err := bench.ChunkEvent(load)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(0, "ns/op") // an iteration is two batches: not a figure of its own
+			b.ReportMetric(mesh.PerSecond(), "mesh-chunks/s")
+			b.ReportMetric(base.PerSecond(), "raw-msgs/s")
+			b.ReportMetric(mesh.PerSecond()/base.PerSecond(), "ratio")
+			b.Logf("%d runs x %d chunks of %d B text (%d B event): mesh %.0f chunks/s, raw %.0f msgs/s, mesh/raw %.3f; mesh and server: %s",
+				load.Runs, load.Chunks, load.ChunkBytes, len(event),
+				mesh.PerSecond(), base.PerSecond(), mesh.PerSecond()/base.PerSecond(), logs.Summary())
+		})
 	}
-	event, err := bench.ChunkEvent(throughputLoad)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportMetric(0, "ns/op") // an iteration is two batches: not a figure of its own
-	b.ReportMetric(mesh.PerSecond(), "mesh-chunks/s")
-	b.ReportMetric(base.PerSecond(), "raw-msgs/s")
-	b.ReportMetric(mesh.PerSecond()/base.PerSecond(), "ratio")
-	b.Logf("%d runs x %d chunks of %d B text (%d B event): mesh %.0f chunks/s, raw %.0f msgs/s, mesh/raw %.3f",
-		throughputLoad.Runs, throughputLoad.Chunks, throughputLoad.ChunkBytes, len(event),
-		mesh.PerSecond(), base.PerSecond(), mesh.PerSecond()/base.PerSecond())
 }
 
 // BenchmarkFirstChunkLatency reports p50 and p99 of submit→first chunk
-// through the mesh, of one raw JetStream publish→consume hop, and
-// mesh/raw for each. One iteration is one batch of samples of each.
+// through the mesh and of one raw JetStream hop (a synchronous publish to
+// a consumer already pulling), and the mesh's p50 and p99 in hops: each
+// divided by the hop's p50. One iteration is one batch of samples of each.
 func BenchmarkFirstChunkLatency(b *testing.B) {
 	srv := natstest.RunJetStream(b)
 	m := bench.StartMesh(b, srv, bench.MeshConfig{})
 	raw := bench.StartRaw(b, srv)
-	var mesh, base bench.Latencies
+	var mesh, hop bench.Latencies
 	for b.Loop() {
 		mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
-		base = append(base, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
+		hop = append(hop, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
 	}
 	mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
-	rp50, rp99 := base.Percentile(50), base.Percentile(99)
+	hp50, hp99 := hop.Percentile(50), hop.Percentile(99)
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(bench.Micros(mp50), "mesh-p50-us")
 	b.ReportMetric(bench.Micros(mp99), "mesh-p99-us")
-	b.ReportMetric(bench.Micros(rp50), "raw-p50-us")
-	b.ReportMetric(bench.Micros(rp99), "raw-p99-us")
-	b.ReportMetric(float64(mp50)/float64(rp50), "p50-ratio")
-	b.ReportMetric(float64(mp99)/float64(rp99), "p99-ratio")
-	b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; raw hop p50 %s p99 %s; mesh/raw p50 %.1f p99 %.1f",
-		len(mesh), mp50, mp99, rp50, rp99, float64(mp50)/float64(rp50), float64(mp99)/float64(rp99))
+	b.ReportMetric(bench.Micros(hp50), "hop-p50-us")
+	b.ReportMetric(bench.Micros(hp99), "hop-p99-us")
+	b.ReportMetric(float64(mp50)/float64(hp50), "mesh-p50-hops")
+	b.ReportMetric(float64(mp99)/float64(hp50), "mesh-p99-hops")
+	b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; hop (sync publish → pulling consumer) p50 %s p99 %s; mesh in hops (÷ hop p50): p50 %.1f p99 %.1f",
+		len(mesh), mp50, mp99, hp50, hp99, float64(mp50)/float64(hp50), float64(mp99)/float64(hp50))
+}
+
+// storedRuns is how many one-chunk runs BenchmarkStoredMessages counts
+// per iteration.
+const storedRuns = 100
+
+// BenchmarkStoredMessages reports the messages the server stores, over
+// all its streams, per one-chunk fixture run through the mesh, and per
+// synchronous raw publish (1: the baseline, and a check of the count).
+func BenchmarkStoredMessages(b *testing.B) {
+	srv := natstest.RunJetStream(b)
+	m := bench.StartMesh(b, srv, bench.MeshConfig{})
+	raw := bench.StartRaw(b, srv)
+	measure(b, func(ctx context.Context) (bench.Throughput, error) {
+		return m.Throughput(ctx, bench.Workload{Runs: 4, Chunks: 1, ChunkBytes: 64})
+	})
+	var mesh, base bench.Stored
+	for b.Loop() {
+		mesh = addStored(mesh, stored(b, func(ctx context.Context) (bench.Stored, error) { return m.StoredPerRun(ctx, storedRuns) }))
+		base = addStored(base, stored(b, func(ctx context.Context) (bench.Stored, error) { return raw.StoredPerHop(ctx, storedRuns) }))
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(mesh.PerRun(), "msgs-per-run")
+	b.ReportMetric(base.PerRun(), "raw-msgs-per-hop")
+	b.Logf("%d one-chunk runs: %d messages stored, %.2f a run (%s); raw: %d hops, %.2f a hop (%s)",
+		mesh.Runs, mesh.Messages(), mesh.PerRun(), mesh, base.Runs, base.PerRun(), base)
+}
+
+func addStored(s, t bench.Stored) bench.Stored {
+	out := bench.Stored{Runs: s.Runs + t.Runs, ByStream: map[string]int{}}
+	for _, m := range []map[string]int{s.ByStream, t.ByStream} {
+		for k, v := range m {
+			out.ByStream[k] += v
+		}
+	}
+	return out
+}
+
+// footprintRuns is how many runs BenchmarkRunFootprint holds in flight.
+const footprintRuns = 1000
+
+// BenchmarkRunFootprint reports this process's heap + stacks in use
+// (after GC) per run in flight, with 1,000 fixture runs held in flight at
+// once on one runner host and each followed by client.Events, the server
+// in a child process: bytes-per-run-KiB (followers and mesh),
+// follower-per-run-KiB (the followers' share, taken before the runs are
+// submitted) and mesh-per-run-KiB (the rest), and idle-MiB, the heap +
+// stacks in use before anything (a runner host executing up to 1,000
+// runs at once, idle, is not part of the per-run figures). It logs the mesh's
+// warnings, counting those of bench.Limits.
+func BenchmarkRunFootprint(b *testing.B) {
+	url := bench.StartServerProcess(b)
+	var logs bench.LogRecorder
+	m := bench.StartMeshAt(b, url, bench.MeshConfig{MaxActive: footprintRuns, Log: logs.Logger()})
+	var total, followers, mesh, idle float64
+	n := 0
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
+		fp, err := m.HeldFootprint(ctx, footprintRuns)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += fp.PerRun()
+		followers += fp.FollowerPerRun()
+		mesh += fp.MeshPerRun()
+		idle += float64(fp.Idle)
+		n++
+		b.Logf("%d runs in flight: heap+stacks idle %.1f MiB, followed %.1f MiB, in flight %.1f MiB", fp.Runs,
+			float64(fp.Idle)/(1<<20), float64(fp.Followed)/(1<<20), float64(fp.InFlight)/(1<<20))
+	}
+	kib := func(v float64) float64 { return v / float64(n) / 1024 }
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(kib(total), "bytes-per-run-KiB")
+	b.ReportMetric(kib(followers), "follower-per-run-KiB")
+	b.ReportMetric(kib(mesh), "mesh-per-run-KiB")
+	b.ReportMetric(idle/float64(n)/(1<<20), "idle-MiB")
+	b.Logf("%d runs in flight: %.1f KiB a run (followers %.1f, mesh %.1f); mesh: %s", footprintRuns, kib(total), kib(followers), kib(mesh), logs.Summary())
 }
 
 func measure(b *testing.B, f func(context.Context) (bench.Throughput, error)) bench.Throughput {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
+	defer cancel()
+	got, err := f(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return got
+}
+
+func stored(b *testing.B, f func(context.Context) (bench.Stored, error)) bench.Stored {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
 	defer cancel()
@@ -151,6 +261,32 @@ func TestMeasurementsComplete(t *testing.T) {
 		if len(got) != p.Samples {
 			t.Errorf("%s: %d samples, want %d", tt.name, len(got), p.Samples)
 		}
+	}
+
+	// A one-chunk run publishes at least accepted, routed, running, the
+	// chunk and succeeded; a raw hop stores exactly its message.
+	st, err := m.StoredPerRun(ctx, 3)
+	if err != nil {
+		t.Fatalf("mesh stored: %v", err)
+	}
+	if st.Runs != 3 || st.PerRun() < 5 {
+		t.Errorf("mesh stored: %d runs, %.1f messages a run (%s), want 3 runs of at least 5", st.Runs, st.PerRun(), st)
+	}
+	hops, err := raw.StoredPerHop(ctx, 3)
+	if err != nil {
+		t.Fatalf("raw stored: %v", err)
+	}
+	if hops.Messages() != 3 || hops.ByStream[bench.RawStream] != 3 {
+		t.Errorf("raw stored: %s, want %s 3 and nothing else", hops, bench.RawStream)
+	}
+
+	// Held runs: every one reaches running, holds, then ends cancelled.
+	fp, err := m.HeldFootprint(ctx, w.Runs)
+	if err != nil {
+		t.Fatalf("held footprint: %v", err)
+	}
+	if fp.Runs != w.Runs || fp.Idle == 0 || fp.Followed == 0 || fp.InFlight == 0 {
+		t.Errorf("held footprint: %+v, want %d runs and every figure taken", fp, w.Runs)
 	}
 }
 

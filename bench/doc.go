@@ -18,7 +18,10 @@
 //	Mesh.Throughput         many fixture runs at once, chunks received by clients
 //	Raw.Throughput          the same count of same-size messages, async publish + ordered consume
 //	Mesh.FirstChunkLatency  client.Submit → first chunk event from client.Events
-//	Raw.HopLatency          one publish → an already-running ordered consumer
+//	Raw.HopLatency          one synchronous publish → an ordered consumer already pulling
+//	Mesh.StoredPerRun       one-chunk runs, counting the messages stored on every stream
+//	Raw.StoredPerHop        synchronous publishes counted the same way (1 a hop)
+//	Mesh.HeldFootprint      runs held in flight at once: heap + stacks idle, followed, in flight
 //	Mesh.CLIThroughput      many claude-code runs of the fake CLI at once, text chunks received by clients
 //	CLI.DirectThroughput    the same fake CLIs' stdout read in this process, lines counted, nothing parsed
 //	CLI.ParseThroughput     the adapter's own stream in this process: framing and parser, no NATS
@@ -31,5 +34,8 @@
 // TestRoutingMeasurementsComplete run each once at a tiny size so that
 // `go test ./bench` exercises them without timing anything. The test
 // binary's TestMain runs FakeCLI instead of the tests when FakeCLIEnv is
-// set.
+// set, and ServeNATS (a JetStream server for StartServerProcess) when
+// NATSServerEnv is set. TestScale1000Runs (build tag scale, make scale)
+// runs 1,000 followed runs at once and fails on a MaxWaiting or
+// consumer-limit log line (LogRecorder, Limits).
 package bench

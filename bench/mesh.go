@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"sync"
@@ -19,7 +20,9 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -84,6 +87,13 @@ type Mesh struct {
 // not stop within DefaultStopTimeout.
 func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 	tb.Helper()
+	return StartMeshAt(tb, srv.ClientURL(), cfg)
+}
+
+// StartMeshAt is StartMesh on the server at url, which may run in another
+// process (StartServerProcess).
+func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
+	tb.Helper()
 	cfg.setDefaults()
 	m := &Mesh{scripts: tb.TempDir()}
 	fx, err := fixture.New(fixture.Config{ScriptsDir: m.scripts})
@@ -105,7 +115,7 @@ func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 	// The services' connection is made as the service binaries make theirs
 	// (service.Connect: its async publish cap is part of what is measured);
 	// it is closed after the mesh has stopped, cleanups running last first.
-	nc, js, err := service.Connect(srv.ClientURL(), "bench-mesh", cfg.Log)
+	nc, js, err := service.Connect(url, "bench-mesh", cfg.Log)
 	if err != nil {
 		tb.Fatalf("bench: %v", err)
 	}
@@ -138,21 +148,34 @@ func StartMesh(tb testing.TB, srv *server.Server, cfg MeshConfig) *Mesh {
 		}
 	})
 
-	cnc, cjs := natstest.Connect(tb, srv)
+	cnc, cjs := connect(tb, url)
 	m.js, m.events = cjs, d.Names.EventsStream()
 	if m.client, err = client.New(cnc, subject.Names{}); err != nil {
 		tb.Fatalf("bench: client: %v", err)
 	}
-	// Ready once the router's consumer exists: the topology is complete then,
-	// and work dispatched before the runner pulls simply waits for it.
-	natstest.Eventually(tb, 10*time.Second, func() error {
+	// Ready once the router's consumer exists (the topology is complete
+	// then) and the runner host answers a ping (it has set up and is
+	// pulling). A burst of submissions and followers the moment the router
+	// is up could otherwise starve the runner's own set-up of the
+	// JetStream API, and fail the mesh where a runner started ahead of its
+	// clients would not.
+	ping, err := micro.ControlSubject(micro.PingVerb, "agentmesh-runner", "")
+	if err != nil {
+		tb.Fatalf("bench: %v", err)
+	}
+	natstest.Eventually(tb, 30*time.Second, func() error {
 		select {
 		case <-exited:
 			return fmt.Errorf("mesh exited: %v", runErr)
 		default:
 		}
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
+		if _, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer()); err != nil {
+			return err
+		}
+		if _, err := cnc.Request(ping, nil, time.Second); err != nil {
+			return fmt.Errorf("runner host: %w", err)
+		}
+		return nil
 	})
 	return m
 }
@@ -166,13 +189,18 @@ type fixtureRequest struct {
 // request writes the script of w if needed and returns the encoded fixture
 // request that replays it.
 func (m *Mesh) request(w Workload) ([]byte, error) {
-	m.mu.Lock()
-	name, err := writeScript(m.scripts, w)
-	m.mu.Unlock()
+	name, err := m.script(w)
 	if err != nil {
 		return nil, err
 	}
 	return wire.Marshal(&fixtureRequest{Prompt: "bench", Script: name})
+}
+
+// script writes the script of w if needed and returns its name.
+func (m *Mesh) script(w Workload) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return writeScript(m.scripts, w)
 }
 
 // Throughput submits w.Runs fixture runs at once, each replaying w.Chunks
@@ -248,13 +276,13 @@ func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error
 // want text chunks. (A fixture script of the benchmarks holds text chunks
 // only; a CLI run adds a system and a result chunk.)
 func (m *Mesh) run(ctx context.Context, prof string, req []byte, want int, first func()) error {
-	id, evs, err := m.client.Start(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: prof, Request: req})
+	id, events, err := m.submitAndFollow(ctx, wire.RunRequest{Tenant: Tenant, Principal: "bench", Profile: prof, Request: req})
 	if err != nil {
 		return err
 	}
 	chunks, seen := 0, false
 	var last wire.Event
-	for ev, err := range evs {
+	for ev, err := range events {
 		if err != nil {
 			return fmt.Errorf("run %s: %d of %d text chunks received, last event %s: %w", id, chunks, want, describe(last), err)
 		}
@@ -278,6 +306,30 @@ func (m *Mesh) run(ctx context.Context, prof string, req []byte, want int, first
 		return fmt.Errorf("run %s: succeeded with %d text chunks, want %d", id, chunks, want)
 	}
 	return nil
+}
+
+// submitAndFollow is the client's call sequence for one run, the same in
+// every measurement of the mesh: it submits req and returns the run id and
+// the run's events from seq 1. The timed sections of the latency and
+// throughput measurements start before it.
+func (m *Mesh) submitAndFollow(ctx context.Context, req wire.RunRequest) (string, iter.Seq2[wire.Event, error], error) {
+	return m.client.Start(ctx, req)
+}
+
+// connect opens a plain connection and a JetStream context to url,
+// closed when tb ends (natstest.Connect for a server of any process).
+func connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		tb.Fatalf("bench: connect: %v", err)
+	}
+	tb.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatalf("bench: jetstream: %v", err)
+	}
+	return nc, js
 }
 
 // describe names an event for error messages: "seq 57 (chunk text)".

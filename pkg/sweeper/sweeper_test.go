@@ -178,8 +178,11 @@ func TestReconcileDuties(t *testing.T) {
 	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
 		t.Fatal(err)
 	}
-	_, lease, err := f.store.Commit(ctx, r)
+	lease, err := f.store.Hold(ctx, r, "runner-gone")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Commit(ctx, r); err != nil {
 		t.Fatal(err)
 	}
 	lease.Stop()
