@@ -335,6 +335,22 @@ func TestFullQueueRejectsAtOnce(t *testing.T) {
 	}
 }
 
+// waitQueued waits until the work stream holds n items.
+func waitQueued(t *testing.T, srv *server.Server, n uint64) {
+	t.Helper()
+	_, js := natstest.Connect(t, srv)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		s, err := js.Stream(context.Background(), subject.Names{}.WorkStream())
+		if err != nil {
+			return err
+		}
+		if got := s.CachedInfo().State.Msgs; got != n {
+			return fmt.Errorf("work stream holds %d items, want %d", got, n)
+		}
+		return nil
+	})
+}
+
 // waitFor waits until a run's record reaches state.
 func waitFor(t *testing.T, c *client.Client, runID string, state wire.State) {
 	t.Helper()
@@ -637,6 +653,7 @@ func TestProfileMaxWaitingRejectsAtOnce(t *testing.T) {
 		}
 		waitFor(t, c, id, wire.StateRouted)
 	}
+	waitQueued(t, srv, 2) // a run's record says routed before its work is dispatched
 	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "no room"}))
 	if err != nil {
 		t.Fatal(err)
