@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,10 +40,11 @@ func LastMsg(ctx context.Context, js jetstream.JetStream, stream, subj string) (
 	var r struct {
 		Error   *jetstream.APIError `json:"error,omitempty"`
 		Message *struct {
-			Subject  string `json:"subject"`
-			Sequence uint64 `json:"seq"`
-			Header   []byte `json:"hdrs,omitempty"`
-			Data     []byte `json:"data,omitempty"`
+			Subject  string    `json:"subject"`
+			Sequence uint64    `json:"seq"`
+			Header   []byte    `json:"hdrs,omitempty"`
+			Data     []byte    `json:"data,omitempty"`
+			Time     time.Time `json:"time"`
 		} `json:"message,omitempty"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
@@ -56,7 +58,7 @@ func LastMsg(ctx context.Context, js jetstream.JetStream, stream, subj string) (
 	case r.Message == nil:
 		return nil, jetstream.ErrInvalidJetStreamResponse
 	}
-	msg := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data}
+	msg := &jetstream.RawStreamMsg{Subject: r.Message.Subject, Sequence: r.Message.Sequence, Data: r.Message.Data, Time: r.Message.Time}
 	if len(r.Message.Header) > 0 {
 		if msg.Header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
 			return nil, fmt.Errorf("decode message get reply headers: %w", err)

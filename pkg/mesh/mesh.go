@@ -70,10 +70,14 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		if store, err = exporter.OpenStore(ctx, d.JS, d.Names, cfg.Export); err != nil {
 			return err
 		}
-		if cfg.Sweeper.Exports == nil {
-			cfg.Sweeper.Exports = &sweeper.ExportsConfig{}
+		// A copy: the caller's ExportsConfig may be shared by several
+		// meshes (TestExportScaleOut's two nodes), each with its own store.
+		var x sweeper.ExportsConfig
+		if cfg.Sweeper.Exports != nil {
+			x = *cfg.Sweeper.Exports
 		}
-		cfg.Sweeper.Exports.Store = store
+		x.Store = store
+		cfg.Sweeper.Exports = &x
 	}
 	var runs []func(context.Context) error
 	if !cfg.WithoutRouter {

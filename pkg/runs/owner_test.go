@@ -12,20 +12,20 @@ import (
 	"testing"
 )
 
-// Outside pkg/runs, no code may write the runs or leases bucket. Every
-// non-test file of the module that names either bucket (by its Names
+// Outside pkg/runs, no code may write the runs, live or leases bucket.
+// Every non-test file of the module that names any of them (by its Names
 // method or its literal name) must be one of these, each for the reason
 // given; any other file that names them fails the test.
 var mayName = map[string]string{
 	"pkg/runs/runs.go":         "the owner",
 	"pkg/subject/subject.go":   "defines the names",
-	"pkg/topology/topology.go": "creates the buckets and reads the lease TTL",
+	"pkg/topology/topology.go": "creates the buckets and reads the lease TTL and the run retention",
 	"bench/routing.go":         "watches records to measure routing, and purges them between batches",
 }
 
-// bucketName matches either bucket's name, not longer words around it (a
+// bucketName matches the buckets' names, not longer words around it (a
 // metric called agentmesh_runs_total).
-var bucketName = regexp.MustCompile(`(^|[^A-Za-z0-9_])agentmesh_(runs|leases)($|[^A-Za-z0-9_])`)
+var bucketName = regexp.MustCompile(`(^|[^A-Za-z0-9_])agentmesh_(runs|live|leases)($|[^A-Za-z0-9_])`)
 
 func TestOnlyTheOwnerWritesRuns(t *testing.T) {
 	root, err := filepath.Abs("../..")
@@ -54,7 +54,7 @@ func TestOnlyTheOwnerWritesRuns(t *testing.T) {
 			var what string
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
-				if n.Sel.Name == "RunsBucket" || n.Sel.Name == "LeasesBucket" {
+				if n.Sel.Name == "RunsBucket" || n.Sel.Name == "LiveBucket" || n.Sel.Name == "LeasesBucket" {
 					what = n.Sel.Name
 				}
 			case *ast.BasicLit:
@@ -66,7 +66,7 @@ func TestOnlyTheOwnerWritesRuns(t *testing.T) {
 			}
 			if what != "" {
 				if _, ok := mayName[filepath.ToSlash(rel)]; !ok {
-					t.Errorf("%s: names %s; only pkg/runs may write the runs and leases buckets", fset.Position(n.Pos()), what)
+					t.Errorf("%s: names %s; only pkg/runs may write the runs, live and leases buckets", fset.Position(n.Pos()), what)
 				}
 			}
 			return true

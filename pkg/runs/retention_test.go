@@ -101,18 +101,31 @@ func TestEndedRecordExpires(t *testing.T) {
 	}
 }
 
+// liveKeys lists the live index, waiting until it holds only live keys:
+// the removal markers of runs just ended have expired.
 func liveKeys(t *testing.T, s *runs.Store) []string {
 	t.Helper()
-	live, _, err := s.Live(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, l := range live {
-		keys = append(keys, l.Key)
-	}
-	slices.Sort(keys)
-	return keys
+	ctx := context.Background()
+	var live []string
+	natstest.Eventually(t, 10*time.Second, func() error {
+		keys, err := s.Live(ctx)
+		if err != nil {
+			return err
+		}
+		live = live[:0]
+		for _, k := range keys {
+			_, ok, err := s.LiveKey(ctx, k)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%s is listed with its removal marker", k)
+			}
+			live = append(live, k)
+		}
+		return nil
+	})
+	return live
 }
 
 // Create indexes a run as live and its end removes it; the removal's
@@ -130,37 +143,29 @@ func TestLiveIndex(t *testing.T) {
 		t.Fatalf("live = %q, want %q", got, want)
 	}
 	cancel(t, s, "acme", "b")
+	if _, ok, err := s.LiveKey(ctx, "acme.b"); err != nil || ok {
+		t.Fatalf("b right after it ended: live %t, %v", ok, err)
+	}
 	if got, want := liveKeys(t, s), []string{"acme.a", "acme.c"}; !slices.Equal(got, want) {
 		t.Fatalf("live after b ended = %q, want %q", got, want)
 	}
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, listed, err := s.Live(ctx)
-		if err != nil || listed != 2 {
-			return fmt.Errorf("listing delivered %d entries (%v), want 2 once b's removal marker expired", listed, err)
-		}
-		return nil
-	})
 	// A resubmission of an existing run is ErrExists and leaves it live.
 	if _, err := s.Create(ctx, wire.RunRecord{RunID: "a", Tenant: "acme"}); !errors.Is(err, runs.ErrExists) {
 		t.Fatalf("second create: %v, want ErrExists", err)
 	}
-	live, _, err := s.Live(ctx)
-	if err != nil {
-		t.Fatal(err)
+	l, ok, err := s.LiveKey(ctx, "acme.a")
+	if err != nil || !ok || l.Rev < 2 || time.Since(l.Since) > time.Minute {
+		t.Fatalf("live key of a: %+v, %t, %v", l, ok, err)
 	}
 	// DropLive at a stale revision keeps a key written again since.
-	for _, l := range live {
-		if l.Key == "acme.a" {
-			if l.Rev < 2 {
-				t.Fatalf("live key of a rewritten at revision %d", l.Rev)
-			}
-			if err := s.DropLive(ctx, l.Key, l.Rev-1); err != nil {
-				t.Fatalf("drop at a stale revision: %v", err)
-			}
-			if err := s.DropLive(ctx, l.Key, l.Rev); err != nil {
-				t.Fatalf("drop: %v", err)
-			}
-		}
+	if err := s.DropLive(ctx, l.Key, l.Rev-1); err != nil {
+		t.Fatalf("drop at a stale revision: %v", err)
+	}
+	if _, ok, _ := s.LiveKey(ctx, "acme.a"); !ok {
+		t.Fatal("a dropped at a stale revision")
+	}
+	if err := s.DropLive(ctx, l.Key, l.Rev); err != nil {
+		t.Fatalf("drop: %v", err)
 	}
 	if got, want := liveKeys(t, s), []string{"acme.c"}; !slices.Equal(got, want) {
 		t.Fatalf("live after dropping a = %q, want %q", got, want)

@@ -45,7 +45,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -213,7 +215,9 @@ type Store struct {
 	leasesName string // the leases bucket
 	runs       jetstream.KeyValue
 	leases     jetstream.KeyValue
+	liveName   string             // the live bucket
 	live       jetstream.KeyValue // the live index
+	liveStream jetstream.Stream   // its stream, for listing
 	log        *events.Log
 	ttl        time.Duration
 	retention  time.Duration // TTL of a terminal record; 0: kept for ever
@@ -223,7 +227,7 @@ type Store struct {
 
 // Open binds a store to the topology, which must exist.
 func Open(ctx context.Context, d service.Deps) (*Store, error) {
-	s := &Store{js: d.JS, runsName: d.Names.RunsBucket(), leasesName: d.Names.LeasesBucket(), logger: d.Log, metrics: d.Metrics}
+	s := &Store{js: d.JS, runsName: d.Names.RunsBucket(), leasesName: d.Names.LeasesBucket(), liveName: d.Names.LiveBucket(), logger: d.Log, metrics: d.Metrics}
 	var err error
 	if s.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
@@ -232,6 +236,9 @@ func Open(ctx context.Context, d service.Deps) (*Store, error) {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
 	}
 	if s.live, err = d.JS.KeyValue(ctx, d.Names.LiveBucket()); err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LiveBucket(), err)
+	}
+	if s.liveStream, err = d.JS.Stream(ctx, "KV_"+d.Names.LiveBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LiveBucket(), err)
 	}
 	if s.retention, err = topology.RunRetention(ctx, d.JS, d.Names); err != nil {
@@ -343,7 +350,8 @@ func (s *Store) putLive(ctx context.Context, key string, created int64) error {
 	return err
 }
 
-// LiveRun is one key of the live index.
+// LiveRun is one key of the live index, as the live bucket's stream
+// leader has it.
 type LiveRun struct {
 	// Key is the run's key, <tenant>.<run_id>.
 	Key string
@@ -353,40 +361,51 @@ type LiveRun struct {
 	Since time.Time
 }
 
-// Live lists the live index: every run that has not ended, and for a
-// moment each run that just ended (its key removed after its record is
-// terminal) or is being created (its key written alongside the record).
-// listed is how many entries the server delivered for the listing,
-// removal markers included, which is at most the live keys plus the runs
-// that ended in the last second or so. It blocks until the listing is
-// complete.
-func (s *Store) Live(ctx context.Context) (live []LiveRun, listed int, err error) {
-	w, err := s.live.WatchAll(ctx, jetstream.MetaOnly())
+// Live lists the keys of the live index: every run that has not ended,
+// and for a moment each run that just ended (its key's removal marker
+// lives for liveMarkerTTL) or is being created (its key written alongside
+// the record). It is one stream info request, which the server answers
+// from the subjects it holds, so a key that expires while it is listed is
+// simply not there (a key-value watch would wait for it for ever). It
+// blocks until the listing is complete.
+func (s *Store) Live(ctx context.Context) ([]string, error) {
+	prefix := "$KV." + s.liveName + "."
+	info, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return s.liveStream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("list live runs: %w", err)
+		return nil, fmt.Errorf("list live runs: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, listed, ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, listed, fmt.Errorf("list live runs: the watch ended early")
-			}
-			if e == nil {
-				return live, listed, nil // the end of the initial values
-			}
-			listed++
-			if e.Operation() == jetstream.KeyValuePut {
-				live = append(live, LiveRun{Key: e.Key(), Rev: e.Revision(), Since: e.Created()})
-			}
-		}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
 	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// LiveKey reads key of the live index from the bucket's stream leader. It
+// reports false for a key that is not live (never written, or removed).
+// It blocks for one round trip.
+func (s *Store) LiveKey(ctx context.Context, key string) (LiveRun, bool, error) {
+	m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return leader.LastMsg(ctx, s.js, "KV_"+s.liveName, "$KV."+s.liveName+"."+key)
+	})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return LiveRun{}, false, nil
+	}
+	if err != nil {
+		return LiveRun{}, false, fmt.Errorf("read live key %s: %w", key, err)
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return LiveRun{}, false, nil
+	}
+	return LiveRun{Key: key, Rev: m.Sequence, Since: m.Time}, true, nil
 }
 
 // DropLive removes key from the live index if it is still at revision rev
-// (0: whatever its revision), for a run whose record is terminal or gone.
+// (0: whatever its revision; see LiveKey), for a run whose record is
+// terminal or gone.
 // A key written again since is kept. It is idempotent.
 func (s *Store) DropLive(ctx context.Context, key string, rev uint64) error {
 	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(liveMarkerTTL)}

@@ -319,11 +319,12 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 type Reconciled struct {
 	// Ended is how many runs it ended.
 	Ended int
-	// Listed is how many entries the listing of the live index delivered
+	// Listed is how many keys the listing of the live index returned
 	// (runs.Store.Live): the runs not yet ended, and the removal markers
 	// of those that ended in the last second or so.
 	Listed int
-	// Read is how many run records it read: one per live key.
+	// Read is how many run records it read: one per key listed. (A key
+	// whose record is terminal or missing is read too, to remove it.)
 	Read int
 	// Dropped is how many live keys it removed, of runs whose record is
 	// terminal, or missing for longer than a creation takes.
@@ -339,33 +340,36 @@ type Reconciled struct {
 // runs whose record is terminal, or gone for longer than LiveGrace.
 func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 	var res Reconciled
-	live, listed, err := s.store.Live(ctx)
-	res.Listed = listed
+	keys, err := s.store.Live(ctx)
 	if err != nil {
 		return res, err
 	}
-	now := time.Now()
-	for _, l := range live {
+	res.Listed = len(keys)
+	for _, key := range keys {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		run, err := s.store.GetKey(ctx, l.Key)
+		run, err := s.store.GetKey(ctx, key)
 		res.Read++
+		missing := errors.Is(err, runs.ErrNotFound)
 		switch {
-		case errors.Is(err, runs.ErrNotFound):
-			if now.Sub(l.Since) <= s.cfg.LiveGrace {
-				continue // its record may be being created
-			}
-		case err != nil:
-			continue
-		case !run.Record.State.Terminal():
+		case err == nil && !run.Record.State.Terminal():
 			if s.reconcile(ctx, run) {
 				res.Ended++
 			}
 			continue
+		case err != nil && !missing:
+			continue
 		}
-		if err := s.store.DropLive(ctx, l.Key, l.Rev); err != nil {
-			s.d.Log.Warn("remove a live key", "key", l.Key, "err", err)
+		// Terminal, or no record: the key goes, unless it is already
+		// removed (the marker of a run that just ended) or its record may
+		// still be being created.
+		l, live, err := s.store.LiveKey(ctx, key)
+		if err != nil || !live || (missing && time.Since(l.Since) <= s.cfg.LiveGrace) {
+			continue
+		}
+		if err := s.store.DropLive(ctx, key, l.Rev); err != nil {
+			s.d.Log.Warn("remove a live key", "key", key, "err", err)
 			continue
 		}
 		res.Dropped++
