@@ -45,10 +45,10 @@ chaos:
 bench:
 	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
 
-## scale: 1,000 fixture runs at once on one runner, each followed, with no MaxWaiting or consumer-limit warning (bench, build tag scale)
+## scale: 1,000 fixture runs at once on one runner, each followed, with no MaxWaiting or consumer-limit warning (also part of make test)
 .PHONY: scale
 scale:
-	$(GO) test -tags scale -race -count=1 -timeout 10m -v -run '^TestScale' ./bench
+	$(GO) test -race -count=1 -timeout 10m -v -run '^TestScale' ./bench
 
 ## fuzz: each fuzz target for FUZZTIME (default 60s)
 fuzz:

@@ -1,5 +1,3 @@
-//go:build scale
-
 package bench_test
 
 import (
