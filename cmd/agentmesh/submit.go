@@ -180,6 +180,10 @@ func interrupted(format string, args ...any) error {
 	return &exitError{code: exitInterrupted, err: fmt.Errorf(format, args...)}
 }
 
+// submitGrace is how long an interrupted submission still waits for its
+// answer.
+const submitGrace = 2 * time.Second
+
 // submitAndFollow submits req and prints its events until its terminal
 // status, which it returns. When ctx ends first it cancels the run and
 // keeps following it for at most interruptGrace; it stops at once when
@@ -188,8 +192,12 @@ func submitAndFollow(ctx context.Context, c *client.Client, req wire.RunRequest,
 	if req.RunID == "" {
 		req.RunID = client.NewRunID() // known before the submit, to report it if interrupted
 	}
-	submitCtx, cancel := context.WithTimeout(ctx, requestTimeout)
+	// An interrupt while the submission is on its way waits submitGrace
+	// for its answer: a stored run is then cancelled, not left running.
+	submitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(submitGrace, cancel) })
 	runID, err := c.Submit(submitCtx, req)
+	stop()
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
