@@ -284,20 +284,6 @@ func (s *Store) GetKey(ctx context.Context, key string) (Run, error) {
 	return Run{Record: rec, Rev: e.rev}, nil
 }
 
-// Keys lists every run's key. It blocks until the listing is complete.
-func (s *Store) Keys(ctx context.Context) ([]string, error) {
-	lister, err := s.runs.ListKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list run records: %w", err)
-	}
-	defer func() { _ = lister.Stop() }()
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
 // Create writes the record of a new run in state accepted, or routed when
 // rec says so (a router that validated the run before writing anything
 // records it routed at once, with its pin, adapter and deadline), and, at
