@@ -1166,11 +1166,10 @@ func TestDeployPermissions(t *testing.T) {
 			return tjs.DeleteStream(ctx, "AGENTMESH_EVENTS")
 		})
 		deniedPublish(t, tnc, terrs, "$KV.agentmesh_runs.acme.r1")
-		deniedPublish(t, tnc, terrs, "$KV.agentmesh_live.acme.r1")
 		deniedPublish(t, tnc, terrs, "$SRV.PING")
 	})
 
-	t.Run("the sweeper lists the live index, not the run records", func(t *testing.T) {
+	t.Run("the sweeper lists the work stream, not the run records", func(t *testing.T) {
 		nc, _, errs := m.connect(t, "sweeper")
 		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.CREATE.KV_agentmesh_runs.snoop.$KV.agentmesh_runs.>")
 	})

@@ -78,11 +78,11 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
-			if err != nil {
+			if err != nil && !done {
 				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel queued run %s: %v", runID, err).Retry()
 				return reply
 			}
-			if done {
+			if done { // (an unrecorded end is repaired by the work's next delivery)
 				reply.State, reply.Cancelled = wire.StateCancelled, true
 				return reply
 			}
@@ -96,7 +96,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 				done, err := r.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool {
 					return rec.State == wire.StateRunning && rec.Owner == owner && rec.Attempt == attempt
 				}, cancelled)
-				if err != nil {
+				if err != nil && !done {
 					reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
 					return reply
 				}

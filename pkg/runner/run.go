@@ -121,10 +121,12 @@ func (r *run) claim(ctx context.Context) bool {
 		}
 		rec := cur.Record
 		switch {
-		case rec.State.Terminal() || rec.Committed:
-			// Cancelled while queued, or held by the runner that produced
-			// output (whose lease, once expired, is the sweeper's to act on).
+		case rec.State.Terminal():
+			// Cancelled while queued, or ended by its last holder.
 			r.d.settle(settleAck, 0)
+			return false
+		case rec.Committed:
+			r.orphaned(ctx)
 			return false
 		case rec.State == wire.StateAccepted:
 			// A router resuming a submission it stopped half way through
@@ -156,12 +158,9 @@ func (r *run) claim(ctx context.Context) bool {
 			return false
 		}
 		if runs.HasOutput(last) {
-			// An earlier attempt published output and stopped before its
-			// commit was stored: the run is never executed again.
-			r.endUnowned(ctx, "stopped after its first output", func(rec wire.RunRecord) wire.Status {
-				return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
-					Error: wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)}
-			})
+			// An earlier attempt published output (and stopped before its
+			// commit was stored): the run is never executed again.
+			r.orphaned(ctx)
 			return false
 		}
 		claimed, err := r.h.store.Claim(ctx, cur, r.h.cfg.ID)
@@ -242,6 +241,38 @@ func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
 	return true, true
 }
 
+// orphaned handles work delivered again for a run that has published
+// output and not ended: its work stays in the stream until the run's end
+// is recorded. While its lease is held its runner is alive (its work came
+// back only because a heartbeat was late): the work is handed back for
+// another ack wait. Without one the runner is gone: the run ends failed
+// here, as the sweeper ends it when it sees the lease expire.
+func (r *run) orphaned(ctx context.Context) {
+	held, err := r.h.store.LeaseHeld(ctx, subject.RunKey(r.work.Tenant, r.work.RunID))
+	if err != nil {
+		r.h.d.Log.Warn("read the lease of a run with output", append(r.logger(), "err", err)...)
+		r.d.settle(settleRetry, time.Second)
+		return
+	}
+	if held {
+		r.d.settle(settleRetry, r.h.cfg.AckWait)
+		return
+	}
+	ended, err := r.h.store.EndOrphaned(ctx, r.work.Tenant, r.work.RunID, func(rec wire.RunRecord) wire.Status {
+		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+			Error: wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)}
+	})
+	if err != nil {
+		r.h.d.Log.Warn("end run whose runner stopped after its first output", append(r.logger(), "err", err)...)
+		r.d.settle(settleRetry, time.Second)
+		return
+	}
+	if ended {
+		r.h.d.Log.Info("ended run whose runner stopped after its first output", r.logger()...)
+	}
+	r.d.settle(settleAck, 0)
+}
+
 // pastDeadline ends a run redelivered after its deadline, timed out, and
 // reports whether it did.
 func (r *run) pastDeadline(ctx context.Context) bool {
@@ -256,8 +287,8 @@ func (r *run) pastDeadline(ctx context.Context) bool {
 }
 
 // endUnowned ends a run this delivery found unable to run (past its
-// deadline, out of attempts) and done with: unless it produced output
-// (then its lease holder or the sweeper ends it) or has ended.
+// deadline, out of attempts) and done with, unless it has ended or is
+// committed (then orphaned decides).
 func (r *run) endUnowned(ctx context.Context, why string, status func(wire.RunRecord) wire.Status) {
 	ended, err := r.h.store.EndUnowned(ctx, r.work.Tenant, r.work.RunID,
 		func(rec wire.RunRecord) bool { return !rec.Committed }, status)
@@ -268,8 +299,19 @@ func (r *run) endUnowned(ctx context.Context, why string, status func(wire.RunRe
 	}
 	if ended {
 		r.h.d.Log.Info("ended run that "+why, r.logger()...)
+		r.d.settle(settleAck, 0)
+		return
 	}
-	r.d.settle(settleAck, 0)
+	// Ended already, or committed: then its work stays until its end.
+	cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
+	switch {
+	case err != nil && !errors.Is(err, runs.ErrNotFound):
+		r.d.settle(settleRetry, time.Second)
+	case err == nil && cur.Record.Committed && !cur.Record.State.Terminal():
+		r.orphaned(ctx)
+	default:
+		r.d.settle(settleAck, 0)
+	}
 }
 
 // publishContext bounds the run's publishes: not cut short by a cancel or
@@ -526,7 +568,6 @@ func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, f
 		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", chunkErr)
 	}
 	r.committed = true
-	r.d.settle(settleCommit, 0)
 	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.run.Record.Created)).Seconds())
 	return nil
 }
@@ -609,15 +650,14 @@ func (r *run) releaseLease() {
 }
 
 // abandon gives the run up without publishing: another writer holds it.
-// Uncommitted work is left unsettled: the heartbeat stops, and if the run
-// is not over it comes back after the ack wait.
+// The work is left unsettled: the heartbeat stops, and if the run is not
+// over it comes back after the ack wait (a committed run's next delivery
+// finds its output and leaves it to the sweeper or ends it, as the
+// record says; an ended one's repairs the record and is acked).
 func (r *run) abandon(why string) {
 	r.h.d.Log.Warn("abandoned run", append(r.logger(), "cause", why)...)
 	if r.lease != nil {
 		r.lease.Stop()
-	}
-	if r.committed {
-		return
 	}
 	r.d.release()
 }
@@ -663,6 +703,13 @@ func (r *run) end(st wire.Status) {
 			r.lease.Stop()
 		}
 		r.d.settle(settleAck, 0)
+		return
+	}
+	if errors.Is(err, runs.ErrUnrecorded) {
+		// Ended, but the record does not say so yet: the work comes back
+		// after a second and its next delivery repairs the record.
+		r.final = st.State
+		r.d.settle(settleRetry, time.Second)
 		return
 	}
 	if err != nil {

@@ -12,11 +12,9 @@ import (
 type settlement int
 
 const (
-	// settleAck: done with the work (the run ended, or is not to run here).
+	// settleAck: done with the work (the run ended and its record says
+	// so, or it is not to run here).
 	settleAck settlement = iota
-	// settleCommit: the run crossed its first output; a redelivery would
-	// find it committed.
-	settleCommit
 	// settleRetry: deliver the work again after a delay.
 	settleRetry
 	// settleRelease: deliver it again now, to another runner of the pool.
@@ -28,7 +26,9 @@ const (
 // delivery is one delivery of a work message. From receipt until it is
 // settled it keeps the message in progress every AckWait/3, so work is
 // never redelivered while this runner still holds it — through a cancel's
-// or a deadline's teardown too. It is settled at most once.
+// or a deadline's teardown too. The work of a run that runs is settled
+// only once the run's end is recorded (pkg/runs: the work stream is the
+// index of the runs not ended). It is settled at most once.
 type delivery struct {
 	msg   jetstream.Msg
 	first bool // the work's first delivery
@@ -71,11 +71,6 @@ func (d *delivery) settle(s settlement, delay time.Duration) {
 		<-d.done
 		switch s {
 		case settleAck:
-			_ = d.msg.Ack()
-		case settleCommit:
-			// A plain ack: if it is lost the record is committed anyway (or
-			// the run's events show its output), so a redelivery is dropped
-			// unexecuted.
 			_ = d.msg.Ack()
 		case settleRetry:
 			_ = d.msg.NakWithDelay(delay)

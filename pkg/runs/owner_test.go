@@ -54,7 +54,7 @@ func TestOnlyTheOwnerWritesRuns(t *testing.T) {
 			var what string
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
-				if n.Sel.Name == "RunsBucket" || n.Sel.Name == "LiveBucket" || n.Sel.Name == "LeasesBucket" {
+				if n.Sel.Name == "RunsBucket" || n.Sel.Name == "LeasesBucket" {
 					what = n.Sel.Name
 				}
 			case *ast.BasicLit:

@@ -16,6 +16,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -101,73 +103,45 @@ func TestEndedRecordExpires(t *testing.T) {
 	}
 }
 
-// liveKeys lists the live index, waiting until it holds only live keys:
-// the removal markers of runs just ended have expired.
-func liveKeys(t *testing.T, s *runs.Store) []string {
-	t.Helper()
+// Dispatched lists the runs whose work is in the work stream, one read
+// each, and no longer those whose work is gone (acknowledged).
+func TestDispatched(t *testing.T) {
+	s, d := open(t)
 	ctx := context.Background()
-	var live []string
-	natstest.Eventually(t, 10*time.Second, func() error {
-		keys, err := s.Live(ctx)
+	if got, err := s.Dispatched(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("dispatched before any work: %q, %v", got, err)
+	}
+	work := func(tenant, id string) uint64 {
+		t.Helper()
+		msg := nats.NewMsg(d.Names.Work("subprocess", "fixture", tenant))
+		msg.Data = []byte("w")
+		msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(tenant, id))
+		ack, err := d.JS.PublishMsg(ctx, msg)
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		live = live[:0]
-		for _, k := range keys {
-			_, ok, err := s.LiveKey(ctx, k)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return fmt.Errorf("%s is listed with its removal marker", k)
-			}
-			live = append(live, k)
-		}
-		return nil
-	})
-	return live
-}
-
-// Create indexes a run as live and its end removes it; the removal's
-// marker expires, so the listing does not grow with ended runs.
-func TestLiveIndex(t *testing.T) {
-	s, _ := open(t)
-	ctx := context.Background()
-	if got := liveKeys(t, s); len(got) != 0 {
-		t.Fatalf("live before any run: %q", got)
+		return ack.Sequence
 	}
-	for _, id := range []string{"a", "b", "c"} {
-		routed(t, s, "acme", id)
+	work("acme", "a")
+	b := work("acme", "b")
+	work("other", "c")
+	// Work naming no run is left out.
+	msg := nats.NewMsg(d.Names.Work("subprocess", "fixture", "acme"))
+	msg.Header.Set(jetstream.MsgIDHeader, "no-run")
+	if _, err := d.JS.PublishMsg(ctx, msg); err != nil {
+		t.Fatal(err)
 	}
-	if got, want := liveKeys(t, s), []string{"acme.a", "acme.b", "acme.c"}; !slices.Equal(got, want) {
-		t.Fatalf("live = %q, want %q", got, want)
+	if got, err := s.Dispatched(ctx); err != nil || !slices.Equal(got, []string{"acme.a", "acme.b", "other.c"}) {
+		t.Fatalf("dispatched = %q, %v; want acme.a acme.b other.c", got, err)
 	}
-	cancel(t, s, "acme", "b")
-	if _, ok, err := s.LiveKey(ctx, "acme.b"); err != nil || ok {
-		t.Fatalf("b right after it ended: live %t, %v", ok, err)
+	st, err := d.JS.Stream(ctx, d.Names.WorkStream())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, want := liveKeys(t, s), []string{"acme.a", "acme.c"}; !slices.Equal(got, want) {
-		t.Fatalf("live after b ended = %q, want %q", got, want)
+	if err := st.DeleteMsg(ctx, b); err != nil { // as its ack would
+		t.Fatal(err)
 	}
-	// A resubmission of an existing run is ErrExists and leaves it live.
-	if _, err := s.Create(ctx, wire.RunRecord{RunID: "a", Tenant: "acme"}); !errors.Is(err, runs.ErrExists) {
-		t.Fatalf("second create: %v, want ErrExists", err)
-	}
-	l, ok, err := s.LiveKey(ctx, "acme.a")
-	if err != nil || !ok || l.Rev < 2 || time.Since(l.Since) > time.Minute {
-		t.Fatalf("live key of a: %+v, %t, %v", l, ok, err)
-	}
-	// DropLive at a stale revision keeps a key written again since.
-	if err := s.DropLive(ctx, l.Key, l.Rev-1); err != nil {
-		t.Fatalf("drop at a stale revision: %v", err)
-	}
-	if _, ok, _ := s.LiveKey(ctx, "acme.a"); !ok {
-		t.Fatal("a dropped at a stale revision")
-	}
-	if err := s.DropLive(ctx, l.Key, l.Rev); err != nil {
-		t.Fatalf("drop: %v", err)
-	}
-	if got, want := liveKeys(t, s), []string{"acme.c"}; !slices.Equal(got, want) {
-		t.Fatalf("live after dropping a = %q, want %q", got, want)
+	if got, err := s.Dispatched(ctx); err != nil || !slices.Equal(got, []string{"acme.a", "other.c"}) {
+		t.Fatalf("dispatched after b's work went = %q, %v; want acme.a other.c", got, err)
 	}
 }

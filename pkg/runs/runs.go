@@ -21,17 +21,23 @@
 // its work again, a cancel, the sweeper's reconcile) finds the terminal
 // event and repairs the record (Store.Repair).
 //
-// # Retention and the live index
+// # Retention and the live runs
 //
 // A record is written terminal with the retention the runs bucket was
 // ensured with as its per-message TTL (topology.RunRetention), so an
 // ended run's record expires and then reads as not found; a record of a
-// run that has not ended never expires. Alongside the record, every run
-// that has not ended has a key in the live bucket (agentmesh_live):
-// Create writes it together with the record, the end of the run removes
-// it once the record is terminal, and the sweeper's reconcile reads only
-// the runs listed there (Store.Live), so its work does not grow with the
-// runs that ended.
+// run that has not ended never expires.
+//
+// A run whose record is not terminal always has a message that is not
+// acknowledged yet: its submission, until the router dispatched it (or
+// ended it rejected and recorded that), then its work item, which the
+// runner holding the run keeps in progress until the run's end is
+// recorded. The work stream is therefore the index of the runs that have
+// not ended (Store.Dispatched lists it), and the sweeper's reconcile
+// reads only those, so its work does not grow with the runs that ended;
+// no write of its own marks a run live. For that, End reports a record
+// it could not write (ErrUnrecorded) and its callers do not acknowledge
+// the message that ended the run: its redelivery repairs the record.
 //
 // Every status that changes who owns a run is fenced too: a runner's
 // running status (its claim of an attempt) and its first chunk (the
@@ -45,9 +51,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +74,11 @@ var (
 	// ErrChanged is returned when a run's record changed since it was read:
 	// another writer acted on the run; read it again.
 	ErrChanged = errors.New("run record changed")
+	// ErrUnrecorded is returned by End when the terminal status is stored
+	// but the record could not be set to it: the run has ended, and the
+	// caller keeps the message that ended it unacknowledged so that its
+	// redelivery repairs the record (see the package comment).
+	ErrUnrecorded = errors.New("run ended; its record is not updated yet")
 )
 
 // casRetries bounds the compare-and-set loops that re-read a record.
@@ -215,9 +223,7 @@ type Store struct {
 	leasesName string // the leases bucket
 	runs       jetstream.KeyValue
 	leases     jetstream.KeyValue
-	liveName   string             // the live bucket
-	live       jetstream.KeyValue // the live index
-	liveStream jetstream.Stream   // its stream, for listing
+	work       jetstream.Stream // the work stream: the runs dispatched and not ended
 	log        *events.Log
 	ttl        time.Duration
 	retention  time.Duration // TTL of a terminal record; 0: kept for ever
@@ -227,7 +233,7 @@ type Store struct {
 
 // Open binds a store to the topology, which must exist.
 func Open(ctx context.Context, d service.Deps) (*Store, error) {
-	s := &Store{js: d.JS, runsName: d.Names.RunsBucket(), leasesName: d.Names.LeasesBucket(), liveName: d.Names.LiveBucket(), logger: d.Log, metrics: d.Metrics}
+	s := &Store{js: d.JS, runsName: d.Names.RunsBucket(), leasesName: d.Names.LeasesBucket(), logger: d.Log, metrics: d.Metrics}
 	var err error
 	if s.runs, err = d.JS.KeyValue(ctx, d.Names.RunsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.RunsBucket(), err)
@@ -235,11 +241,8 @@ func Open(ctx context.Context, d service.Deps) (*Store, error) {
 	if s.leases, err = d.JS.KeyValue(ctx, d.Names.LeasesBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LeasesBucket(), err)
 	}
-	if s.live, err = d.JS.KeyValue(ctx, d.Names.LiveBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LiveBucket(), err)
-	}
-	if s.liveStream, err = d.JS.Stream(ctx, "KV_"+d.Names.LiveBucket()); err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", d.Names.LiveBucket(), err)
+	if s.work, err = d.JS.Stream(ctx, d.Names.WorkStream()); err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", d.Names.WorkStream(), err)
 	}
 	if s.retention, err = topology.RunRetention(ctx, d.JS, d.Names); err != nil {
 		return nil, err
@@ -286,13 +289,8 @@ func (s *Store) GetKey(ctx context.Context, key string) (Run, error) {
 
 // Create writes the record of a new run in state accepted, or routed when
 // rec says so (a router that validated the run before writing anything
-// records it routed at once, with its pin, adapter and deadline), and, at
-// the same time (two writes in flight, one round trip), the run's key in
-// the live index. It returns ErrExists if the tenant already has a run
-// with that id (its live key written again, which the sweeper removes if
-// that run has ended). An error writing the live key is returned even
-// when the record was created: the caller tries again, and finds the
-// record (ErrExists) with its live key then written.
+// records it routed at once, with its pin, adapter and deadline). It
+// returns ErrExists if the tenant already has a run with that id.
 func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 	switch rec.State {
 	case "":
@@ -307,105 +305,44 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 		return Run{}, err
 	}
 	key := subject.RunKey(rec.Tenant, rec.RunID)
-	var liveErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { liveErr = s.putLive(ctx, key, rec.Created) })
 	rev, err := s.cas(ctx, s.runs, s.runsName, key, b, 0, 0)
-	wg.Wait()
 	switch {
-	case err != nil && !errors.Is(err, errConflict):
-		return Run{}, fmt.Errorf("create run record %s: %w", key, err)
-	case liveErr != nil:
-		return Run{}, fmt.Errorf("create run %s: write its live key: %w", key, liveErr)
-	case err != nil:
+	case errors.Is(err, errConflict):
 		return Run{}, fmt.Errorf("%w: %s", ErrExists, key)
+	case err != nil:
+		return Run{}, fmt.Errorf("create run record %s: %w", key, err)
 	}
 	return Run{Record: rec, Rev: rev}, nil
 }
 
-// liveMarkerTTL is how long the marker of a removed live key is kept: the
-// purge leaves a marker, and a marker kept for ever would make the live
-// bucket, and its listing, grow with every run that ended.
-const liveMarkerTTL = time.Second
-
-// putLive writes key into the live index; its value is the run's
-// creation time (unix ms), for operators.
-func (s *Store) putLive(ctx context.Context, key string, created int64) error {
-	v := strconv.AppendInt(nil, created, 10)
-	_, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.live.Put(ctx, key, v) })
-	return err
-}
-
-// LiveRun is one key of the live index, as the live bucket's stream
-// leader has it.
-type LiveRun struct {
-	// Key is the run's key, <tenant>.<run_id>.
-	Key string
-	// Rev is the live key's revision (for DropLive).
-	Rev uint64
-	// Since is when the live key was written.
-	Since time.Time
-}
-
-// Live lists the keys of the live index: every run that has not ended,
-// and for a moment each run that just ended (its key's removal marker
-// lives for liveMarkerTTL) or is being created (its key written alongside
-// the record). It is one stream info request, which the server answers
-// from the subjects it holds, so a key that expires while it is listed is
-// simply not there (a key-value watch would wait for it for ever). It
-// blocks until the listing is complete.
-func (s *Store) Live(ctx context.Context) ([]string, error) {
-	prefix := "$KV." + s.liveName + "."
-	info, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		return s.liveStream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list live runs: %w", err)
+// Dispatched lists the keys (<tenant>.<run_id>) of the runs whose work
+// item is in the work stream, as its leader has them: every run that was
+// dispatched and has not ended (and, until a runner takes its work, a
+// run cancelled while queued). It reads one message per run listed, plus
+// one, in stream order; a key appears once for each work item of the
+// run. Work whose Nats-Msg-Id names no run is left out.
+func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
+	var keys []string
+	all := s.work.CachedInfo().Config.Subjects
+	filter := ">"
+	if len(all) == 1 {
+		filter = all[0]
 	}
-	keys := make([]string, 0, len(info.State.Subjects))
-	for subj := range info.State.Subjects {
-		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	for seq := uint64(1); ; {
+		m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return s.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return keys, nil
+		}
+		if err != nil {
+			return keys, fmt.Errorf("list dispatched runs: %w", err)
+		}
+		if _, _, err := subject.SplitRunKey(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
+			keys = append(keys, m.Header.Get(jetstream.MsgIDHeader))
+		}
+		seq = m.Sequence + 1
 	}
-	slices.Sort(keys)
-	return keys, nil
-}
-
-// LiveKey reads key of the live index from the bucket's stream leader. It
-// reports false for a key that is not live (never written, or removed).
-// It blocks for one round trip.
-func (s *Store) LiveKey(ctx context.Context, key string) (LiveRun, bool, error) {
-	m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-		return leader.LastMsg(ctx, s.js, "KV_"+s.liveName, "$KV."+s.liveName+"."+key)
-	})
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return LiveRun{}, false, nil
-	}
-	if err != nil {
-		return LiveRun{}, false, fmt.Errorf("read live key %s: %w", key, err)
-	}
-	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-		return LiveRun{}, false, nil
-	}
-	return LiveRun{Key: key, Rev: m.Sequence, Since: m.Time}, true, nil
-}
-
-// DropLive removes key from the live index if it is still at revision rev
-// (0: whatever its revision; see LiveKey), for a run whose record is
-// terminal or gone.
-// A key written again since is kept. It is idempotent.
-func (s *Store) DropLive(ctx context.Context, key string, rev uint64) error {
-	opts := []jetstream.KVDeleteOpt{jetstream.PurgeTTL(liveMarkerTTL)}
-	if rev > 0 {
-		opts = append(opts, jetstream.LastRevision(rev))
-	}
-	_, err := retry(ctx, nil, func(ctx context.Context) (struct{}, error) { return struct{}{}, s.live.Purge(ctx, key, opts...) })
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
-		return nil // written again since it was listed: keep it
-	}
-	if err != nil {
-		return fmt.Errorf("remove live key %s: %w", key, err)
-	}
-	return nil
 }
 
 // put writes rec over revision rev; ErrChanged if the record moved on. A
@@ -497,27 +434,30 @@ func HasOutput(ev wire.Event) bool { return ev.Kind == wire.KindChunk || ev.Kind
 // is stopped and deleted. It returns an error wrapping events.ErrFenced if
 // another writer wrote on the run since w's last event: the run is that
 // writer's to end, and nothing was changed. Once the terminal status is
-// stored End returns nil; a record or lease write that fails then is
-// logged, and repaired by the next writer that reads the run.
+// stored the run has ended: End returns nil, or an error wrapping
+// ErrUnrecorded if the record could not be set (the caller then keeps the
+// message it acted on unacknowledged, whose redelivery repairs the
+// record). The lease is stopped and deleted either way; a failure to
+// delete it is logged (it expires).
 func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status, lease *Lease) error {
 	if err := w.Terminal(ctx, st); err != nil {
 		return err
 	}
 	s.metrics.Runs.WithLabelValues(string(st.State), r.adapterLabel()).Inc()
-	if err := s.recordEnd(ctx, r, st.State, st.Error); err != nil {
+	err := s.recordEnd(ctx, r, st.State, st.Error)
+	if err != nil {
 		s.logger.Error("record the end of a run", "run_id", r.Record.RunID, "tenant", r.Record.Tenant, "state", st.State, "err", err)
+		err = fmt.Errorf("%w: %s: %w", ErrUnrecorded, r.Key(), err)
 	}
 	if lease != nil {
 		lease.Stop()
 		s.deleteLease(lease.key)
 	}
-	return nil
+	return err
 }
 
 // recordEnd sets the record to its terminal state, re-reading it while
-// other writers move it on, and never over another terminal state; then
-// it removes the run from the live index (a failure to is logged: the
-// sweeper's reconcile removes the key of a run whose record is terminal).
+// other writers move it on, and never over another terminal state.
 func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wire.Error) error {
 	for range casRetries {
 		if r.Record.State.Terminal() {
@@ -527,9 +467,6 @@ func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wi
 		rec.State, rec.Error = state, werr
 		_, err := s.put(ctx, rec, r.Rev)
 		if err == nil {
-			if err := s.DropLive(ctx, r.Key(), 0); err != nil {
-				s.logger.Warn("remove an ended run from the live index", "key", r.Key(), "err", err)
-			}
 			return nil
 		}
 		if !errors.Is(err, ErrChanged) {
@@ -558,7 +495,8 @@ func (s *Store) Repair(ctx context.Context, r Run, terminal wire.Event) error {
 // protocol, looking again when another writer got there first. It reports
 // whether this call ended the run; a run already ended (its record
 // repaired if need be), or one for which cond no longer holds, is false
-// with no error.
+// with no error. A run it ended but could not record is true with an
+// error wrapping ErrUnrecorded (see End).
 func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, status func(wire.RunRecord) wire.Status) (bool, error) {
 	return s.endUnowned(ctx, tenant, runID, cond, nil, status)
 }
@@ -621,7 +559,7 @@ func (s *Store) endUnowned(ctx context.Context, tenant, runID string, cond func(
 		if errors.Is(err, events.ErrFenced) {
 			continue // someone wrote on the run meanwhile: look again
 		}
-		return err == nil, err
+		return err == nil || errors.Is(err, ErrUnrecorded), err
 	}
 	return false, fmt.Errorf("%w: %s kept changing", ErrChanged, subject.RunKey(tenant, runID))
 }

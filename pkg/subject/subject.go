@@ -71,10 +71,6 @@ func (n Names) ExportsBucket() string     { return n.res("agentmesh_exports") }
 func (n Names) TrajectoryStore() string   { return n.res("agentmesh_trajectories") }
 func (n Names) RedactionBucket() string   { return n.res("agentmesh_redaction") }
 
-// LiveBucket indexes the runs that are not terminal, one key
-// <tenant>.<run_id> per run, so the sweeper's reconcile reads only those.
-func (n Names) LiveBucket() string { return n.res("agentmesh_live") }
-
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
 

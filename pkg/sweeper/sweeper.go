@@ -3,8 +3,9 @@
 // its periodic reconcile times out runs past their deadline that no runner
 // holds (queued, or claimed by a runner that died before output) and
 // repairs records whose writer ended the run but died before recording it.
-// The reconcile reads only the runs that have not ended (the live index of
-// pkg/runs), so its work does not grow with the runs that ended.
+// The reconcile reads only the runs that have not ended (those whose work
+// is in the work stream, Store.Dispatched of pkg/runs), so its work does
+// not grow with the runs that ended.
 // It ends runs only through pkg/runs, fenced, so it never ends a run its
 // runner ended first.
 //
@@ -47,11 +48,6 @@ type Config struct {
 	// times it out itself (default 30s: a live runner ends it at the
 	// deadline, after its transport's teardown).
 	OrphanGrace time.Duration
-	// LiveGrace is how long a run may be listed live without a record
-	// before the reconcile removes it from the live index (default 1m:
-	// runs.Store.Create writes the two together, and a record create
-	// retries through a leader election for up to 30s).
-	LiveGrace time.Duration
 	// Exports, when set, makes the sweeper expire trajectory exports.
 	Exports *ExportsConfig
 }
@@ -92,12 +88,6 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	}
 	if cfg.OrphanGrace == 0 {
 		cfg.OrphanGrace = 30 * time.Second
-	}
-	if cfg.LiveGrace == 0 {
-		cfg.LiveGrace = time.Minute
-	}
-	if cfg.LiveGrace < 0 {
-		return nil, fmt.Errorf("invalid sweeper config: live grace must be > 0, got %s", cfg.LiveGrace)
 	}
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
@@ -319,28 +309,23 @@ func (s *Sweeper) checkStale(ctx context.Context) {
 type Reconciled struct {
 	// Ended is how many runs it ended.
 	Ended int
-	// Listed is how many keys the listing of the live index returned
-	// (runs.Store.Live): the runs not yet ended, and the removal markers
-	// of those that ended in the last second or so.
+	// Listed is how many work items the listing of the work stream
+	// returned (runs.Store.Dispatched): the runs dispatched and not ended,
+	// and the work of runs cancelled while queued that no runner took yet.
 	Listed int
-	// Read is how many run records it read: one per key listed. (A key
-	// whose record is terminal or missing is read too, to remove it.)
+	// Read is how many run records it read: one per work item listed.
 	Read int
-	// Dropped is how many live keys it removed, of runs whose record is
-	// terminal, or missing for longer than a creation takes.
-	Dropped int
 }
 
-// Reconcile scans the runs that have not ended, as the live index lists
+// Reconcile scans the runs that have not ended, as the work stream lists
 // them, never the records of runs that ended. It fails running,
 // committed runs that have no lease; times out runs past their deadline
 // that no runner holds (queued ones at once, ones claimed without output
-// once the claiming runner had OrphanGrace to end them); repairs a record
-// whose run's events already end; and removes from the live index the
-// runs whose record is terminal, or gone for longer than LiveGrace.
+// once the claiming runner had OrphanGrace to end them); and repairs a
+// record whose run's events already end.
 func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 	var res Reconciled
-	keys, err := s.store.Live(ctx)
+	keys, err := s.store.Dispatched(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -351,28 +336,9 @@ func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 		}
 		run, err := s.store.GetKey(ctx, key)
 		res.Read++
-		missing := errors.Is(err, runs.ErrNotFound)
-		switch {
-		case err == nil && !run.Record.State.Terminal():
-			if s.reconcile(ctx, run) {
-				res.Ended++
-			}
-			continue
-		case err != nil && !missing:
-			continue
+		if err == nil && !run.Record.State.Terminal() && s.reconcile(ctx, run) {
+			res.Ended++
 		}
-		// Terminal, or no record: the key goes, unless it is already
-		// removed (the marker of a run that just ended) or its record may
-		// still be being created.
-		l, live, err := s.store.LiveKey(ctx, key)
-		if err != nil || !live || (missing && time.Since(l.Since) <= s.cfg.LiveGrace) {
-			continue
-		}
-		if err := s.store.DropLive(ctx, key, l.Rev); err != nil {
-			s.d.Log.Warn("remove a live key", "key", key, "err", err)
-			continue
-		}
-		res.Dropped++
 	}
 	return res, nil
 }

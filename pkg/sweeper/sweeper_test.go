@@ -2,7 +2,6 @@ package sweeper_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +28,8 @@ type fixture struct {
 	sw    *sweeper.Sweeper
 	nc    *nats.Conn // the sweeper's own connection
 	js    jetstream.JetStream
+	work  jetstream.Stream
+	seqs  map[string]uint64 // run id → its work item's stream sequence
 }
 
 // start ensures the topology on an embedded server and binds a store and
@@ -50,16 +51,20 @@ func start(t *testing.T, cfg sweeper.Config) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	work, err := md.JS.Stream(ctx, md.Names.WorkStream())
+	if err != nil {
+		t.Fatal(err)
+	}
 	snc, sd := deps()
 	sw, err := sweeper.New(ctx, sd, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{store: store, sw: sw, nc: snc, js: md.JS}
+	return &fixture{store: store, sw: sw, nc: snc, js: md.JS, work: work, seqs: map[string]uint64{}}
 }
 
-// route creates a run, publishes accepted and routed, and records it
-// routed with deadline (unix ms; 0 for none).
+// route creates a run, publishes accepted and routed, records it routed
+// with deadline (unix ms; 0 for none) and dispatches its work item.
 func (f *fixture) route(t *testing.T, id string, deadline int64) runs.Run {
 	t.Helper()
 	ctx := context.Background()
@@ -76,10 +81,19 @@ func (f *fixture) route(t *testing.T, id string, deadline int64) runs.Run {
 	if r, err = f.store.Route(ctx, r, &wire.Pin{Provider: "fixture"}, "fixture", deadline); err != nil {
 		t.Fatal(err)
 	}
+	msg := nats.NewMsg(subject.Names{}.Work("subprocess", "fixture", "acme"))
+	msg.Data = []byte("work")
+	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID("acme", id))
+	ack, err := f.js.PublishMsg(ctx, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.seqs[id] = ack.Sequence
 	return r
 }
 
-// finish routes n runs and ends each, as its runner would, succeeded.
+// finish routes n runs and ends each as its runner would: succeeded,
+// and then its work acknowledged (here: removed from the work stream).
 func (f *fixture) finish(t *testing.T, prefix string, n int) {
 	t.Helper()
 	ctx := context.Background()
@@ -93,20 +107,10 @@ func (f *fixture) finish(t *testing.T, prefix string, n int) {
 		if err := f.store.End(ctx, w, r, wire.Status{State: wire.StateSucceeded}, nil); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// settled waits until the live index lists exactly want entries: the
-// removal markers of the runs just ended have expired.
-func (f *fixture) settled(t *testing.T, want int) {
-	t.Helper()
-	natstest.Eventually(t, 15*time.Second, func() error {
-		keys, err := f.store.Live(context.Background())
-		if err != nil || len(keys) != want {
-			return fmt.Errorf("live index lists %d keys (%v), want %d", len(keys), err, want)
+		if err := f.work.DeleteMsg(ctx, f.seqs[id]); err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	})
+	}
 }
 
 // reconcile runs one reconcile and returns its counts and how many
@@ -132,17 +136,15 @@ func TestReconcileReadsDoNotGrowWithEndedRuns(t *testing.T) {
 		f.route(t, fmt.Sprintf("going-%d", i), 0)
 	}
 	f.finish(t, "first", n)
-	f.settled(t, live)
 	first, firstMsgs := f.reconcile(t)
 	f.finish(t, "then", 10*n)
-	f.settled(t, live)
 	then, thenMsgs := f.reconcile(t)
 	t.Logf("after %d ended runs: %+v, %d messages received; after %d: %+v, %d messages", n, first, firstMsgs, 11*n, then, thenMsgs)
 	want := sweeper.Reconciled{Listed: live, Read: live}
 	if first != want || then != want {
 		t.Fatalf("reconcile after %d ended runs = %+v, after %d = %+v; want %+v both times", n, first, 11*n, then, want)
 	}
-	if thenMsgs > firstMsgs+2 {
+	if thenMsgs != firstMsgs {
 		t.Fatalf("the sweeper received %d messages for a reconcile after %d ended runs, %d after %d: grew with the ended runs", thenMsgs, 11*n, firstMsgs, n)
 	}
 	// The records of the ended runs are all there: the reconcile skipped
@@ -153,22 +155,18 @@ func TestReconcileReadsDoNotGrowWithEndedRuns(t *testing.T) {
 }
 
 // The reconcile keeps its duties on the runs it lists: it times out a
-// queued run past its deadline and fails a committed run without a
-// lease, which leave the live index as they end; it drops the live key of a
-// run whose record is terminal (a writer that stopped after recording
-// the end) or gone for longer than the grace, and keeps a fresh one.
+// queued run past its deadline, fails a committed run without a lease,
+// repairs the record of a run whose events ended (a writer that stopped
+// before recording the end), and leaves a queued run in time alone.
 func TestReconcileDuties(t *testing.T) {
-	f := start(t, sweeper.Config{LiveGrace: 2 * time.Second})
+	f := start(t, sweeper.Config{OrphanGrace: time.Millisecond})
 	ctx := context.Background()
 	names := subject.Names{}
-	liveKV, err := f.js.KeyValue(ctx, names.LiveBucket())
-	if err != nil {
-		t.Fatal(err)
-	}
 	f.route(t, "late", time.Now().Add(-time.Second).UnixMilli())
 	f.route(t, "queued", time.Now().Add(time.Hour).UnixMilli())
 	r := f.route(t, "committed", time.Now().Add(time.Hour).UnixMilli())
-	if r, err = f.store.Claim(ctx, r, "runner-gone"); err != nil {
+	r, err := f.store.Claim(ctx, r, "runner-gone")
+	if err != nil {
 		t.Fatal(err)
 	}
 	w, err := f.store.Events().Open(ctx, "acme", "committed")
@@ -193,54 +191,29 @@ func TestReconcileDuties(t *testing.T) {
 	if err := leases.Delete(ctx, r.Key()); err != nil { // the runner is gone
 		t.Fatal(err)
 	}
+	f.route(t, "unrecorded", time.Now().Add(time.Hour).UnixMilli())
+	if w, err = f.store.Events().Open(ctx, "acme", "unrecorded"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Terminal(ctx, wire.Status{State: wire.StateSucceeded}); err != nil { // and stopped before the record
+		t.Fatal(err)
+	}
 	f.finish(t, "done", 1)
-	if _, err := liveKV.Put(ctx, "acme.done-0", []byte("0")); err != nil { // its writer stopped before removing it
-		t.Fatal(err)
-	}
-	if _, err := liveKV.Put(ctx, "acme.creating", []byte("0")); err != nil { // a record being created
-		t.Fatal(err)
-	}
+	time.Sleep(2 * time.Millisecond) // past OrphanGrace since the records were written
 
 	res, _ := f.reconcile(t)
-	// The two it ended left the live index as they ended (runs.Store.End);
-	// it dropped done-0's itself.
-	if want := (sweeper.Reconciled{Ended: 2, Listed: 5, Read: 5, Dropped: 1}); res != want {
-		t.Fatalf("reconcile = %+v; want %+v (late and committed ended, done-0 dropped)", res, want)
+	if want := (sweeper.Reconciled{Ended: 2, Listed: 4, Read: 4}); res != want {
+		t.Fatalf("reconcile = %+v; want %+v (late and committed ended, unrecorded repaired; done-0 not listed)", res, want)
 	}
-	for id, want := range map[string]wire.State{"late": wire.StateTimedOut, "committed": wire.StateFailed, "queued": wire.StateRouted} {
+	for id, want := range map[string]wire.State{"late": wire.StateTimedOut, "committed": wire.StateFailed, "queued": wire.StateRouted, "unrecorded": wire.StateSucceeded} {
 		r, err := f.store.Get(ctx, "acme", id)
 		if err != nil || r.Record.State != want {
 			t.Errorf("%s: %s, %v; want %s", id, r.Record.State, err, want)
 		}
 	}
-	got := map[string]bool{}
-	natstest.Eventually(t, 10*time.Second, func() error { // the removal markers expired
-		live, err := f.store.Live(ctx)
-		if err != nil {
-			return err
-		}
-		clear(got)
-		for _, k := range live {
-			got[k] = true
-		}
-		if len(got) != 2 {
-			return fmt.Errorf("live = %v", got)
-		}
-		return nil
-	})
-	if !got["acme.queued"] || !got["acme.creating"] {
-		t.Fatalf("live after the reconcile = %v; want acme.queued and acme.creating", got)
-	}
-
-	// Past the grace, a live key without a record is dropped.
-	natstest.Eventually(t, 10*time.Second, func() error {
-		res, _ := f.reconcile(t)
-		if res.Dropped != 1 {
-			return fmt.Errorf("reconcile = %+v; want the record-less key dropped", res)
-		}
-		return nil
-	})
-	if _, err := liveKV.Get(ctx, "acme.creating"); !errors.Is(err, jetstream.ErrKeyNotFound) {
-		t.Fatalf("record-less live key after the grace: %v", err)
+	// Their work stays until a runner takes it, and the reconcile reads
+	// their records again, ending nothing more.
+	if res, _ := f.reconcile(t); res != (sweeper.Reconciled{Listed: 4, Read: 4}) {
+		t.Fatalf("second reconcile = %+v; want 4 listed and read, none ended", res)
 	}
 }

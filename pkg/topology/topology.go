@@ -168,7 +168,6 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	}{
 		{jetstream.KeyValueConfig{Bucket: n.RunsBucket(), History: 1, Description: "run records",
 			Metadata: map[string]string{RetentionMetadata: cfg.RunRetention.String()}}, true},
-		{jetstream.KeyValueConfig{Bucket: n.LiveBucket(), History: 1, Description: "runs not yet ended"}, true},
 		{jetstream.KeyValueConfig{Bucket: n.SessionsBucket(), History: 1, Description: "confirmed provider session per conversation"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.CheckpointsBucket(), History: 1, Description: "pin and provider-only continuation state per conversation"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.LeasesBucket(), History: 1, TTL: cfg.LeaseTTL, LimitMarkerTTL: cfg.LeaseTTL, Description: "heartbeats of running runs"}, false},

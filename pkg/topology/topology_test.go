@@ -50,7 +50,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("stream %s: %v", name, err)
 		}
 	}
-	for _, b := range []string{n.RunsBucket(), n.LiveBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket()} {
+	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket()} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
@@ -185,7 +185,7 @@ func TestEnsureRunRetention(t *testing.T) {
 		if got, err := topology.RunRetention(ctx, js, n); err != nil || got != want {
 			t.Fatalf("retention = %s, %v; want %s", got, err, want)
 		}
-		for _, b := range []string{n.RunsBucket(), n.LiveBucket()} {
+		for _, b := range []string{n.RunsBucket()} {
 			st, err := js.Stream(ctx, "KV_"+b)
 			if err != nil {
 				t.Fatal(err)
