@@ -38,8 +38,8 @@ func shape(evs []wire.Event) string {
 	var parts []string
 	for _, ev := range evs {
 		switch ev.Kind {
-		case wire.KindChunks:
-			parts = append(parts, fmt.Sprintf("chunks %d-%d", ev.Seq, ev.Last))
+		case wire.KindChunks, wire.KindStatuses:
+			parts = append(parts, fmt.Sprintf("%s %d-%d", ev.Kind, ev.Seq, ev.Last))
 		default:
 			parts = append(parts, fmt.Sprintf("%s %d", ev.Kind, ev.Seq))
 		}
@@ -273,6 +273,46 @@ func TestOpenAfterABatch(t *testing.T) {
 		t.Fatalf("terminal of the first writer = %v, want ErrFenced", err)
 	}
 	if got, want := shape(storedEvents(t, f.JetStream, runID)), "status 1, chunks 2-4, status 5"; got != want {
+		t.Errorf("stored %s, want %s", got, want)
+	}
+}
+
+// A router's accepted and routed go as one fenced message; the run's last
+// event reads as the routed status, and a writer continues after it.
+func TestStatusesFenced(t *testing.T) {
+	f, log := setup(t)
+	ctx := context.Background()
+	runID := newRunID()
+	w := log.New(tenant, runID)
+	if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}); err == nil {
+		t.Fatal("one status: no error")
+	}
+	if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateCancelled}); err == nil {
+		t.Fatal("a terminal status: no error")
+	}
+	routed := wire.Status{State: wire.StateRouted, Pin: &wire.Pin{Provider: "fixture", Model: "m"}}
+	if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, routed); err != nil {
+		t.Fatal(err)
+	}
+	if w.Seq() != 2 {
+		t.Fatalf("seq after the batch = %d, want 2", w.Seq())
+	}
+	ev, _, err := log.Last(ctx, tenant, runID)
+	if err != nil || ev.Kind != wire.KindStatus || ev.Seq != 2 || ev.Status.State != wire.StateRouted || ev.Status.Pin.Model != "m" {
+		t.Fatalf("last = %+v, %v; want the routed status at seq 2", ev, err)
+	}
+	// A second router's batch on the same run is fenced off.
+	if err := log.New(tenant, runID).StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, routed); !errors.Is(err, events.ErrFenced) {
+		t.Fatalf("second batch = %v, want ErrFenced", err)
+	}
+	next, err := log.Open(ctx, tenant, runID)
+	if err != nil || next.Seq() != 2 {
+		t.Fatalf("open = seq %d, %v; want 2", next.Seq(), err)
+	}
+	if err := next.StatusFenced(ctx, wire.Status{State: wire.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := shape(storedEvents(t, f.JetStream, runID)), "statuses 1-2, status 3"; got != want {
 		t.Errorf("stored %s, want %s", got, want)
 	}
 }

@@ -71,7 +71,9 @@ func NewLog(ctx context.Context, js jetstream.JetStream, names subject.Names) (*
 
 // Last returns the last event of a run and its stream sequence, or
 // jetstream.ErrMsgNotFound if the run has no event. The last event may be
-// a batch of chunks (wire.KindChunks): its LastSeq is the run's last seq. It reads from the
+// a batch of chunks (wire.KindChunks): its LastSeq is the run's last seq;
+// a batch of statuses (wire.KindStatuses) is returned as its last status,
+// a wire.KindStatus event of that seq. It reads from the
 // stream's leader, never a replica that may lag behind, and retries through
 // a leader election until ctx ends. It blocks; it is safe for concurrent
 // use.
@@ -86,6 +88,11 @@ func (l *Log) Last(ctx context.Context, tenant, runID string) (wire.Event, uint6
 	ev, err := wire.Decode[wire.Event](raw.Data)
 	if err != nil {
 		return wire.Event{}, 0, fmt.Errorf("decode last event of %s: %w", runID, err)
+	}
+	if ev.Kind == wire.KindStatuses {
+		// The run's last event is the batch's last status.
+		st := ev.Statuses[len(ev.Statuses)-1]
+		ev = wire.Event{V: ev.V, RunID: ev.RunID, Seq: ev.Last, TS: ev.TS, Kind: wire.KindStatus, Status: &st}
 	}
 	return ev, raw.Sequence, nil
 }
@@ -188,11 +195,14 @@ func (w *Writer) hand(ev wire.Event) (*pending, error) {
 		return nil, err
 	}
 	ev.V, ev.RunID, ev.Seq, ev.TS = wire.Version, w.runID, w.seq+1, time.Now().UnixNano()
+	if ev.Kind == wire.KindStatuses {
+		ev.Last = ev.Seq + uint64(len(ev.Statuses)) - 1
+	}
 	b, err := wire.Marshal(&ev)
 	if err != nil {
 		return nil, err
 	}
-	w.seq++
+	w.seq = ev.LastSeq()
 	w.pending = append(w.pending, pending{msg: w.message(b, ev.Seq)})
 	return &w.pending[len(w.pending)-1], nil
 }
@@ -509,6 +519,24 @@ func (w *Writer) StatusFenced(ctx context.Context, st wire.Status) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.publishFenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &st}, false)
+}
+
+// StatusesFenced publishes sts, two or more non-terminal statuses, as one
+// message (a wire.KindStatuses event of the next len(sts) seqs), fenced
+// like StatusFenced: all of them or none are stored. A router publishes a
+// validated run's accepted and routed with it.
+func (w *Writer) StatusesFenced(ctx context.Context, sts ...wire.Status) error {
+	if len(sts) < 2 {
+		return fmt.Errorf("publish statuses of %s: %d statuses, at least 2", w.runID, len(sts))
+	}
+	for _, st := range sts {
+		if st.State.Terminal() {
+			return fmt.Errorf("publish statuses of %s: %s is terminal", w.runID, st.State)
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.publishFenced(ctx, wire.Event{Kind: wire.KindStatuses, Statuses: sts}, false)
 }
 
 // ChunkFenced publishes a chunk like Chunk, on its own and at once, but

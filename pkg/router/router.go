@@ -329,10 +329,10 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 }
 
 // dispatchNew routes a validated run on the fast path: its record is
-// created routed (pin, adapter, deadline) while its accepted status is
-// published, fenced on the run having no events (both at once); then its
-// routed status; then the work, carrying the handoff, so the runner of
-// its first delivery claims it without reading. A resubmission, or a
+// created routed (pin, adapter, deadline) while its accepted and routed
+// statuses are published as one message, fenced on the run having no
+// events (both at once); then the work, carrying the handoff, so the
+// runner of its first delivery claims it without reading. A resubmission, or a
 // redelivery of a submission whose router stopped half way, finds the
 // record or the events there and goes on where they are (resume).
 func (r *Router) dispatchNew(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord, wk wire.Work, p *profile.Profile) error {
@@ -344,7 +344,7 @@ func (r *Router) dispatchNew(ctx context.Context, msg jetstream.Msg, rec wire.Ru
 	)
 	wg.Go(func() { run, createErr = r.store.Create(ctx, rec) })
 	w := r.store.Events().New(rec.Tenant, rec.RunID)
-	acceptErr := w.StatusFenced(ctx, wire.Status{State: wire.StateAccepted})
+	acceptErr := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Pin: &wk.Pin})
 	wg.Wait()
 	switch {
 	case errors.Is(createErr, runs.ErrExists) || errors.Is(acceptErr, events.ErrFenced):
@@ -383,7 +383,7 @@ func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunReco
 	}
 	switch {
 	case w.Seq() == 0:
-		if err := w.StatusFenced(ctx, wire.Status{State: wire.StateAccepted}); err != nil {
+		if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
 			return err
 		}
 	case w.Seq() > 2 || (w.Seq() == 2 && (last.Status == nil || last.Status.State != wire.StateRouted)):
@@ -398,8 +398,9 @@ func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunReco
 	return r.finish(ctx, w, run, wk, p)
 }
 
-// finish publishes the routed status, unless stored already, and
-// dispatches the work with its handoff. A queue found full only now ends
+// finish publishes the routed status, unless stored already (with
+// accepted, by dispatchNew or resume), and dispatches the work with its
+// handoff. A queue found full only now ends
 // the run rejected after routed.
 func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk wire.Work, p *profile.Profile) error {
 	if w.Seq() < 2 {

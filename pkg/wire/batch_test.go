@@ -196,6 +196,14 @@ func TestDecodeRefusesABadBatch(t *testing.T) {
 		{name: "a chunk with last", in: ev("kind", "chunk", "seq", 3, "chunk", chunk, "last", 3), wantErr: ErrMalformed},
 		{name: "a chunk with empty chunks", in: ev("kind", "chunk", "seq", 3, "chunk", chunk, "chunks", []any{}), wantErr: ErrMalformed},
 		{name: "a bad chunk inside", in: ev("kind", "chunks", "seq", 3, "last", 4, "chunks", []any{chunk, map[string]any{"type": "text", "extra": 1}}), wantErr: ErrMalformed},
+		{name: "two statuses", in: ev("kind", "statuses", "seq", 1, "last", 2, "statuses", []any{map[string]any{"state": "accepted"}, map[string]any{"state": "routed"}})},
+		{name: "one status as statuses", in: ev("kind", "statuses", "seq", 1, "last", 1, "statuses", []any{status}), wantErr: ErrMalformed},
+		{name: "statuses disagreeing with last", in: ev("kind", "statuses", "seq", 1, "last", 3, "statuses", []any{status, status}), wantErr: ErrMalformed},
+		{name: "statuses at seq 0", in: ev("kind", "statuses", "seq", 0, "last", 1, "statuses", []any{status, status}), wantErr: ErrMalformed},
+		{name: "a terminal status in statuses", in: ev("kind", "statuses", "seq", 1, "last", 2, "statuses", []any{status, map[string]any{"state": "succeeded"}}), wantErr: ErrMalformed},
+		{name: "statuses with a status", in: ev("kind", "statuses", "seq", 1, "last", 2, "statuses", []any{status, status}, "status", status), wantErr: ErrMalformed},
+		{name: "statuses with chunks", in: ev("kind", "statuses", "seq", 1, "last", 2, "statuses", []any{status, status}, "chunks", []any{chunk}), wantErr: ErrMalformed},
+		{name: "a status with statuses", in: ev("kind", "status", "seq", 3, "status", status, "statuses", []any{status, status}), wantErr: ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,8 +212,18 @@ func TestDecodeRefusesABadBatch(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if n := uint64(len(got.Chunks)); got.LastSeq()-got.Seq+1 != n {
-					t.Errorf("seqs %d to %d for %d chunks", got.Seq, got.LastSeq(), n)
+				if n := uint64(len(got.Chunks) + len(got.Statuses)); got.LastSeq()-got.Seq+1 != n {
+					t.Errorf("seqs %d to %d for %d items", got.Seq, got.LastSeq(), n)
+				}
+				var seqs []uint64
+				for e := range got.Expand() {
+					if e.Kind != KindChunk && e.Kind != KindStatus || (e.Chunk == nil) == (e.Status == nil) {
+						t.Errorf("expanded to a %s event %+v", e.Kind, e)
+					}
+					seqs = append(seqs, e.Seq)
+				}
+				if uint64(len(seqs)) != got.LastSeq()-got.Seq+1 || seqs[0] != got.Seq || seqs[len(seqs)-1] != got.LastSeq() {
+					t.Errorf("expanded to seqs %v, want %d to %d", seqs, got.Seq, got.LastSeq())
 				}
 				return
 			}

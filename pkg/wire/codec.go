@@ -79,6 +79,12 @@ func Decode[T Versioned](b []byte) (T, error) {
 // check refuses an event whose batch fields disagree with its kind or with
 // each other (ErrMalformed).
 func (e *Event) check() error {
+	if e.Kind == KindStatuses {
+		return e.checkStatuses()
+	}
+	if e.Statuses != nil {
+		return fmt.Errorf("%w: a %.20q event with statuses (only a %q event has them)", ErrMalformed, e.Kind, KindStatuses)
+	}
 	if e.Kind != KindChunks {
 		if e.Last != 0 || e.Chunks != nil {
 			return fmt.Errorf("%w: a %.20q event with last or chunks (only a %q event has them)", ErrMalformed, e.Kind, KindChunks)
@@ -94,6 +100,26 @@ func (e *Event) check() error {
 		return fmt.Errorf("%w: a %q event with last %d before seq %d", ErrMalformed, KindChunks, e.Last, e.Seq)
 	case uint64(len(e.Chunks)) != e.Last-e.Seq+1:
 		return fmt.Errorf("%w: a %q event of seqs %d to %d holds %d chunks", ErrMalformed, KindChunks, e.Seq, e.Last, len(e.Chunks))
+	}
+	return nil
+}
+
+// checkStatuses is check's for a KindStatuses event.
+func (e *Event) checkStatuses() error {
+	switch {
+	case e.Status != nil || e.Chunk != nil || e.Chunks != nil:
+		return fmt.Errorf("%w: a %q event carries a single status or chunks", ErrMalformed, KindStatuses)
+	case e.Seq == 0:
+		return fmt.Errorf("%w: a %q event starts at seq 0", ErrMalformed, KindStatuses)
+	case len(e.Statuses) < 2:
+		return fmt.Errorf("%w: a %q event holds %d statuses, at least 2", ErrMalformed, KindStatuses, len(e.Statuses))
+	case e.Last < e.Seq || uint64(len(e.Statuses)) != e.Last-e.Seq+1:
+		return fmt.Errorf("%w: a %q event of seqs %d to %d holds %d statuses", ErrMalformed, KindStatuses, e.Seq, e.Last, len(e.Statuses))
+	}
+	for i := range e.Statuses {
+		if e.Statuses[i].State.Terminal() {
+			return fmt.Errorf("%w: a %q event holds the terminal status %s at seq %d", ErrMalformed, KindStatuses, e.Statuses[i].State, e.Seq+uint64(i))
+		}
 	}
 	return nil
 }

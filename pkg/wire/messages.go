@@ -121,8 +121,8 @@ func (s State) Terminal() bool {
 	return false
 }
 
-// EventKind says which of Event.Status, Event.Chunk and Event.Chunks is
-// set.
+// EventKind says which of Event.Status, Event.Chunk, Event.Chunks and
+// Event.Statuses is set.
 type EventKind string
 
 // The event kinds.
@@ -132,6 +132,10 @@ const (
 	// KindChunks is a run of consecutive chunks in one message, seqs Seq
 	// to Last; Expand turns it into one KindChunk event per seq.
 	KindChunks EventKind = "chunks"
+	// KindStatuses is a run of consecutive non-terminal statuses in one
+	// message, seqs Seq to Last (a router's accepted and routed, published
+	// at once); Expand turns it into one KindStatus event per seq.
+	KindStatuses EventKind = "statuses"
 )
 
 // Event is one item of a run's event stream on
@@ -139,9 +143,10 @@ const (
 //
 // A KindChunks event carries the chunks of seqs Seq through Last, in
 // order, in Chunks (one or more, never a status), all stamped with the
-// one TS. Decode refuses one whose Last and Chunks disagree, and an event
-// of another kind that sets Last or Chunks. Readers that want one chunk
-// per event range over Expand.
+// one TS. A KindStatuses event carries, the same way, two or more
+// non-terminal statuses in Statuses. Decode refuses a batch whose Last and
+// items disagree, and an event of another kind that sets Last, Chunks or
+// Statuses. Readers that want one item per event range over Expand.
 type Event struct {
 	V      int       `msgpack:"v" json:"v"`
 	RunID  string    `msgpack:"run_id" json:"run_id"`
@@ -154,6 +159,8 @@ type Event struct {
 	Last uint64 `msgpack:"last,omitempty" json:"last,omitempty"`
 	// Chunks are a KindChunks event's chunks, of seqs Seq to Last.
 	Chunks []Chunk `msgpack:"chunks,omitempty" json:"chunks,omitempty"`
+	// Statuses are a KindStatuses event's statuses, of seqs Seq to Last.
+	Statuses []Status `msgpack:"statuses,omitempty" json:"statuses,omitempty"`
 }
 
 // Terminal reports whether e is a terminal status.
@@ -161,10 +168,10 @@ func (e *Event) Terminal() bool {
 	return e.Kind == KindStatus && e.Status != nil && e.Status.State.Terminal()
 }
 
-// LastSeq is the seq of e's last item: Last for a KindChunks event, Seq
-// for any other.
+// LastSeq is the seq of e's last item: Last for a batch (KindChunks,
+// KindStatuses), Seq for any other event.
 func (e *Event) LastSeq() uint64 {
-	if e.Kind == KindChunks {
+	if e.Kind == KindChunks || e.Kind == KindStatuses {
 		return e.Last
 	}
 	return e.Seq
@@ -172,11 +179,21 @@ func (e *Event) LastSeq() uint64 {
 
 // Expand yields the single events e stands for, in seq order: for a
 // KindChunks event one KindChunk event per chunk, seq Seq to Last, each
-// with e's V, RunID and TS and a Chunk pointing into e.Chunks; for any
+// with e's V, RunID and TS and a Chunk pointing into e.Chunks; for a
+// KindStatuses event likewise one KindStatus event per status; for any
 // other event, e itself. It does not modify e.
 func (e *Event) Expand() iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		if e.Kind != KindChunks {
+		switch e.Kind {
+		case KindChunks:
+		case KindStatuses:
+			for i := range e.Statuses {
+				if !yield(Event{V: e.V, RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindStatus, Status: &e.Statuses[i]}) {
+					return
+				}
+			}
+			return
+		default:
 			yield(*e)
 			return
 		}
