@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -163,5 +164,96 @@ func BenchmarkChunkBatchAdd(b *testing.B) {
 		if _, err := batch.Add(&c, 64<<10); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// sameAsReflective fails unless the fast path, where it takes b, reads
+// what the reflective decoder reads; it reports whether it took b.
+func sameAsReflective(t *testing.T, b []byte) bool {
+	t.Helper()
+	if len(b) > MaxMessageSize || Scan(b) != nil {
+		return false
+	}
+	var fast Event
+	if !decodeChunkEvent(b, &fast) {
+		return false
+	}
+	var slow Event
+	if err := decodeStrict(b, &slow); err != nil {
+		t.Fatalf("the fast path took % x, which the reflective decoder refuses: %v", b, err)
+	}
+	if !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("% x:\n fast       %+v\n reflective %+v", b, fast, slow)
+	}
+	return true
+}
+
+// TestDecodeChunkEventSameAsReflective: the fast path reads chunk and
+// chunks events of text chunks (and takes them: it is not a path never
+// taken), and whatever else it takes it reads as the reflective decoder
+// does; what it leaves (statuses, tool input, usage) the reflective
+// decoder reads.
+func TestDecodeChunkEventSameAsReflective(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	chunks := append(sampleChunks(), edgeChunks()...)
+	for range 500 {
+		chunks = append(chunks, randomChunk(r))
+	}
+	taken := 0
+	for i := range chunks {
+		c := &chunks[i]
+		one, err := Marshal(&Event{V: Version, RunID: "run-1", Seq: uint64(i + 1), TS: r.Int64() - r.Int64(), Kind: KindChunk, Chunk: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sameAsReflective(t, one) {
+			taken++
+		}
+		if c.Metadata.Usage == nil && c.Metadata.Capabilities == nil && c.ToolInput == nil && c.ToolOutput == nil &&
+			c.Metadata.TotalCostUSD == nil && c.Metadata.NumTurns == nil && c.Metadata.DurationMS == nil && c.Metadata.DurationAPIMS == nil &&
+			!sameAsReflective(t, one) {
+			t.Errorf("the fast path left a plain chunk event: %+v", c)
+		}
+	}
+	if taken < 10 {
+		t.Fatalf("the fast path took %d events", taken)
+	}
+	var b ChunkBatch
+	text := Chunk{Type: ChunkText, Content: strings.Repeat("x", 64)}
+	for range 300 {
+		if _, err := b.Add(&text, MaxMessageSize); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batch, err := b.Encode("run-2", 1<<40, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sameAsReflective(t, batch) {
+		t.Fatal("the fast path left a batch of text chunks")
+	}
+	for _, msg := range sampleMessages(t) {
+		sameAsReflective(t, msg)
+	}
+	st, err := Marshal(&Event{V: Version, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateRunning}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sameAsReflective(t, st) {
+		t.Fatal("the fast path took a status event")
+	}
+	// Hand-made variants: a repeated field, an unknown one, nil, a signed
+	// seq, a bin string, map16 headers.
+	for _, raw := range [][]byte{
+		{0x82, 0xa1, 'v', 0x01, 0xa1, 'v', 0x01},
+		{0x81, 0xa1, 'x', 0x01},
+		{0x81, 0xa6, 'r', 'u', 'n', '_', 'i', 'd', 0xc0},
+		{0x81, 0xa3, 's', 'e', 'q', 0xd0, 0x05},
+		{0x81, 0xa6, 'r', 'u', 'n', '_', 'i', 'd', 0xc4, 0x01, 'r'},
+		{0xde, 0x00, 0x01, 0xa2, 't', 's', 0xd3, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0x81, 0xa2, 't', 's', 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0x81, 0xa5, 'c', 'h', 'u', 'n', 'k', 0x81, 0xa8, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0x80},
+	} {
+		sameAsReflective(t, raw)
 	}
 }
