@@ -1,6 +1,7 @@
 package claudecode
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/agentmesh/agentmesh/pkg/proc"
@@ -14,23 +15,26 @@ type lineState struct {
 
 // Line is the fast path of Event (cliadapter.LineParser): it reads the
 // events a run is mostly made of (assistant messages, tool results, the
-// stream_event deltas of --include-partial-messages, and the telemetry
-// events) straight from the line's bytes into the parser's typed shapes,
-// with no map. Any other event, and any line it cannot read exactly as
-// encoding/json would (proc.Lexer), it leaves to Event, unhandled and with
-// the parser unchanged.
+// stream_event deltas of --include-partial-messages, the telemetry
+// events, and a run's system/init and successful result) straight from
+// the line's bytes into the parser's typed shapes, with no map. Any other
+// event, and any line it cannot read exactly as encoding/json would
+// (proc.Lexer), it leaves to Event, unhandled and with the parser
+// unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := proc.NewLexer(b)
 	var typ, sid, kind string
-	var msg, event []byte
+	var msg, event, sub, model, text, stop, usage []byte
+	var isErr, hasCost, hasTurns, hasDur, hasAPIDur bool
+	var cost, turns, dur, apiDur float64
 	var a assistantEvent
 	lexed := false // a is the message, read in place
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			typ = l.String()
+			typ = eventType(l.StringBytes())
 		case "session_id":
-			sid = l.String()
+			sid = p.sessionOf(l.StringBytes())
 		case "error":
 			kind = l.String()
 		case "message":
@@ -43,11 +47,33 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			msg, lexed = l.Raw(), false
 		case "event":
 			event = l.Raw()
+		// A system or result event's own members. Any other event with
+		// one of these names holding another type is left to Event.
+		case "subtype":
+			sub = l.StringBytes()
+		case "model":
+			model = l.StringBytes()
+		case "is_error":
+			isErr = l.Bool()
+		case "result":
+			text = l.StringBytes()
+		case "stop_reason":
+			stop = l.StringBytes()
+		case "usage":
+			usage = l.Raw()
+		case "total_cost_usd":
+			cost, hasCost = l.Number()
+		case "num_turns":
+			turns, hasTurns = l.Number()
+		case "duration_ms":
+			dur, hasDur = l.Number()
+		case "duration_api_ms":
+			apiDur, hasAPIDur = l.Number()
 		default:
 			l.Skip()
 		}
 	}
-	if !l.End() || sid != "" && !isUUID(sid) {
+	if !l.End() || sid != "" && sid != p.session && !isUUID(sid) {
 		return nil, false, nil
 	}
 	var chunks []wire.Chunk
@@ -80,26 +106,122 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			return nil, false, nil
 		}
 		chunks, err = p.streamEvent(&e)
+	case typ == "system":
+		switch {
+		case string(sub) == "init":
+			chunks = p.init(string(model), sid)
+		case dropSystem[string(sub)]:
+		default:
+			return nil, false, nil // what Event reports
+		}
+	case typ == "result":
+		if p.ended || isErr || bytes.HasPrefix(sub, []byte("error")) {
+			return nil, false, nil // a failure, or a second result: Event's
+		}
+		u, ok := lexUsage(usage)
+		if !ok {
+			return nil, false, nil
+		}
+		md := wire.Metadata{Usage: u, StopReason: string(stop)}
+		if hasCost {
+			md.TotalCostUSD = &cost
+		}
+		if hasTurns {
+			n := int(turns)
+			md.NumTurns = &n
+		}
+		if hasDur {
+			n := int64(dur)
+			md.DurationMS = &n
+		}
+		if hasAPIDur {
+			n := int64(apiDur)
+			md.DurationAPIMS = &n
+		}
+		chunks = p.succeeded(sid, string(text), md)
 	case dropEvents[typ]:
 	default:
-		return nil, false, nil // system, result, and what Event reports
+		return nil, false, nil // and what Event reports
 	}
 	chunks, err = p.finish(typ, sid, chunks, err)
 	return chunks, true, err
 }
 
+// eventType is an event's type as a string, without making one for the
+// types the parser knows.
+func eventType(b []byte) string {
+	switch string(b) {
+	case "assistant":
+		return "assistant"
+	case "user":
+		return "user"
+	case "stream_event":
+		return "stream_event"
+	case "system":
+		return "system"
+	case "result":
+		return "result"
+	}
+	return string(b)
+}
+
+// sessionOf is an event's session id as a string: the parser's own when
+// it is the same, which it usually is, so no string is made.
+func (p *Parser) sessionOf(b []byte) string {
+	if string(b) == p.session {
+		return p.session
+	}
+	return string(b)
+}
+
+// lexUsage reads a result's usage as usage does: absent or null is nil.
+func lexUsage(raw []byte) (*wire.Usage, bool) {
+	if raw == nil || string(raw) == "null" {
+		return nil, true
+	}
+	l := proc.NewLexer(raw)
+	var u wire.Usage
+	for k := range l.Members() {
+		var dst *int64
+		switch string(k) {
+		case "input_tokens":
+			dst = &u.InputTokens
+		case "output_tokens":
+			dst = &u.OutputTokens
+		case "cache_read_input_tokens":
+			dst = &u.CacheReadTokens
+		case "cache_creation_input_tokens":
+			dst = &u.CacheWriteTokens
+		default:
+			l.Skip()
+			continue
+		}
+		v, _ := l.Number()
+		*dst = int64(v)
+	}
+	return &u, l.End()
+}
+
 // lexMessage reads an assistant message as assistantOf does, reusing the
 // parser's block slice; checkAssistant finishes it. A message without
-// content fails l.
+// content fails l. The message id is the parser's own string when it is
+// the same, and the model is kept only as far as synthetic reads it.
 func (p *Parser) lexMessage(l *proc.Lexer) assistantEvent {
 	a := assistantEvent{blocks: p.line.blocks[:0]}
 	content := false
 	for k := range l.Members() {
 		switch string(k) {
 		case "id":
-			a.id = l.String()
+			if id := l.StringBytes(); string(id) == p.msgID {
+				a.id = p.msgID
+			} else {
+				a.id = string(id)
+			}
 		case "model":
-			a.model = l.String()
+			a.model = ""
+			if string(l.StringBytes()) == syntheticModel {
+				a.model = syntheticModel
+			}
 		case "content":
 			content = true
 			a.blocks = a.blocks[:0]
@@ -172,7 +294,7 @@ func lexBlock(l *proc.Lexer) (contentBlock, bool) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			b.typ = l.String()
+			b.typ = blockType(l.StringBytes())
 		case "text":
 			text = l.String()
 		case "thinking":
@@ -196,6 +318,22 @@ func lexBlock(l *proc.Lexer) (contentBlock, bool) {
 		b.raw = input
 	}
 	return b, l.Ok()
+}
+
+// blockType is a content block's type as a string, without making one
+// for the types an assistant message has.
+func blockType(b []byte) string {
+	switch string(b) {
+	case "text":
+		return "text"
+	case "thinking":
+		return "thinking"
+	case "tool_use":
+		return "tool_use"
+	case "redacted_thinking":
+		return "redacted_thinking"
+	}
+	return string(b)
 }
 
 // lexUser reads a user event's message as userOf does.

@@ -174,18 +174,26 @@ func (p *Parser) system(ev map[string]any, sid string) ([]wire.Chunk, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.model = model
-		if sid != "" {
-			p.session = sid
-		}
-		caps := Capabilities
-		return []wire.Chunk{{Type: wire.ChunkSystem,
-			Metadata: wire.Metadata{Provider: Name, Model: model, SessionID: sid, Capabilities: &caps}}}, nil
+		return p.init(model, sid), nil
 	case dropSystem[sub]:
 		return nil, nil
 	}
 	return nil, protocolf("unknown system event subtype %q", sub)
 }
+
+// init takes a system/init event's model and session id.
+func (p *Parser) init(model, sid string) []wire.Chunk {
+	p.model = model
+	if sid != "" {
+		p.session = sid
+	}
+	caps := Capabilities
+	return []wire.Chunk{{Type: wire.ChunkSystem,
+		Metadata: wire.Metadata{Provider: Name, Model: model, SessionID: sid, Capabilities: &caps}}}
+}
+
+// syntheticModel is the model of the CLI's own messages.
+const syntheticModel = "<synthetic>"
 
 // assistantEvent is an assistant event's message as the parser reads it.
 type assistantEvent struct {
@@ -195,7 +203,7 @@ type assistantEvent struct {
 }
 
 // synthetic reports whether the message is the CLI's own, not the model's.
-func (a *assistantEvent) synthetic() bool { return a.kind != "" || a.model == "<synthetic>" }
+func (a *assistantEvent) synthetic() bool { return a.kind != "" || a.model == syntheticModel }
 
 // contentBlock is one block of a message's content. For a synthetic
 // message only text blocks are kept.
@@ -291,7 +299,7 @@ func (p *Parser) assistant(a *assistantEvent) []wire.Chunk {
 			if b.text == "" {
 				continue
 			}
-			chunks = append(chunks, p.complete(a.id, b.typ, b.text)...)
+			chunks = p.complete(chunks, a.id, b.typ, b.text)
 			if b.typ == "text" {
 				p.lastUnit = b.text
 				p.msgTexts = append(p.msgTexts, b.text)
@@ -306,9 +314,10 @@ func (p *Parser) assistant(a *assistantEvent) []wire.Chunk {
 	return chunks
 }
 
-// complete returns the chunks for a complete text or thinking block: the
-// block itself, or, when its deltas were streamed, only what they missed.
-func (p *Parser) complete(msgID, kind, s string) []wire.Chunk {
+// complete appends to dst the chunks for a complete text or thinking
+// block: the block itself, or, when its deltas were streamed, only what
+// they missed.
+func (p *Parser) complete(dst []wire.Chunk, msgID, kind, s string) []wire.Chunk {
 	typ := wire.ChunkText
 	if kind == "thinking" {
 		typ = wire.ChunkThinking
@@ -321,14 +330,14 @@ func (p *Parser) complete(msgID, kind, s string) []wire.Chunk {
 			b.consumed = true
 			streamed := b.text.String()
 			if rest, ok := strings.CutPrefix(s, streamed); ok && rest != "" {
-				return []wire.Chunk{{Type: typ, Content: rest, IsDelta: true}}
+				return append(dst, wire.Chunk{Type: typ, Content: rest, IsDelta: true})
 			}
 			// Already emitted in full (or the deltas disagree with the
 			// block, and what they emitted stands).
-			return nil
+			return dst
 		}
 	}
-	return []wire.Chunk{{Type: typ, Content: s}}
+	return append(dst, wire.Chunk{Type: typ, Content: s})
 }
 
 func toolUse(bm map[string]any) (wire.Chunk, error) {
@@ -493,7 +502,7 @@ func (p *Parser) result(ev map[string]any, sid string) ([]wire.Chunk, error) {
 		p.ended = true
 		return []wire.Chunk{p.errorChunk(classify(int(status), kind, text), text)}, nil
 	}
-	md := wire.Metadata{Provider: Name, Model: p.model, SessionID: sid}
+	var md wire.Metadata
 	if md.Usage, err = usage(ev); err != nil {
 		return nil, err
 	}
@@ -524,12 +533,23 @@ func (p *Parser) result(ev map[string]any, sid string) ([]wire.Chunk, error) {
 	if md.StopReason, err = str(ev, "stop_reason"); err != nil {
 		return nil, err
 	}
+	return p.succeeded(sid, text, md), nil
+}
+
+// succeeded is the result chunk of a successful result event whose
+// session id is sid (the stream's if empty), text its result and md its
+// usage, cost, turns, durations and stop reason.
+func (p *Parser) succeeded(sid, text string, md wire.Metadata) []wire.Chunk {
+	if sid == "" {
+		sid = p.session
+	}
+	md.Provider, md.Model, md.SessionID = Name, p.model, sid
 	c := wire.Chunk{Type: wire.ChunkResult, Metadata: md}
 	if !p.emitted(text) {
 		c.Content = text
 	}
 	p.ended = true
-	return []wire.Chunk{c}, nil
+	return []wire.Chunk{c}
 }
 
 // emitted reports whether the result text was already emitted as text: as

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,12 +34,13 @@ const maxNewlineChecks = 16
 // encoding/json, so every error is the one json.Decoder gives. It is not
 // safe for concurrent use.
 type Decoder struct {
-	r     io.Reader
-	buf   []byte
-	off   int   // start of what is not yet returned
-	rerr  error // the reader's error, once it returned one
-	tail  []byte
-	value []byte // the last object returned by NextBytes (a window of buf)
+	r      io.Reader
+	buf    []byte
+	off    int   // start of what is not yet returned
+	rerr   error // the reader's error, once it returned one
+	tail   []byte
+	value  []byte // the last object returned by NextBytes (a window of buf)
+	filled bool   // the last read filled the room it had
 
 	// the scan of the object starting at off
 	pos    int    // next byte to scan
@@ -121,24 +123,40 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // would, at the same point of the stream.
 func (d *Decoder) scan() (end int, done bool) {
 	b := d.buf
-	for i := d.pos; i < len(b); i++ {
-		c := b[i]
-		if d.inStr {
-			switch {
-			case d.esc:
-				d.esc = false
-			case c == '\\':
-				d.esc = true
-			case c == '"':
-				d.inStr = false
-			case c < 0x20:
+	i, inStr, esc := d.pos, d.inStr, d.esc
+	for i < len(b) {
+		if inStr {
+			if esc {
+				esc = false
+				i++
+				continue
+			}
+			// Most of an object is string bytes: pass 8 at a time over
+			// those that are neither a quote, a backslash nor a control
+			// byte.
+			for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+				i += 8
+			}
+			for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
+			switch b[i] {
+			case '\\':
+				esc = true
+			case '"':
+				inStr = false
+			default: // a control byte
 				return i + 1, true
 			}
+			i++
 			continue
 		}
-		switch c {
+		switch c := b[i]; c {
 		case '"':
-			d.inStr = true
+			inStr = true
 		case '{', '[':
 			d.stack = append(d.stack, c)
 		case '}', ']':
@@ -161,9 +179,21 @@ func (d *Decoder) scan() (end int, done bool) {
 				}
 			}
 		}
+		i++
 	}
-	d.pos = len(b)
+	d.pos, d.inStr, d.esc = len(b), inStr, esc
 	return 0, false
+}
+
+// special reports whether any of the 8 bytes in x is a quote, a backslash
+// or a control byte (below 0x20): the bytes that end a run of plain string
+// bytes. Each test is the classic "has a zero byte" one; it is exact for
+// whether some byte matches, which is all the caller asks.
+func special(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
 }
 
 // notPrefix reports whether b, an unfinished object, already holds a
@@ -176,8 +206,9 @@ func notPrefix(b []byte) bool {
 }
 
 // fill reads more input into buf, keeping buf[off:]. The buffer starts
-// small, so that a short stream costs little, and doubles while one value
-// outgrows it.
+// small, so that a short stream costs little; it doubles, up to
+// fillBuffer, while the reads fill it (a fast writer: fewer, larger
+// reads), and beyond that while one value outgrows it.
 func (d *Decoder) fill() {
 	if d.off > 0 && (d.off >= len(d.buf)/2 || cap(d.buf)-len(d.buf) < minRead) {
 		n := copy(d.buf, d.buf[d.off:])
@@ -185,17 +216,23 @@ func (d *Decoder) fill() {
 		d.buf = d.buf[:n]
 		d.off = 0
 	}
-	if cap(d.buf)-len(d.buf) < minRead {
+	if cap(d.buf)-len(d.buf) < minRead || d.filled && cap(d.buf) < fillBuffer {
 		nb := make([]byte, len(d.buf), max(4<<10, 2*cap(d.buf)))
 		copy(nb, d.buf)
 		d.buf = nb
 	}
-	n, err := d.r.Read(d.buf[len(d.buf):cap(d.buf)])
+	room := d.buf[len(d.buf):cap(d.buf)]
+	n, err := d.r.Read(room)
 	d.buf = d.buf[:len(d.buf)+n]
+	d.filled = n == len(room)
 	if err != nil {
 		d.rerr = err
 	}
 }
+
+// fillBuffer is the size the buffer grows to while reads fill it: a
+// pipe's default capacity on Linux.
+const fillBuffer = 64 << 10
 
 // minRead is the least room fill reads into.
 const minRead = 512

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"encoding/binary"
 	"iter"
 	"strconv"
 	"unicode/utf8"
@@ -183,47 +184,75 @@ func (l *Lexer) Elements() iter.Seq[int] {
 // String reads a string; null reads as "" (as a parser's map lookup of a
 // null or absent field does) and anything else fails.
 func (l *Lexer) String() string {
+	b, _ := l.stringBytes()
+	return string(b)
+}
+
+// StringBytes reads a string as String does and returns its content:
+// the input's own bytes when the string has no escape (valid as long as
+// the input, and not to be changed), else a new slice. A parser compares
+// a member's value with what it already holds, or with a constant,
+// without making a string of it.
+func (l *Lexer) StringBytes() []byte {
+	b, _ := l.stringBytes()
+	return b
+}
+
+// stringBytes is String's and StringBytes': fresh reports a slice of
+// its own (the string had an escape).
+func (l *Lexer) stringBytes() (b []byte, fresh bool) {
 	switch l.peek() {
 	case 'n':
 		l.Null()
-		return ""
+		return nil, false
 	case '"':
 	default:
 		l.ok = false
-		return ""
+		return nil, false
 	}
 	l.i++
 	start := l.i
 	for l.i < len(l.b) {
+		// Plain ASCII 8 bytes at a time: no quote, backslash, control or
+		// non-ASCII byte among them.
+		for l.i+8 <= len(l.b) {
+			if x := binary.LittleEndian.Uint64(l.b[l.i:]); special(x) || x&0x8080808080808080 != 0 {
+				break
+			}
+			l.i += 8
+		}
+		if l.i >= len(l.b) {
+			break
+		}
 		c := l.b[l.i]
 		switch {
 		case c == '"':
-			s := string(l.b[start:l.i])
+			s := l.b[start:l.i]
 			l.i++
-			return s
+			return s, false
 		case c == '\\':
-			return l.escaped(start)
+			return l.escaped(start), true
 		case c < 0x20:
 			l.ok = false
-			return ""
+			return nil, false
 		case c < utf8.RuneSelf:
 			l.i++
 		default:
 			r, n := utf8.DecodeRune(l.b[l.i:])
 			if r == utf8.RuneError && n == 1 {
 				l.ok = false // encoding/json would put U+FFFD here
-				return ""
+				return nil, false
 			}
 			l.i += n
 		}
 	}
 	l.ok = false
-	return ""
+	return nil, false
 }
 
 // escaped finishes a string that has an escape at l.i, its content
 // starting at start.
-func (l *Lexer) escaped(start int) string {
+func (l *Lexer) escaped(start int) []byte {
 	buf := make([]byte, 0, l.i-start+16)
 	buf = append(buf, l.b[start:l.i]...)
 	for l.i < len(l.b) {
@@ -231,14 +260,14 @@ func (l *Lexer) escaped(start int) string {
 		switch {
 		case c == '"':
 			l.i++
-			return string(buf)
+			return buf
 		case c < 0x20:
 			l.ok = false
-			return ""
+			return nil
 		case c == '\\':
 			if l.i+1 >= len(l.b) {
 				l.ok = false
-				return ""
+				return nil
 			}
 			e := l.b[l.i+1]
 			l.i += 2
@@ -258,27 +287,27 @@ func (l *Lexer) escaped(start int) string {
 			case 'u':
 				r, ok := l.hex4()
 				if !ok {
-					return ""
+					return nil
 				}
 				if utf16IsSurrogate(r) {
 					// A pair decodes to one rune; anything else is a
 					// lone surrogate, U+FFFD in encoding/json: leave it.
 					if r >= 0xdc00 || len(l.b)-l.i < 6 || l.b[l.i] != '\\' || l.b[l.i+1] != 'u' {
 						l.ok = false
-						return ""
+						return nil
 					}
 					l.i += 2
 					lo, ok := l.hex4()
 					if !ok || lo < 0xdc00 || lo > 0xdfff {
 						l.ok = false
-						return ""
+						return nil
 					}
 					r = 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00)
 				}
 				buf = utf8.AppendRune(buf, r)
 			default:
 				l.ok = false
-				return ""
+				return nil
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
@@ -287,14 +316,14 @@ func (l *Lexer) escaped(start int) string {
 			r, n := utf8.DecodeRune(l.b[l.i:])
 			if r == utf8.RuneError && n == 1 {
 				l.ok = false
-				return ""
+				return nil
 			}
 			buf = append(buf, l.b[l.i:l.i+n]...)
 			l.i += n
 		}
 	}
 	l.ok = false
-	return ""
+	return nil
 }
 
 func utf16IsSurrogate(r rune) bool { return r >= 0xd800 && r < 0xe000 }
@@ -543,6 +572,12 @@ func hasExp(b []byte) bool {
 func (l *Lexer) skipString() {
 	l.i++
 	for l.i < len(l.b) {
+		for l.i+8 <= len(l.b) && !special(binary.LittleEndian.Uint64(l.b[l.i:])) {
+			l.i += 8
+		}
+		if l.i >= len(l.b) {
+			break
+		}
 		c := l.b[l.i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			l.i++

@@ -12,22 +12,30 @@ import (
 )
 
 // lexAny reads any value with the Lexer's reads into what encoding/json
-// makes of it in an interface.
-func lexAny(l *proc.Lexer) any {
+// makes of it in an interface; lexAnyBytes reads its strings with
+// StringBytes.
+func lexAny(l *proc.Lexer) any { return lexValue(l, false) }
+
+func lexAnyBytes(l *proc.Lexer) any { return lexValue(l, true) }
+
+func lexValue(l *proc.Lexer, asBytes bool) any {
 	switch l.Peek() {
 	case '{':
 		m := map[string]any{}
 		for k := range l.Members() {
-			m[string(k)] = lexAny(l)
+			m[string(k)] = lexValue(l, asBytes)
 		}
 		return m
 	case '[':
 		a := []any{}
 		for range l.Elements() {
-			a = append(a, lexAny(l))
+			a = append(a, lexValue(l, asBytes))
 		}
 		return a
 	case '"':
+		if asBytes {
+			return string(l.StringBytes())
+		}
 		return l.String()
 	case 't', 'f':
 		return l.Bool()
@@ -54,6 +62,10 @@ func lexMatches(t *testing.T, b []byte) {
 	}
 	if ok && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: Lexer read %#v, encoding/json %#v", b, got, want)
+	}
+	lb := proc.NewLexer(b)
+	if gotBytes := lexAnyBytes(&lb); lb.End() != ok || ok && !reflect.DeepEqual(gotBytes, got) {
+		t.Fatalf("%q: with StringBytes the Lexer read %#v (ok %t), with String %#v (ok %t)", b, gotBytes, lb.Ok(), got, ok)
 	}
 	s := proc.NewLexer(b)
 	s.Skip()
@@ -92,6 +104,11 @@ func TestLexer(t *testing.T) {
 		{name: "cut", in: `{"a":`},
 		{name: "trailing data", in: `{}{}`},
 		{name: "bare word", in: `{"a":nul}`},
+		{name: "long ascii", in: `{"s":"abcdefghijklmnopqrstuvwxyz0123456789","t":"0123456\"789abcdefghij\\klmnop"}`, wantOk: true},
+		{name: "long utf-8", in: `{"s":"abcdefghé日本語abcdefghijklmnop🎉abcdefgh"}`, wantOk: true},
+		{name: "long control byte", in: "{\"s\":\"abcdefghijklm\tnopqrstuvwxyz\"}"},
+		{name: "long invalid utf-8", in: "{\"s\":\"abcdefghijklmnopq\xffrstuvwxyz\"}"},
+		{name: "long cut", in: `{"s":"abcdefghijklmnopqrstuvwxyz`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ChunkBatch collects consecutive chunks of a run, encoding each as it is
@@ -37,14 +35,13 @@ func (b *ChunkBatch) Add(c *Chunk, limit int) (added bool, err error) {
 		b.buf = append(b.buf[:0], make([]byte, batchHeadroom)...)
 		b.end = batchHeadroom
 	}
-	e := encPool.Get().(*encoder)
-	defer encPool.Put(e)
-	e.buf.Reset()
-	if err := e.enc.Encode(c); err != nil {
+	grown, err := AppendChunk(b.buf, c)
+	if err != nil {
 		return false, fmt.Errorf("encode chunk: %w", err)
 	}
-	b.buf = append(b.buf, e.buf.Bytes()...)
-	if b.n > 0 && b.Size()+e.buf.Len() > limit {
+	size := len(grown) - len(b.buf)
+	b.buf = grown
+	if b.n > 0 && b.Size()+size > limit {
 		b.held = true
 		return false, nil
 	}
@@ -71,37 +68,36 @@ func (b *ChunkBatch) Reset() {
 	b.end, b.n, b.held = len(b.buf), 1, false
 }
 
-// chunksEvent is Event with its chunk or chunks already encoded.
-type chunksEvent struct {
-	V      int                `msgpack:"v"`
-	RunID  string             `msgpack:"run_id"`
-	Seq    uint64             `msgpack:"seq"`
-	TS     int64              `msgpack:"ts"`
-	Kind   EventKind          `msgpack:"kind"`
-	Chunk  msgpack.RawMessage `msgpack:"chunk,omitempty"`
-	Last   uint64             `msgpack:"last,omitempty"`
-	Chunks msgpack.RawMessage `msgpack:"chunks,omitempty"`
-}
-
 // Encode returns the encoded event of run runID that holds the batch's
 // chunks as seqs first onward, stamped ts: a KindChunk event for a batch
 // of one chunk, a KindChunks event with Last first+Len()-1 for more. It
-// does not empty the batch and leaves out a chunk held back. Encoding an empty batch is an error, as is
-// one larger than MaxMessageSize (ErrTooLarge).
+// does not empty the batch and leaves out a chunk held back. Encoding an
+// empty batch is an error, as is one larger than MaxMessageSize
+// (ErrTooLarge). The bytes are Marshal's for the same Event.
 func (b *ChunkBatch) Encode(runID string, first uint64, ts int64) ([]byte, error) {
-	ev := chunksEvent{V: Version, RunID: runID, Seq: first, TS: ts}
 	switch {
 	case b.n == 0:
 		return nil, fmt.Errorf("encode chunks of %s: the batch is empty", runID)
 	case first == 0:
 		return nil, fmt.Errorf("encode chunks of %s: seq 0", runID)
-	case b.n == 1:
-		ev.Kind, ev.Chunk = KindChunk, b.buf[batchHeadroom:b.end]
-	default:
-		h := arrayHeader(b.buf[:batchHeadroom], b.n)
-		ev.Kind, ev.Last, ev.Chunks = KindChunks, first+uint64(b.n)-1, b.buf[batchHeadroom-h:b.end]
 	}
-	return Marshal(&ev)
+	var out []byte
+	// v, run_id, seq, ts, kind and the chunk or chunks; at most 64 bytes
+	// of field names and numbers besides the run id and the chunks.
+	room := 64 + len(runID) + b.end - batchHeadroom
+	if b.n == 1 {
+		out = appendEventHead(make([]byte, 0, room), 6, runID, first, ts, KindChunk)
+		out = append(appendStr(out, "chunk"), b.buf[batchHeadroom:b.end]...)
+	} else {
+		h := arrayHeader(b.buf[:batchHeadroom], b.n)
+		out = appendEventHead(make([]byte, 0, room+h), 7, runID, first, ts, KindChunks)
+		out = appendUint(appendStr(out, "last"), first+uint64(b.n)-1)
+		out = append(appendStr(out, "chunks"), b.buf[batchHeadroom-h:b.end]...)
+	}
+	if len(out) > MaxMessageSize {
+		return nil, fmt.Errorf("encode chunks of %s: %w: %d bytes", runID, ErrTooLarge, len(out))
+	}
+	return out, nil
 }
 
 // arrayHeader writes the msgpack header of an array of n values at the

@@ -122,9 +122,12 @@ func checkDecodeErr(t *testing.T, err error) {
 	}
 }
 
-func fuzzDecode[T Versioned](f *testing.F) {
+func fuzzDecode[T Versioned](f *testing.F, also ...func(t *testing.T, b []byte)) {
 	addSeeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, check := range also {
+			check(t, b)
+		}
 		v, err := Decode[T](b)
 		if err != nil {
 			checkDecodeErr(t, err)
@@ -148,7 +151,12 @@ func fuzzDecode[T Versioned](f *testing.F) {
 
 func FuzzDecodeRunRequest(f *testing.F) { fuzzDecode[RunRequest](f) }
 
-func FuzzDecodeEvent(f *testing.F) { fuzzDecode[Event](f) }
+// FuzzDecodeEvent is fuzzDecode for events, and also holds Decode's fast
+// path for chunk events to the reflective decoder wherever it takes the
+// input (sameAsReflective).
+func FuzzDecodeEvent(f *testing.F) {
+	fuzzDecode[Event](f, func(t *testing.T, b []byte) { sameAsReflective(t, b) })
+}
 
 func FuzzDecodeWork(f *testing.F) { fuzzDecode[Work](f) }
 
