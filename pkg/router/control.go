@@ -52,6 +52,13 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 	for attempt := 0; attempt < 100; attempt++ {
 		run, err := r.store.Get(ctx, tenant, runID)
 		if errors.Is(err, runs.ErrNotFound) {
+			// The router creates the record while it publishes the run's
+			// first events: events without a record yet mean it is on its
+			// way.
+			if _, _, lerr := r.store.Events().Last(ctx, tenant, runID); lerr == nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "no run %s for tenant %s", runID, tenant)
 			return reply
 		}

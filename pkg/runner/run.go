@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -421,16 +422,25 @@ func (r *run) recoverAdapter(err *error) {
 // attempt's failure, or the provider's error chunk.
 func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, call adapter.Call) (streamErr error, failure *wire.Chunk) {
 	defer r.recoverAdapter(&streamErr)
-	var watchdog *time.Timer
-	stall := time.Duration(r.work.Policy.StallAfterMS) * time.Millisecond
-	if stall > 0 {
-		watchdog = time.AfterFunc(stall, func() { cancel(errStalled) })
+	// The stall watchdog looks at when the adapter last yielded, rather
+	// than being reset at every chunk: one clock read a chunk.
+	var last atomic.Int64 // unix ns of the adapter's last yield
+	last.Store(time.Now().UnixNano())
+	if stall := time.Duration(r.work.Policy.StallAfterMS) * time.Millisecond; stall > 0 {
+		var watchdog *time.Timer
+		watchdog = time.AfterFunc(stall, func() {
+			if idle := time.Since(time.Unix(0, last.Load())); idle < stall {
+				watchdog.Reset(stall - idle)
+				return
+			}
+			cancel(errStalled)
+		})
 		defer watchdog.Stop()
 	}
+	chunks := r.h.d.Metrics.Chunks.WithLabelValues(r.a.Name())
 	for c, err := range r.a.Stream(ctx, call) {
-		if watchdog != nil {
-			watchdog.Reset(stall)
-		}
+		now := time.Now()
+		last.Store(now.UnixNano())
 		if err != nil {
 			return err, nil
 		}
@@ -441,7 +451,7 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 			if err := r.commit(ctx, pub, cancel, c); err != nil {
 				return err, nil
 			}
-		} else if r.lease.Stale() {
+		} else if r.lease.StaleAt(now) {
 			// A process paused past its lease (a long GC, SIGSTOP) must not
 			// publish what it had in hand: the sweeper may have ended the run.
 			r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
@@ -450,12 +460,14 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 		} else if err := r.w.ChunkAsync(pub, c); err != nil {
 			return wire.Errorf(wire.ProviderTransportError, "publish chunk %d: %v", r.w.Seq()+1, err), nil
 		}
-		r.account(c)
+		r.account(&c)
+		chunks.Inc()
 		if c.Type == wire.ChunkSystem {
 			r.confirmSession(ctx, c.Metadata.SessionID)
 		}
 		if c.Type == wire.ChunkError {
-			return nil, &c // nothing may follow a provider-declared failure
+			f := c         // (a copy: c itself stays off the heap)
+			return nil, &f // nothing may follow a provider-declared failure
 		}
 	}
 	return nil, nil
@@ -572,9 +584,8 @@ func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, f
 	return nil
 }
 
-func (r *run) account(c wire.Chunk) {
+func (r *run) account(c *wire.Chunk) {
 	r.summary.Chunks++
-	r.h.d.Metrics.Chunks.WithLabelValues(r.a.Name()).Inc()
 	if c.Type == wire.ChunkResult {
 		if u := c.Metadata.Usage; u != nil {
 			r.summary.Usage = u

@@ -695,8 +695,11 @@ func (l *Lease) renew(ctx context.Context) error {
 // Stale reports whether the lease has gone unrenewed for two thirds of its
 // TTL: the run may already be another writer's to end, and its holder must
 // publish nothing more. Safe for concurrent use.
-func (l *Lease) Stale() bool {
-	return time.Since(time.Unix(0, l.renewed.Load())) > 2*l.s.ttl/3
+func (l *Lease) Stale() bool { return l.StaleAt(time.Now()) }
+
+// StaleAt is Stale as of now (for a caller that has read the clock).
+func (l *Lease) StaleAt(now time.Time) bool {
+	return now.Sub(time.Unix(0, l.renewed.Load())) > 2*l.s.ttl/3
 }
 
 // Stop stops renewing and waits for the renewing goroutine. It is
