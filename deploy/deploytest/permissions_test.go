@@ -472,6 +472,12 @@ func TestDeployPermissions(t *testing.T) {
 				// still awaits that status's acknowledgement can leave the
 				// run without a terminal status — a pkg/runner race, see
 				// deploy/README.md.)
+				// Its status, through the tenant's own imports, is its
+				// last event's: running, held by the runner, with output.
+				rec, err := c.Status(ctx, tenant, id)
+				if err != nil || rec.State != wire.StateRunning || rec.Owner == "" || !rec.Committed {
+					t.Fatalf("status while running = %+v, %v; want running, an owner, committed", rec, err)
+				}
 				reply, err := c.Cancel(ctx, tenant, id)
 				if err != nil || !reply.Cancelled {
 					t.Fatalf("cancel = %+v, %v", reply, err)
@@ -954,6 +960,9 @@ func TestDeployPermissions(t *testing.T) {
 			_, err := c.Status(ctx, "other", "r1")
 			return err
 		})
+		// Another tenant's run's last event, and events by sequence.
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.AGENTMESH_EVENTS.agentmesh.events.other.r1")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.AGENTMESH_EVENTS")
 		// A record by sequence, which would reach any tenant's.
 		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_runs")
 		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.MSG.GET.KV_agentmesh_runs")

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -532,5 +533,37 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunReco
 	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
 	}
-	return wire.Decode[wire.RunRecord](msg.Data)
+	rec, err := wire.Decode[wire.RunRecord](msg.Data)
+	if err != nil || rec.State.Terminal() {
+		return rec, err
+	}
+	return c.withLastEvent(ctx, rec)
+}
+
+// withLastEvent is rec, the record of a run not ended, as its last event
+// says the run is now: the mesh writes a record when the run is created
+// and when it ends, and in between the events say who holds it. A
+// runner's event (wire.RunnerHeader) makes it running, owned by that
+// runner, in that attempt; a chunk makes it committed. An event that
+// cannot be read leaves rec as it is.
+func (c *Client) withLastEvent(ctx context.Context, rec wire.RunRecord) (wire.RunRecord, error) {
+	subj := c.apiPrefix + strings.TrimPrefix(c.names.LastEventGet(rec.Tenant, rec.RunID), DefaultAPIPrefix)
+	msg, err := c.nc.RequestWithContext(ctx, subj, nil)
+	if err != nil || msg.Header.Get("Status") != "" {
+		return rec, nil
+	}
+	ev, err := wire.Decode[wire.Event](msg.Data)
+	if err != nil {
+		return rec, nil
+	}
+	if runner := msg.Header.Get(wire.RunnerHeader); runner != "" {
+		rec.State, rec.Owner = wire.StateRunning, runner
+		if a, err := strconv.Atoi(msg.Header.Get(wire.AttemptHeader)); err == nil {
+			rec.Attempt = max(rec.Attempt, a)
+		}
+	}
+	if ev.Kind == wire.KindChunk || ev.Kind == wire.KindChunks {
+		rec.Committed = true
+	}
+	return rec, nil
 }

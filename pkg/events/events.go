@@ -85,16 +85,22 @@ func (l *Log) Last(ctx context.Context, tenant, runID string) (wire.Event, uint6
 	if err != nil {
 		return wire.Event{}, 0, err
 	}
-	ev, err := wire.Decode[wire.Event](raw.Data)
+	ev, err := decodeLast(raw.Data, runID)
+	return ev, raw.Sequence, err
+}
+
+// decodeLast decodes a run's last stored message: a batch of statuses is
+// given as its last status.
+func decodeLast(b []byte, runID string) (wire.Event, error) {
+	ev, err := wire.Decode[wire.Event](b)
 	if err != nil {
-		return wire.Event{}, 0, fmt.Errorf("decode last event of %s: %w", runID, err)
+		return wire.Event{}, fmt.Errorf("decode last event of %s: %w", runID, err)
 	}
 	if ev.Kind == wire.KindStatuses {
-		// The run's last event is the batch's last status.
 		st := ev.Statuses[len(ev.Statuses)-1]
 		ev = wire.Event{V: ev.V, RunID: ev.RunID, Seq: ev.Last, TS: ev.TS, Kind: wire.KindStatus, Status: &st}
 	}
-	return ev, raw.Sequence, nil
+	return ev, nil
 }
 
 // New returns a writer for a run with no events yet (the router's).
@@ -156,7 +162,10 @@ type Writer struct {
 	seq     uint64 // seq of the last event handed over, the open batch's included
 	last    uint64 // stream sequence of the last acknowledged event
 	pending []pending
-	err     error // ErrDuplicate or ErrFenced: the writer is done
+	err     error  // ErrDuplicate or ErrFenced: the writer is done
+	runner  string // Author's, stamped on each message; "" for none
+	epoch   string
+	attempt string
 
 	batch  wire.ChunkBatch // the open batch: chunks not handed to NATS yet
 	first  uint64          // seq of the open batch's first chunk
@@ -212,6 +221,11 @@ func (w *Writer) message(b []byte, seq uint64) *nats.Msg {
 	msg := nats.NewMsg(w.subject)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, w.msgID(seq))
+	if w.runner != "" {
+		msg.Header.Set(RunnerHeader, w.runner)
+		msg.Header.Set(EpochHeader, w.epoch)
+		msg.Header.Set(AttemptHeader, w.attempt)
+	}
 	return msg
 }
 

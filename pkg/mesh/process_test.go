@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -209,8 +210,12 @@ func TestRunnerThatLosesItsLeaseStopsPublishing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Take the lease away, as an expiry would.
-	if err := leases.Purge(ctx, tenant+"."+id); err != nil {
+	rec, err := c.Status(ctx, tenant, id)
+	if err != nil || rec.Owner == "" {
+		t.Fatalf("status = %+v, %v; want the runner holding the run", rec, err)
+	}
+	// Take the runner's lease away, as an expiry would.
+	if err := leases.Purge(ctx, runs.RunnerLeaseKey(rec.Owner)); err != nil {
 		t.Fatal(err)
 	}
 	evs := collect(t, c, id)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -66,22 +67,30 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 			reply.Error = wire.Errorf(wire.ProviderTransportError, "read run %s: %v", runID, err).Retry()
 			return reply
 		}
-		rec := run.Record
-		reply.State = rec.State
-		switch {
-		case rec.State.Terminal():
+		reply.State = run.Record.State
+		if run.Record.State.Terminal() {
 			reply.Ended = true
 			return reply
-		case rec.State == wire.StateAccepted:
-			// The router is routing it right now: ask again shortly.
-			time.Sleep(20 * time.Millisecond)
-			continue
-		case rec.State == wire.StateRouted:
-			// Queued: no runner owns it. The fenced terminal decides between
-			// this cancel and a runner's fenced claim of the run.
+		}
+		t, err := r.store.Events().Tail(ctx, tenant, runID)
+		if err != nil {
+			reply.Error = wire.Errorf(wire.ProviderTransportError, "read the events of run %s: %v", runID, err).Retry()
+			return reply
+		}
+		if t.Ended() {
+			if _, err := r.store.Ended(ctx, tenant, runID); err != nil { // repairs the record
+				reply.Error = wire.Errorf(wire.ProviderTransportError, "repair run %s: %v", runID, err).Retry()
+				return reply
+			}
+			reply.State, reply.Ended = t.Event.Status.State, true
+			return reply
+		}
+		if t.Runner == "" {
+			// Queued: no runner holds it. The fenced terminal decides
+			// between this cancel and a runner's fenced running status.
 			done, err := r.store.EndQueued(ctx, tenant, runID, cancelled)
 			if errors.Is(err, runs.ErrInTransition) {
-				// Its routed status, or a runner's claim, is on its way.
+				// Its routed status is on its way.
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
@@ -94,41 +103,43 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 				return reply
 			}
 			continue
-		default: // running: the owner tears its transport down and answers
-			msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(rec.Owner), []byte(run.Key()), forwardTimeout)
-			if errors.Is(err, nats.ErrNoResponders) {
-				// The owner is gone. Before output its work is redelivered,
-				// after output the sweeper would fail it; a cancel ends it now.
-				owner, attempt := rec.Owner, rec.Attempt
-				done, err := r.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool {
-					return rec.State == wire.StateRunning && rec.Owner == owner && rec.Attempt == attempt
-				}, cancelled)
-				if err != nil && !done {
-					reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
-					return reply
-				}
-				if done {
-					reply.State, reply.Cancelled = wire.StateCancelled, true
-					return reply
-				}
-				continue
-			}
-			if err != nil {
-				reply.Error = wire.Errorf(wire.ProviderTransportError, "forward cancel of %s to runner %s: %v", runID, rec.Owner, err).Retry()
-				return reply
-			}
-			fwd, err := wire.Decode[wire.CancelReply](msg.Data)
-			if err != nil {
-				reply.Error = wire.Errorf(wire.ProviderProtocolError, "runner %s reply: %v", rec.Owner, err)
-				return reply
-			}
-			if fwd.Error != nil && fwd.State == "" {
-				// The runner no longer holds it (it just ended or moved): look again.
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			return fwd
 		}
+		// Running: the runner its events name tears its transport down and
+		// answers.
+		reply.State = wire.StateRunning
+		msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(t.Runner), []byte(run.Key()), forwardTimeout)
+		if errors.Is(err, nats.ErrNoResponders) {
+			// The runner is gone. Before output its work is redelivered,
+			// after output the sweeper would fail it; a cancel ends it now.
+			owner, epoch, attempt := t.Runner, t.Epoch, t.Attempt
+			done, err := r.store.EndUnowned(ctx, tenant, runID, func(_ wire.RunRecord, t events.Tail) bool {
+				return t.Runner == owner && t.Epoch == epoch && t.Attempt == attempt
+			}, cancelled)
+			if err != nil && !done {
+				reply.Error = wire.Errorf(wire.ProviderTransportError, "cancel orphaned run %s: %v", runID, err).Retry()
+				return reply
+			}
+			if done {
+				reply.State, reply.Cancelled = wire.StateCancelled, true
+				return reply
+			}
+			continue
+		}
+		if err != nil {
+			reply.Error = wire.Errorf(wire.ProviderTransportError, "forward cancel of %s to runner %s: %v", runID, t.Runner, err).Retry()
+			return reply
+		}
+		fwd, err := wire.Decode[wire.CancelReply](msg.Data)
+		if err != nil {
+			reply.Error = wire.Errorf(wire.ProviderProtocolError, "runner %s reply: %v", t.Runner, err)
+			return reply
+		}
+		if fwd.Error != nil && fwd.State == "" {
+			// The runner no longer holds it (it just ended or moved): look again.
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		return fwd
 	}
 	reply.Error = wire.Errorf(wire.ProviderTransportError, "run %s kept changing state; try again", runID).Retry()
 	return reply

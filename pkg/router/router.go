@@ -489,7 +489,7 @@ func (r *Router) open(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord
 // reject ends the run rejected with we, straight from accepted.
 func (r *Router) reject(ctx context.Context, w *events.Writer, run runs.Run, we *wire.Error, adapterName string) error {
 	run.Record.Adapter = adapterName
-	err := r.store.End(ctx, w, run, wire.Status{State: wire.StateRejected, Error: we}, nil)
+	err := r.store.End(ctx, w, run, wire.Status{State: wire.StateRejected, Error: we})
 	if errors.Is(err, events.ErrFenced) {
 		return nil // another writer ended it (a cancel): it is not ours to end
 	}

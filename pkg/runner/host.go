@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -86,6 +87,11 @@ func (c *Config) Validate() error {
 	if c.AckWait < time.Second {
 		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
 	}
+	if c.ID != "" {
+		if err := subject.ValidToken("runner id", c.ID); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
 	return nil
 }
 
@@ -100,7 +106,79 @@ type Host struct {
 	cons        map[string]jetstream.Consumer
 
 	mu     sync.Mutex
-	active map[string]*run // by <tenant>.<run_id>
+	active map[string]*run // by <tenant>.<run_id>: the delivery executing it
+	lease  *runs.Lease     // this runner's lease; nil while it is taken anew
+}
+
+// currentLease is the runner's lease to claim a run under, or nil while
+// it is being taken anew (after it was lost).
+func (h *Host) currentLease() *runs.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// holdsOther reports whether a delivery other than r executes the run
+// under key on this runner.
+func (h *Host) holdsOther(key string, r *run) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	a := h.active[key]
+	return a != nil && a != r
+}
+
+// keepLease takes the runner's lease and keeps it until ctx ends, then
+// deletes it. A lease lost (not renewed within two thirds of its TTL, or
+// replaced) stops every run in hand without publishing (the sweeper ends
+// the ones with output once it expires; the others come back to the
+// pool) and is taken anew under a new epoch. ready is closed once the
+// first lease is held.
+func (h *Host) keepLease(ctx context.Context, ready chan<- struct{}) {
+	for {
+		var l *runs.Lease
+		for l == nil {
+			var err error
+			if l, err = h.store.HoldRunner(ctx, h.cfg.ID); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				h.d.Log.Warn("take the runner's lease", "err", err)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		lost := make(chan error, 1)
+		l.Keep(func(err error) { lost <- err })
+		h.mu.Lock()
+		h.lease = l
+		h.mu.Unlock()
+		if ready != nil {
+			close(ready)
+			ready = nil
+		}
+		select {
+		case <-ctx.Done():
+			h.store.Release(l)
+			return
+		case err := <-lost:
+			h.mu.Lock()
+			h.lease = nil
+			held := make([]*run, 0, len(h.active))
+			for _, r := range h.active {
+				if r.lease == l {
+					held = append(held, r)
+				}
+			}
+			h.mu.Unlock()
+			h.d.Log.Error("runner lease lost; abandoning the runs in hand", "runs", len(held), "err", err)
+			for _, r := range held {
+				r.stop(errLeaseLost)
+			}
+		}
+	}
 }
 
 // New binds a host to the topology, which must exist, and ensures the
@@ -196,6 +274,18 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	defer func() { _ = svc.Stop() }()
 
+	// The lease outlives the runs in hand: it is released once they all
+	// have returned.
+	leaseCtx, stopLease := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLease()
+	ready := make(chan struct{})
+	wg.Go(func() { h.keepLease(leaseCtx, ready) })
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil
+	}
+
 	var workers sync.WaitGroup
 	for _, name := range h.adapters.Names() {
 		a, _ := h.adapters.Get(name)
@@ -211,6 +301,7 @@ func (h *Host) Run(ctx context.Context) error {
 		stopExec(errShutdown)
 		<-finished
 	}
+	stopLease()
 	return nil
 }
 
@@ -325,11 +416,15 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 	r := &run{h: h, a: a, d: d, work: work, done: make(chan struct{})}
 	key := subject.RunKey(work.Tenant, work.RunID)
 	h.mu.Lock()
-	h.active[key] = r
+	if h.active[key] == nil {
+		h.active[key] = r // (a second delivery of a run in hand is not)
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		delete(h.active, key)
+		if h.active[key] == r {
+			delete(h.active, key)
+		}
 		h.mu.Unlock()
 		close(r.done)
 	}()
@@ -354,7 +449,7 @@ func (h *Host) undecodable(ctx context.Context, d *delivery, decodeErr error) {
 		d.settle(settleTerm, 0)
 		return
 	}
-	_, err = h.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return !rec.Committed }, func(rec wire.RunRecord) wire.Status {
+	_, err = h.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord, _ events.Tail) bool { return !rec.Committed }, func(rec wire.RunRecord) wire.Status {
 		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.ProviderProtocolError, "the work item of run %s cannot be decoded: %v", runID, decodeErr)}
 	})

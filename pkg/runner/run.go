@@ -50,7 +50,7 @@ type run struct {
 	run       runs.Run // the record as this attempt last wrote it
 	attempt   int
 	w         *events.Writer
-	lease     *runs.Lease // held from the claim
+	lease     *runs.Lease // the runner's lease the attempt was claimed under
 	committed bool
 	// announced: claimFirst published the running status; runningErr: it
 	// failed to, other than fenced.
@@ -62,20 +62,25 @@ type run struct {
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
 
-	mu              sync.Mutex
-	cancel          context.CancelCauseFunc
-	cancelRequested bool
+	mu        sync.Mutex
+	cancel    context.CancelCauseFunc
+	stopCause error // requested before the run had a context (stop)
 
 	done  chan struct{} // closed when the run has been handled
 	final wire.State    // the terminal state this runner published, if any
 }
 
-func (r *run) requestCancel() {
+func (r *run) requestCancel() { r.stop(errCancelled) }
+
+// stop ends the run's context with cause, now or as soon as it has one.
+func (r *run) stop(cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cancelRequested = true
+	if r.stopCause == nil {
+		r.stopCause = cause
+	}
 	if r.cancel != nil {
-		r.cancel(errCancelled)
+		r.cancel(cause)
 	}
 }
 
@@ -92,128 +97,103 @@ func (r *run) deadline() time.Time {
 
 // claim takes the run for this attempt: it checks the deadline and the
 // attempt policy first (at every delivery, so a run redelivered after its
-// deadline or its last attempt ends instead of running), opens the run's
-// events, and records the claim. It settles the delivery and reports false
-// when the run is not to be executed here. On the first delivery of work
-// that carries the router's handoff it reads nothing (claimFirst).
+// deadline or its last attempt ends instead of running) and opens the
+// run's events for the attempt, stamped with this runner, its lease's
+// epoch and the attempt's number; the fenced running status (exec) is
+// the claim. It settles the delivery and reports false when the run is
+// not to be executed here. On the first delivery of work that carries
+// the router's handoff it reads nothing and publishes the running status
+// itself (claimFirst).
 func (r *run) claim(ctx context.Context) bool {
 	if r.pastDeadline(ctx) {
 		return false
 	}
+	lease := r.h.currentLease()
+	if lease == nil {
+		// The runner's lease is being taken anew: hand the work back.
+		r.d.settle(settleRetry, time.Second)
+		return false
+	}
+	r.lease = lease
 	if r.work.Handoff != nil && r.d.first {
 		if ok, done := r.claimFirst(ctx); done {
 			return ok
 		}
 	}
-	for {
-		if r.pastDeadline(ctx) {
-			return false
-		}
-		cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
-		if errors.Is(err, runs.ErrNotFound) {
-			r.h.d.Log.Error("work for a run without a record; dropping it", r.logger()...)
-			r.d.settle(settleTerm, 0)
-			return false
-		}
-		if err != nil {
-			r.h.d.Log.Warn("read run record", append(r.logger(), "err", err)...)
-			r.d.settle(settleRetry, time.Second)
-			return false
-		}
-		rec := cur.Record
-		switch {
-		case rec.State.Terminal():
-			// Cancelled while queued, or ended by its last holder.
-			r.d.settle(settleAck, 0)
-			return false
-		case rec.Committed:
-			r.orphaned(ctx)
-			return false
-		case rec.State == wire.StateAccepted:
-			// A router resuming a submission it stopped half way through
-			// (a redelivery) dispatches before it records the run routed.
-			r.d.settle(settleRetry, 50*time.Millisecond)
-			return false
-		case rec.Attempt >= r.work.Policy.MaxAttempts:
-			// Every attempt the policy allows was claimed and none produced
-			// output (their runners died or gave the work back).
-			r.endUnowned(ctx, "is out of attempts", func(rec wire.RunRecord) wire.Status {
-				return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
-					Error: wire.Errorf(wire.ProviderTransportError, "run %s was attempted %d times without output; the attempt policy allows %d", rec.RunID, rec.Attempt, r.work.Policy.MaxAttempts)}
-			})
-			return false
-		}
-		// Open before claiming: a run that cannot be opened now (a leader
-		// election) is handed back without spending an attempt.
-		w, last, err := r.h.store.Events().OpenLast(ctx, r.work.Tenant, r.work.RunID)
-		if errors.Is(err, events.ErrEnded) {
-			if _, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err != nil {
-				r.h.d.Log.Warn("repair run record", append(r.logger(), "err", err)...)
-			}
-			r.d.settle(settleAck, 0)
-			return false
-		}
-		if err != nil {
-			r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
-			r.d.settle(settleRetry, time.Second)
-			return false
-		}
-		if runs.HasOutput(last) {
-			// An earlier attempt published output (and stopped before its
-			// commit was stored): the run is never executed again.
-			r.orphaned(ctx)
-			return false
-		}
-		claimed, err := r.h.store.Claim(ctx, cur, r.h.cfg.ID)
-		if errors.Is(err, runs.ErrChanged) {
-			continue
-		}
-		if err != nil {
-			r.h.d.Log.Warn("claim run record", append(r.logger(), "err", err)...)
-			r.d.settle(settleRetry, time.Second)
-			return false
-		}
-		lease, err := r.h.store.Hold(ctx, claimed, r.h.cfg.ID)
-		if err != nil {
-			r.h.d.Log.Warn("write lease", append(r.logger(), "err", err)...)
-			r.d.settle(settleRetry, time.Second)
-			return false
-		}
-		r.run, r.attempt, r.w, r.lease = claimed, claimed.Record.Attempt, w, lease
-		return true
+	cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
+	if errors.Is(err, runs.ErrNotFound) {
+		r.h.d.Log.Error("work for a run without a record; dropping it", r.logger()...)
+		r.d.settle(settleTerm, 0)
+		return false
 	}
+	if err != nil {
+		r.h.d.Log.Warn("read run record", append(r.logger(), "err", err)...)
+		r.d.settle(settleRetry, time.Second)
+		return false
+	}
+	if cur.Record.State.Terminal() {
+		// Cancelled while queued, or ended by its last holder.
+		r.d.settle(settleAck, 0)
+		return false
+	}
+	// Open before claiming: a run that cannot be opened now (a leader
+	// election) is handed back without spending an attempt.
+	w, t, err := r.h.store.Events().OpenTail(ctx, r.work.Tenant, r.work.RunID)
+	if errors.Is(err, events.ErrEnded) {
+		if _, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err != nil {
+			r.h.d.Log.Warn("repair run record", append(r.logger(), "err", err)...)
+			r.d.settle(settleRetry, time.Second)
+			return false
+		}
+		r.d.settle(settleAck, 0)
+		return false
+	}
+	if err != nil {
+		r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
+		r.d.settle(settleRetry, time.Second)
+		return false
+	}
+	rec := runs.WithTail(cur.Record, t)
+	switch {
+	case rec.Committed:
+		// An earlier attempt published output: the run is never
+		// executed again.
+		r.orphaned(ctx, t)
+		return false
+	case t.Event.Seq < 2:
+		// A router resuming a submission it stopped half way through
+		// (a redelivery) dispatches before it stores routed.
+		r.d.settle(settleRetry, 50*time.Millisecond)
+		return false
+	case rec.Attempt >= r.work.Policy.MaxAttempts:
+		// Every attempt the policy allows was claimed and none produced
+		// output (their runners died or gave the work back).
+		r.endUnowned(ctx, "is out of attempts", func(rec wire.RunRecord) wire.Status {
+			return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+				Error: wire.Errorf(wire.ProviderTransportError, "run %s was attempted %d times without output; the attempt policy allows %d", rec.RunID, rec.Attempt, r.work.Policy.MaxAttempts)}
+		})
+		return false
+	}
+	r.run, r.attempt, r.w = cur, rec.Attempt+1, w
+	w.Author(r.h.cfg.ID, lease.Epoch(), r.attempt)
+	return true
 }
 
-// claimFirst claims the first delivery of work from the router's handoff,
-// without reading: the record claim and the fenced running status are
-// written at once. done is false when the handoff turned out stale (the
-// record or the events moved on): claim then reads what they say.
+// claimFirst claims the first delivery of work from the router's
+// handoff, without reading: its fenced running status is the claim. done
+// is false when the handoff turned out stale (the events moved on): claim
+// then reads what they say.
 func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
 	h := r.work.Handoff
-	if h.Record.Attempt >= r.work.Policy.MaxAttempts || h.Record.State != wire.StateRouted {
+	if h.Record.State != wire.StateRouted || r.work.Policy.MaxAttempts < 1 {
 		return false, false
 	}
 	w := r.h.store.Events().Resume(r.work.Tenant, r.work.RunID, h.Seq, h.StreamSeq)
-	var (
-		claimed  runs.Run
-		claimErr error
-		lease    *runs.Lease
-		leaseErr error
-		wg       sync.WaitGroup
-	)
-	routed := runs.Run{Record: h.Record, Rev: h.Rev}
-	wg.Go(func() { claimed, claimErr = r.h.store.Claim(ctx, routed, r.h.cfg.ID) })
-	wg.Go(func() { lease, leaseErr = r.h.store.Hold(ctx, routed, r.h.cfg.ID) })
+	w.Author(r.h.cfg.ID, r.lease.Epoch(), 1)
 	pub, stop := r.publishContext(ctx)
 	defer stop()
-	runErr := w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: h.Record.Attempt + 1})
-	wg.Wait()
-	if lease != nil && (errors.Is(runErr, events.ErrFenced) || claimErr != nil) {
-		// Not this attempt's to run (yet): hand the lease back first.
-		r.h.store.Release(lease)
-	}
-	switch {
-	case errors.Is(runErr, events.ErrFenced):
+	err := w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: 1})
+	if errors.Is(err, events.ErrFenced) {
 		// A cancel ended the queued run, or the handoff is stale.
 		if ended, err := r.h.store.Ended(ctx, r.work.Tenant, r.work.RunID); err == nil && ended {
 			r.h.d.Log.Debug("run ended before this attempt started", r.logger()...)
@@ -221,21 +201,10 @@ func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
 			return false, true
 		}
 		return false, false
-	case errors.Is(claimErr, runs.ErrChanged):
-		return false, false
-	case claimErr != nil:
-		r.h.d.Log.Warn("claim run record", append(r.logger(), "err", claimErr)...)
-		r.d.settle(settleRetry, time.Second)
-		return false, true
-	case leaseErr != nil:
-		r.h.d.Log.Warn("write lease", append(r.logger(), "err", leaseErr)...)
-		r.run = claimed
-		r.d.settle(settleRetry, time.Second)
-		return false, true
 	}
-	r.run, r.attempt, r.w, r.lease = claimed, claimed.Record.Attempt, w, lease
-	if runErr != nil {
-		r.runningErr = runErr
+	r.run, r.attempt, r.w = runs.Run{Record: h.Record, Rev: h.Rev}, 1, w
+	if err != nil {
+		r.runningErr = err
 	} else {
 		r.announced = true
 	}
@@ -243,21 +212,26 @@ func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
 }
 
 // orphaned handles work delivered again for a run that has published
-// output and not ended: its work stays in the stream until the run's end
-// is recorded. While its lease is held its runner is alive (its work came
+// output and not ended (t is its tail): its work stays in the stream
+// until the run's end is recorded. While the runner its events name
+// still holds its lease under the same epoch it is alive (the work came
 // back only because a heartbeat was late): the work is handed back for
-// another ack wait. Without one the runner is gone: the run ends failed
-// here, as the sweeper ends it when it sees the lease expire.
-func (r *run) orphaned(ctx context.Context) {
-	held, err := r.h.store.LeaseHeld(ctx, subject.RunKey(r.work.Tenant, r.work.RunID))
-	if err != nil {
-		r.h.d.Log.Warn("read the lease of a run with output", append(r.logger(), "err", err)...)
-		r.d.settle(settleRetry, time.Second)
-		return
-	}
-	if held {
-		r.d.settle(settleRetry, r.h.cfg.AckWait)
-		return
+// another ack wait (when that runner is this one, only while it still
+// executes the run). Otherwise that runner is gone, or gave the run up:
+// the run ends failed here, as the sweeper ends it when it sees the
+// lease expire.
+func (r *run) orphaned(ctx context.Context, t events.Tail) {
+	if t.Runner != "" {
+		held, err := r.h.store.RunnerHeld(ctx, t.Runner, t.Epoch)
+		if err != nil {
+			r.h.d.Log.Warn("read the lease of a run's runner", append(r.logger(), "runner", t.Runner, "err", err)...)
+			r.d.settle(settleRetry, time.Second)
+			return
+		}
+		if held && (t.Runner != r.h.cfg.ID || r.h.holdsOther(r.key, r)) {
+			r.d.settle(settleRetry, r.h.cfg.AckWait)
+			return
+		}
 	}
 	ended, err := r.h.store.EndOrphaned(ctx, r.work.Tenant, r.work.RunID, func(rec wire.RunRecord) wire.Status {
 		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
@@ -288,11 +262,11 @@ func (r *run) pastDeadline(ctx context.Context) bool {
 }
 
 // endUnowned ends a run this delivery found unable to run (past its
-// deadline, out of attempts) and done with, unless it has ended or is
-// committed (then orphaned decides).
+// deadline, out of attempts) and done with, unless it has ended or has
+// output (then orphaned decides).
 func (r *run) endUnowned(ctx context.Context, why string, status func(wire.RunRecord) wire.Status) {
 	ended, err := r.h.store.EndUnowned(ctx, r.work.Tenant, r.work.RunID,
-		func(rec wire.RunRecord) bool { return !rec.Committed }, status)
+		func(rec wire.RunRecord, _ events.Tail) bool { return !rec.Committed }, status)
 	if err != nil {
 		r.h.d.Log.Warn("end run that "+why, append(r.logger(), "err", err)...)
 		r.d.settle(settleRetry, time.Second)
@@ -303,13 +277,13 @@ func (r *run) endUnowned(ctx context.Context, why string, status func(wire.RunRe
 		r.d.settle(settleAck, 0)
 		return
 	}
-	// Ended already, or committed: then its work stays until its end.
-	cur, err := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID)
+	// Ended already, or with output: then its work stays until its end.
+	t, err := r.h.store.Events().Tail(ctx, r.work.Tenant, r.work.RunID)
 	switch {
-	case err != nil && !errors.Is(err, runs.ErrNotFound):
+	case err != nil:
 		r.d.settle(settleRetry, time.Second)
-	case err == nil && cur.Record.Committed && !cur.Record.State.Terminal():
-		r.orphaned(ctx)
+	case t.HasOutput():
+		r.orphaned(ctx, t)
 	default:
 		r.d.settle(settleAck, 0)
 	}
@@ -341,15 +315,10 @@ func (r *run) exec(parent context.Context) {
 	}
 	r.mu.Lock()
 	r.cancel = cancel
-	if r.cancelRequested {
-		cancel(errCancelled)
+	if r.stopCause != nil {
+		cancel(r.stopCause)
 	}
 	r.mu.Unlock()
-	r.lease.Keep(func(err error) {
-		r.h.d.Log.Error("lease lost; abandoning run", append(r.logger(), "err", err)...)
-		cancel(errLeaseLost)
-	})
-
 	pub, stopPub := r.publishContext(ctx)
 	defer stopPub()
 	// The running status is this attempt's claim on the run's events:
@@ -365,7 +334,6 @@ func (r *run) exec(parent context.Context) {
 			// claimed it since this one read its events.
 			if ended, eerr := r.h.store.Ended(pub, r.work.Tenant, r.work.RunID); eerr == nil && ended {
 				r.h.d.Log.Debug("run ended before this attempt started", r.logger()...)
-				r.releaseLease()
 				r.d.settle(settleAck, 0)
 				return
 			}
@@ -448,7 +416,7 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 			c.Metadata.Cost = r.price(*c.Metadata.Usage)
 		}
 		if !r.committed {
-			if err := r.commit(ctx, pub, cancel, c); err != nil {
+			if err := r.commit(pub, cancel, c); err != nil {
 				return err, nil
 			}
 		} else if r.lease.StaleAt(now) {
@@ -539,47 +507,24 @@ func (r *run) saveCheckpoint(ctx context.Context) {
 }
 
 // commit crosses the first-output boundary: from here the run is never
-// replayed. The record's commit and the first chunk are written at once
-// (the lease is held since the claim). The chunk is fenced after the
-// running status, so it cannot land after another writer ended the run;
-// a runner that stops before the commit is stored leaves output on the
-// run's events, which the sweeper (once the lease expires) and the next
-// delivery of its work find, so it is never re-executed either.
-func (r *run) commit(ctx, pub context.Context, cancel context.CancelCauseFunc, first wire.Chunk) error {
-	var (
-		committed runs.Run
-		commitErr error
-		wg        sync.WaitGroup
-	)
-	wg.Go(func() { committed, commitErr = r.h.store.Commit(ctx, r.run) })
-	chunkErr := r.w.ChunkFenced(pub, first)
-	wg.Wait()
-	if commitErr == nil {
-		r.run = committed
-	}
-	switch {
-	case errors.Is(chunkErr, events.ErrFenced):
-		err := fmt.Errorf("%w: first chunk: %w", errNotOwner, chunkErr)
+// replayed. The first chunk is fenced after the running status, so it
+// cannot land after another writer ended the run; once it is stored the
+// run's events say it has output, which the sweeper (once the runner's
+// lease expires) and the next delivery of its work find, so it is never
+// re-executed.
+func (r *run) commit(pub context.Context, cancel context.CancelCauseFunc, first wire.Chunk) error {
+	err := r.w.ChunkFenced(pub, first)
+	if errors.Is(err, events.ErrFenced) {
+		err := fmt.Errorf("%w: first chunk: %w", errNotOwner, err)
 		cancel(err)
 		return err
-	case errors.Is(commitErr, runs.ErrChanged):
-		err := fmt.Errorf("%w: commit: %w", errNotOwner, commitErr)
-		cancel(err)
-		return err
-	case chunkErr == nil && commitErr != nil:
-		// The output is out: the run can only end now, failed (fenced after
-		// this runner's own events, so it still may).
-		r.committed = true
-		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", commitErr)
-	case commitErr != nil:
-		// The record is not committed, and the chunk may or may not be
-		// stored: another delivery decides on what the events say.
-		return wire.Errorf(wire.ProviderTransportError, "commit the run at its first output: %v", commitErr).Retry()
-	case chunkErr != nil:
-		r.committed = true
-		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", chunkErr)
 	}
+	// Stored, or perhaps stored: the run can only end now, failed if it
+	// was not (fenced after this runner's own events, so it still may).
 	r.committed = true
+	if err != nil {
+		return wire.Errorf(wire.ProviderTransportError, "publish first chunk: %v", err)
+	}
 	r.h.d.Metrics.TimeToFirstChunk.WithLabelValues(r.a.Name()).Observe(time.Since(time.UnixMilli(r.run.Record.Created)).Seconds())
 	return nil
 }
@@ -611,7 +556,6 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 		r.end(wire.Status{State: wire.StateTimedOut, Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline", r.work.RunID)})
 	case errors.Is(cause, errShutdown):
 		if !r.committed {
-			r.releaseLease()
 			r.d.settle(settleRelease, 0) // another runner of the pool takes it
 			return
 		}
@@ -645,37 +589,27 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
 		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
-		r.releaseLease()
 		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
 		return
 	}
 	r.end(wire.Status{State: wire.StateFailed, Error: we})
 }
 
-// releaseLease hands back the lease of an attempt that gives its work
-// back before output, before the work is settled.
-func (r *run) releaseLease() {
-	if r.lease != nil {
-		r.h.store.Release(r.lease)
-	}
-}
-
-// abandon gives the run up without publishing: another writer holds it.
-// The work is left unsettled: the heartbeat stops, and if the run is not
-// over it comes back after the ack wait (a committed run's next delivery
-// finds its output and leaves it to the sweeper or ends it, as the
-// record says; an ended one's repairs the record and is acked).
+// abandon gives the run up without publishing: another writer holds it,
+// or this runner's lease was lost. The work is left unsettled: the
+// heartbeat stops, and if the run is not over it comes back after the ack
+// wait (a run with output is then ended failed, unless its events name a
+// runner still holding it; an ended one's record is repaired and its work
+// acked).
 func (r *run) abandon(why string) {
 	r.h.d.Log.Warn("abandoned run", append(r.logger(), "cause", why)...)
-	if r.lease != nil {
-		r.lease.Stop()
-	}
 	r.d.release()
 }
 
 // end ends the run by the ending protocol (pkg/runs), then settles the
-// work. The work's heartbeat and the lease are kept until the terminal
-// status is published.
+// work. The work's heartbeat is kept until the end is recorded; the
+// record is written with this runner, the attempt and whether it had
+// output.
 func (r *run) end(st wire.Status) {
 	// Ending retries through a leader election until endTimeout past the
 	// deadline, and for at least endRetry: a run that succeeded must not
@@ -693,26 +627,23 @@ func (r *run) end(st wire.Status) {
 	}
 	sum := r.summary
 	st.Summary = &sum
-	err := r.h.store.End(ctx, r.w, r.run, st, r.lease)
+	r.run.Record.Owner, r.run.Record.Attempt, r.run.Record.Committed = r.h.cfg.ID, r.attempt, r.committed
+	err := r.h.store.End(ctx, r.w, r.run, st)
 	if errors.Is(err, events.ErrFenced) {
 		// Other writers only ever end a run, or claim an attempt after
-		// taking the record from this one. If this attempt still holds the
-		// record and the run has not ended, the event after our last
-		// acknowledged one is our own (a publish whose acknowledgement was
-		// lost): continue after it.
-		if cur, gerr := r.h.store.Get(ctx, r.work.Tenant, r.work.RunID); gerr == nil && !cur.Record.State.Terminal() &&
-			cur.Record.Owner == r.h.cfg.ID && cur.Record.Attempt == r.attempt {
-			if w, oerr := r.h.store.Events().Open(ctx, r.work.Tenant, r.work.RunID); oerr == nil {
-				r.w = w
-				err = r.h.store.End(ctx, w, cur, st, r.lease)
-			}
+		// it. If the run's last event is still this attempt's own (this
+		// runner, this lease's epoch, this attempt) and not terminal, it
+		// is a publish of ours whose acknowledgement was lost: continue
+		// after it.
+		if w, t, oerr := r.h.store.Events().OpenTail(ctx, r.work.Tenant, r.work.RunID); oerr == nil &&
+			t.Runner == r.h.cfg.ID && t.Epoch == r.lease.Epoch() && t.Attempt == r.attempt {
+			w.Author(r.h.cfg.ID, r.lease.Epoch(), r.attempt)
+			r.w = w
+			err = r.h.store.End(ctx, w, r.run, st)
 		}
 	}
 	if errors.Is(err, events.ErrFenced) {
 		r.h.d.Log.Warn("run was ended by another writer", r.logger()...)
-		if r.lease != nil {
-			r.lease.Stop()
-		}
 		r.d.settle(settleAck, 0)
 		return
 	}
@@ -724,13 +655,10 @@ func (r *run) end(st wire.Status) {
 		return
 	}
 	if err != nil {
-		// The run stays unended: before output its work comes back for
-		// another attempt; after output the lease stops and the sweeper
-		// ends the run once it expires.
+		// The run stays unended: its work comes back after a second;
+		// before output for another attempt, after output to be ended
+		// failed (this runner no longer holds it, orphaned).
 		r.h.d.Log.Error("publish terminal status", append(r.logger(), "state", st.State, "err", err)...)
-		if r.lease != nil {
-			r.lease.Stop()
-		}
 		r.d.settle(settleRetry, time.Second)
 		return
 	}

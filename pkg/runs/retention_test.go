@@ -41,7 +41,7 @@ func openWith(t *testing.T, cfg topology.Config) (*runs.Store, service.Deps) {
 // cancel ends a routed run the way a cancel does.
 func cancel(t *testing.T, s *runs.Store, tenant, id string) {
 	t.Helper()
-	done, err := s.EndUnowned(context.Background(), tenant, id, func(wire.RunRecord) bool { return true },
+	done, err := s.EndUnowned(context.Background(), tenant, id, nil,
 		func(wire.RunRecord) wire.Status { return wire.Status{State: wire.StateCancelled} })
 	if err != nil || !done {
 		t.Fatalf("end %s: %t, %v", id, done, err)

@@ -1,7 +1,7 @@
-// Package runs owns a run's lifecycle: it creates, routes, claims, commits
-// and ends runs, and it is the only code that writes the agentmesh_runs
-// and agentmesh_leases buckets. The router, the runner host and the
-// sweeper change a run only through a Store.
+// Package runs owns a run's lifecycle: it creates, routes and ends runs
+// and holds runners' leases, and it is the only code that writes the
+// agentmesh_runs and agentmesh_leases buckets. The router, the runner
+// host and the sweeper change a run only through a Store.
 //
 // # The ending protocol
 //
@@ -11,9 +11,9 @@
 //     Nats-Expected-Last-Subject-Sequence after the writer's last event, so
 //     of two writers racing to end a run exactly one succeeds (the other
 //     gets events.ErrFenced and publishes nothing more);
-//  2. then the run's record is set to the terminal state (a
-//     compare-and-set loop that never overwrites another terminal state);
-//  3. then the run's lease, if it has one, stops renewing and is deleted.
+//  2. then the run's record is set to the terminal state, with the runner
+//     that held it, its attempt and whether it had output (a
+//     compare-and-set loop that never overwrites another terminal state).
 //
 // The event stream is the truth; the record follows it. A writer that dies
 // between 1 and 2 leaves a record that says the run is still going while
@@ -39,10 +39,21 @@
 // it could not write (ErrUnrecorded) and its callers do not acknowledge
 // the message that ended the run: its redelivery repairs the record.
 //
-// Every status that changes who owns a run is fenced too: a runner's
-// running status (its claim of an attempt) and its first chunk (the
-// first-output boundary), so neither can land after another writer ended
-// the run.
+// # Who holds a run
+//
+// A run's record is written twice: when the router creates it (already
+// routed) and when the run ends. In between, the run's events say where
+// it is: a runner stamps every event of its attempt with its id, the
+// epoch of its lease and the attempt (wire.RunnerHeader), so the run's
+// last stored message (events.Tail) says which runner holds it, in which
+// attempt, and whether it has published output (WithTail gives the
+// record as the tail says it is now). A runner holds one lease for all
+// its runs (HoldRunner, key runner.<id>); a run is in its hands while the
+// lease is held under the epoch its events carry (RunnerHeld).
+//
+// Every status that changes who holds a run is fenced: a runner's running
+// status (its claim of an attempt) and its first chunk (the first-output
+// boundary), so neither can land after another writer ended the run.
 package runs
 
 import (
@@ -64,6 +75,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 var (
@@ -376,52 +388,52 @@ func (s *Store) Route(ctx context.Context, r Run, pin *wire.Pin, adapter string,
 	return s.put(ctx, rec, r.Rev)
 }
 
-// Claim records that owner runs the next attempt of r. It returns
-// ErrChanged if another writer touched the record since r was read.
-func (s *Store) Claim(ctx context.Context, r Run, owner string) (Run, error) {
-	rec := r.Record
-	rec.State, rec.Owner, rec.Attempt = wire.StateRunning, owner, rec.Attempt+1
-	return s.put(ctx, rec, r.Rev)
-}
+// RunnerLeaseKey is the key of runner id's lease in the leases bucket.
+// A runner holds one lease for all its runs; the runs it holds name it on
+// their events (events.RunnerHeader).
+func RunnerLeaseKey(id string) string { return "runner." + id }
 
-// Hold writes the lease of the attempt r, which owner claimed: from
-// then on, if owner stops renewing it (Keep), the sweeper ends the run
-// once the lease expires if it has published output, and leaves it to
-// the next delivery of its work otherwise. The lease is not renewed until
-// Keep is called.
-func (s *Store) Hold(ctx context.Context, r Run, owner string) (*Lease, error) {
-	value, err := wire.Marshal(&wire.Lease{V: wire.Version, RunID: r.Record.RunID, Tenant: r.Record.Tenant, Owner: owner})
+// HoldRunner writes the lease of runner id under a new epoch (see
+// Lease.Epoch): from then on, if the runner stops renewing it (Keep), the
+// sweeper ends, once the lease expires, every run the runner holds that
+// has published output, and leaves those without output to the next
+// delivery of their work. The lease is not renewed until Keep is called.
+// id must be a subject token.
+func (s *Store) HoldRunner(ctx context.Context, id string) (*Lease, error) {
+	if err := subject.ValidToken("runner id", id); err != nil {
+		return nil, err
+	}
+	epoch := nuid.Next()
+	value, err := wire.Marshal(&wire.Lease{V: wire.Version, Owner: id, Epoch: epoch})
 	if err != nil {
 		return nil, err
 	}
-	key := r.Key()
+	key := RunnerLeaseKey(id)
 	rev, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.leases.Put(ctx, key, value) })
 	if err != nil {
 		return nil, fmt.Errorf("write lease %s: %w", key, err)
 	}
-	l := &Lease{s: s, key: key, value: value, rev: rev, done: make(chan struct{})}
+	l := &Lease{s: s, key: key, epoch: epoch, value: value, rev: rev, done: make(chan struct{})}
 	l.renewed.Store(time.Now().UnixNano())
 	return l, nil
 }
 
-// Release stops renewing l and deletes it: for an attempt that hands its
-// work back before output, before the work is settled (so the next
-// attempt's lease is never the one deleted).
-func (s *Store) Release(l *Lease) {
-	l.Stop()
-	s.deleteLease(l.key)
-}
-
-// Commit marks the record of the attempt r committed: it crossed the
-// first-output boundary and is never run again. The runner writes it
-// while it publishes its first output; one that stops before it is
-// stored leaves the output on the run's events, where the sweeper (when
-// its lease expires) and the next delivery of its work find it
-// (HasOutput). ErrChanged means the attempt no longer holds the run.
-func (s *Store) Commit(ctx context.Context, r Run) (Run, error) {
-	rec := r.Record
-	rec.Committed = true
-	return s.put(ctx, rec, r.Rev)
+// RunnerHeld reports whether runner id holds its lease under epoch, as
+// the leases bucket's leader has it: a run whose events name that runner
+// and epoch is still in its hands.
+func (s *Store) RunnerHeld(ctx context.Context, id, epoch string) (bool, error) {
+	e, err := s.read(ctx, s.leasesName, RunnerLeaseKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	l, err := wire.Decode[wire.Lease](e.value)
+	if err != nil {
+		return false, fmt.Errorf("lease of runner %s: %w", id, err)
+	}
+	return l.Epoch == epoch, nil
 }
 
 // HasOutput reports whether ev, a run's last event, says the run has
@@ -430,16 +442,15 @@ func (s *Store) Commit(ctx context.Context, r Run) (Run, error) {
 func HasOutput(ev wire.Event) bool { return ev.Kind == wire.KindChunk || ev.Kind == wire.KindChunks }
 
 // End ends the run by the ending protocol (the package comment): the
-// terminal status st on w, fenced; then the record; then lease, if not nil,
-// is stopped and deleted. It returns an error wrapping events.ErrFenced if
-// another writer wrote on the run since w's last event: the run is that
-// writer's to end, and nothing was changed. Once the terminal status is
-// stored the run has ended: End returns nil, or an error wrapping
-// ErrUnrecorded if the record could not be set (the caller then keeps the
-// message it acted on unacknowledged, whose redelivery repairs the
-// record). The lease is stopped and deleted either way; a failure to
-// delete it is logged (it expires).
-func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status, lease *Lease) error {
+// terminal status st on w, fenced; then the record, with r's owner,
+// attempt and commit (the runner's, or what the run's last event said).
+// It returns an error wrapping events.ErrFenced if another writer wrote
+// on the run since w's last event: the run is that writer's to end, and
+// nothing was changed. Once the terminal status is stored the run has
+// ended: End returns nil, or an error wrapping ErrUnrecorded if the
+// record could not be set (the caller then keeps the message it acted on
+// unacknowledged, whose redelivery repairs the record).
+func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status) error {
 	if err := w.Terminal(ctx, st); err != nil {
 		return err
 	}
@@ -449,22 +460,24 @@ func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status
 		s.logger.Error("record the end of a run", "run_id", r.Record.RunID, "tenant", r.Record.Tenant, "state", st.State, "err", err)
 		err = fmt.Errorf("%w: %s: %w", ErrUnrecorded, r.Key(), err)
 	}
-	if lease != nil {
-		lease.Stop()
-		s.deleteLease(lease.key)
-	}
 	return err
 }
 
-// recordEnd sets the record to its terminal state, re-reading it while
-// other writers move it on, and never over another terminal state.
+// recordEnd sets the record to its terminal state, with r's owner,
+// attempt and commit, re-reading it while other writers move it on, and
+// never over another terminal state.
 func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wire.Error) error {
+	by := r.Record
 	for range casRetries {
 		if r.Record.State.Terminal() {
 			return nil
 		}
 		rec := r.Record
 		rec.State, rec.Error = state, werr
+		if by.Owner != "" {
+			rec.Owner, rec.Attempt = by.Owner, max(rec.Attempt, by.Attempt)
+		}
+		rec.Committed = rec.Committed || by.Committed
 		_, err := s.put(ctx, rec, r.Rev)
 		if err == nil {
 			return nil
@@ -490,59 +503,61 @@ func (s *Store) Repair(ctx context.Context, r Run, terminal wire.Event) error {
 
 // EndUnowned ends a run that no live writer holds — queued, past its
 // deadline, or orphaned by a runner that is gone — if cond still holds of
-// its record; status gives the terminal status from the record. It reads
-// the record and the run's last event, then ends the run by the ending
-// protocol, looking again when another writer got there first. It reports
-// whether this call ended the run; a run already ended (its record
-// repaired if need be), or one for which cond no longer holds, is false
-// with no error. A run it ended but could not record is true with an
-// error wrapping ErrUnrecorded (see End).
-func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, status func(wire.RunRecord) wire.Status) (bool, error) {
-	return s.endUnowned(ctx, tenant, runID, cond, nil, status)
-}
-
-// EndOrphaned ends, like EndUnowned, a run whose lease expired if it has
-// output: its record says committed, or its last event is a chunk (a
-// runner that stopped while its commit was on its way).
-func (s *Store) EndOrphaned(ctx context.Context, tenant, runID string, status func(wire.RunRecord) wire.Status) (bool, error) {
-	return s.endUnowned(ctx, tenant, runID, nil, func(rec wire.RunRecord, last wire.Event) (bool, error) {
-		return rec.Committed || HasOutput(last), nil
+// it: its record, with the owner, attempt and commit its last event says
+// (a runner's), and its last event; status gives the terminal status from
+// that record. It reads the record and the run's tail, then ends the run
+// by the ending protocol, looking again when another writer got there
+// first. It reports whether this call ended the run; a run already ended
+// (its record repaired if need be), or one for which cond no longer
+// holds, is false with no error. A run it ended but could not record is
+// true with an error wrapping ErrUnrecorded (see End).
+func (s *Store) EndUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord, events.Tail) bool, status func(wire.RunRecord) wire.Status) (bool, error) {
+	return s.endUnowned(ctx, tenant, runID, func(rec wire.RunRecord, t events.Tail) (bool, error) {
+		return cond == nil || cond(rec, t), nil
 	}, status)
 }
 
-// ErrInTransition is returned by EndQueued for a routed run that a router
-// or a runner is moving on right now: its routed status is not stored
-// yet, or a runner's running status is and its claim of the record is on
-// its way. Ask again shortly.
+// EndOrphaned ends, like EndUnowned, a run whose runner is gone if it has
+// output (its last event is a chunk; a record from before issue 11 may
+// say committed instead).
+func (s *Store) EndOrphaned(ctx context.Context, tenant, runID string, status func(wire.RunRecord) wire.Status) (bool, error) {
+	return s.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord, t events.Tail) bool {
+		return rec.Committed || t.HasOutput()
+	}, status)
+}
+
+// ErrInTransition is returned by EndQueued for a run whose router has not
+// stored its routed status yet. Ask again shortly.
 var ErrInTransition = errors.New("run is changing hands")
 
-// EndQueued ends a queued run (record routed) for a cancel, like
-// EndUnowned, but never while the run is changing hands (ErrInTransition):
-// a cancel that ended a run a runner has just claimed would not reach
-// that runner, which would go on executing it until its next fenced
-// publish.
+// EndQueued ends a queued run for a cancel, like EndUnowned: one whose
+// last event is the router's routed status. A run a runner has written on
+// is not queued (false, no error): it is the runner's to end. The fenced
+// terminal decides between this and a runner's fenced running status.
 func (s *Store) EndQueued(ctx context.Context, tenant, runID string, status func(wire.RunRecord) wire.Status) (bool, error) {
-	return s.endUnowned(ctx, tenant, runID, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted }, func(rec wire.RunRecord, last wire.Event) (bool, error) {
+	return s.endUnowned(ctx, tenant, runID, func(_ wire.RunRecord, t events.Tail) (bool, error) {
 		switch {
-		case last.Seq < 2 || (last.Kind == wire.KindStatus && last.Status != nil && last.Status.State == wire.StateRunning):
+		case t.Runner != "":
+			return false, nil
+		case t.Event.Seq < 2:
 			return false, fmt.Errorf("%w: %s", ErrInTransition, subject.RunKey(tenant, runID))
 		}
 		return true, nil
 	}, status)
 }
 
-// endUnowned ends the run if cond (when not nil) holds of its record and
-// then evCond (when not nil) of its record and last event.
-func (s *Store) endUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord) bool, evCond func(wire.RunRecord, wire.Event) (bool, error), status func(wire.RunRecord) wire.Status) (bool, error) {
+// endUnowned ends the run if cond holds of its record (with what its
+// tail says) and its tail.
+func (s *Store) endUnowned(ctx context.Context, tenant, runID string, cond func(wire.RunRecord, events.Tail) (bool, error), status func(wire.RunRecord) wire.Status) (bool, error) {
 	for range casRetries {
 		r, err := s.Get(ctx, tenant, runID)
 		if err != nil {
 			return false, err
 		}
-		if r.Record.State.Terminal() || (cond != nil && !cond(r.Record)) {
+		if r.Record.State.Terminal() {
 			return false, nil
 		}
-		w, last, err := s.log.OpenLast(ctx, tenant, runID)
+		w, t, err := s.log.OpenTail(ctx, tenant, runID)
 		if errors.Is(err, events.ErrEnded) {
 			_, err := s.Ended(ctx, tenant, runID) // repairs the record
 			return false, err
@@ -550,18 +565,33 @@ func (s *Store) endUnowned(ctx context.Context, tenant, runID string, cond func(
 		if err != nil {
 			return false, err
 		}
-		if evCond != nil {
-			if ok, err := evCond(r.Record, last); !ok || err != nil {
-				return false, err
-			}
+		r.Record = WithTail(r.Record, t)
+		if ok, err := cond(r.Record, t); !ok || err != nil {
+			return false, err
 		}
-		err = s.End(ctx, w, r, status(r.Record), nil)
+		err = s.End(ctx, w, r, status(r.Record))
 		if errors.Is(err, events.ErrFenced) {
 			continue // someone wrote on the run meanwhile: look again
 		}
 		return err == nil || errors.Is(err, ErrUnrecorded), err
 	}
 	return false, fmt.Errorf("%w: %s kept changing", ErrChanged, subject.RunKey(tenant, runID))
+}
+
+// WithTail is rec, a record of a run not ended, as the run's tail says it
+// is now: the record is written when the run is created and when it
+// ends, and in between a runner's events say who holds it (state
+// running, owner, attempt) and whether it has published output
+// (committed).
+func WithTail(rec wire.RunRecord, t events.Tail) wire.RunRecord {
+	if rec.State.Terminal() {
+		return rec
+	}
+	if t.Runner != "" {
+		rec.State, rec.Owner, rec.Attempt = wire.StateRunning, t.Runner, max(rec.Attempt, t.Attempt)
+	}
+	rec.Committed = rec.Committed || t.HasOutput()
+	return rec
 }
 
 // Ended reports, for a run whose writer was fenced or found the run ended,
@@ -610,10 +640,11 @@ func (s *Store) deleteLease(key string) {
 	}
 }
 
-// Lease is a committed run's heartbeat in the leases bucket.
+// Lease is a runner's heartbeat in the leases bucket (HoldRunner).
 type Lease struct {
 	s       *Store
 	key     string
+	epoch   string
 	value   []byte
 	rev     uint64
 	inDoubt bool         // the last renewal failed in a way that may have been applied
@@ -691,6 +722,17 @@ func (l *Lease) renew(ctx context.Context) error {
 	l.renewed.Store(time.Now().UnixNano())
 	return nil
 }
+
+// Release stops renewing l and deletes it: a runner that stops cleanly,
+// once the runs in hand have returned.
+func (s *Store) Release(l *Lease) {
+	l.Stop()
+	s.deleteLease(l.key)
+}
+
+// Epoch is the lease's epoch, which the runner's events carry
+// (events.EpochHeader).
+func (l *Lease) Epoch() string { return l.epoch }
 
 // Stale reports whether the lease has gone unrenewed for two thirds of its
 // TTL: the run may already be another writer's to end, and its holder must

@@ -88,7 +88,7 @@ func TestExactlyOneWriterEndsARun(t *testing.T) {
 				if w%2 == 1 {
 					state = wire.StateTimedOut
 				}
-				done, err := s.EndUnowned(ctx, "acme", id, func(rec wire.RunRecord) bool { return rec.State == wire.StateRouted },
+				done, err := s.EndUnowned(ctx, "acme", id, func(rec wire.RunRecord, _ events.Tail) bool { return rec.State == wire.StateRouted },
 					func(rec wire.RunRecord) wire.Status { return wire.Status{State: state} })
 				if err != nil {
 					t.Error(err)
@@ -120,22 +120,102 @@ func TestExactlyOneWriterEndsARun(t *testing.T) {
 func TestClaimAfterEndIsFenced(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
-	r := routed(t, s, "acme", "late")
+	routed(t, s, "acme", "late")
 	w, err := s.Events().Open(ctx, "acme", "late") // the runner reads the events...
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := s.EndUnowned(ctx, "acme", "late", func(wire.RunRecord) bool { return true },
+	done, err := s.EndUnowned(ctx, "acme", "late", nil,
 		func(wire.RunRecord) wire.Status { return wire.Status{State: wire.StateCancelled} }) // ...a cancel ends the run...
 	if err != nil || !done {
 		t.Fatalf("cancel: %t, %v", done, err)
 	}
-	if _, err := s.Claim(ctx, r, "runner-1"); !errors.Is(err, runs.ErrChanged) {
-		t.Fatalf("claim over the ended record: %v, want ErrChanged", err)
-	}
-	// ...and even a claim that read the record first cannot publish.
+	// ...and the claim that read the events first cannot publish.
 	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning}); !errors.Is(err, events.ErrFenced) {
 		t.Fatalf("running after cancelled: %v, want ErrFenced", err)
+	}
+}
+
+// Between its create and its end a run's record is not written: its
+// tail says who holds it, and the end records the runner, the attempt
+// and the output.
+func TestTheTailSaysWhoHoldsARun(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	r := routed(t, s, "acme", "held")
+	w, err := s.Events().Open(ctx, "acme", "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Author("runner-1", "epoch-1", 2)
+	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning, Attempt: 2}); err != nil {
+		t.Fatal(err)
+	}
+	tail := func() events.Tail {
+		t.Helper()
+		tl, err := s.Events().Tail(ctx, "acme", "held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl
+	}
+	tl := tail()
+	if tl.Runner != "runner-1" || tl.Epoch != "epoch-1" || tl.Attempt != 2 || tl.HasOutput() {
+		t.Fatalf("tail = %+v; want runner-1, epoch-1, attempt 2, no output", tl)
+	}
+	if rec := runs.WithTail(r.Record, tl); rec.State != wire.StateRunning || rec.Owner != "runner-1" || rec.Attempt != 2 || rec.Committed {
+		t.Fatalf("record with its tail = %+v", rec)
+	}
+	if err := w.ChunkFenced(ctx, wire.Chunk{Type: wire.ChunkText, Content: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := runs.WithTail(r.Record, tail()); !rec.Committed || rec.Owner != "runner-1" {
+		t.Fatalf("record with its tail after output = %+v", rec)
+	}
+	if cur, err := s.Get(ctx, "acme", "held"); err != nil || cur.Rev != r.Rev {
+		t.Fatalf("record written between create and end: rev %d, was %d (%v)", cur.Rev, r.Rev, err)
+	}
+	r.Record.Owner, r.Record.Attempt, r.Record.Committed = "runner-1", 2, true
+	if err := s.End(ctx, w, r, wire.Status{State: wire.StateSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "acme", "held")
+	if err != nil || got.Record.State != wire.StateSucceeded || got.Record.Owner != "runner-1" || got.Record.Attempt != 2 || !got.Record.Committed {
+		t.Fatalf("ended record = %+v, %v", got.Record, err)
+	}
+	if tl := tail(); !tl.Ended() || tl.Runner != "runner-1" {
+		t.Fatalf("tail after the end = %+v", tl)
+	}
+}
+
+// A runner's lease names an epoch; one taken anew under the same id has
+// another, so runs held under the first are told apart.
+func TestRunnerLeaseEpochs(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	if _, err := s.HoldRunner(ctx, "bad.id"); err == nil {
+		t.Fatal("a runner id with a dot: no error")
+	}
+	first, err := s.HoldRunner(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, err := s.RunnerHeld(ctx, "r1", first.Epoch()); err != nil || !held {
+		t.Fatalf("held under the first epoch: %t, %v", held, err)
+	}
+	second, err := s.HoldRunner(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Epoch() == first.Epoch() {
+		t.Fatal("the same epoch twice")
+	}
+	if held, _ := s.RunnerHeld(ctx, "r1", first.Epoch()); held {
+		t.Fatal("held under the first epoch after the second lease")
+	}
+	s.Release(second)
+	if held, err := s.RunnerHeld(ctx, "r1", second.Epoch()); err != nil || held {
+		t.Fatalf("held after release: %t, %v", held, err)
 	}
 }
 

@@ -208,6 +208,12 @@ func (n Names) ExporterConsumer() string { return "exporter" }
 // run's record (the last value of its key in the runs bucket). Reading a
 // record this way needs no stream info, so a tenant's permissions can be
 // confined to its own keys.
+// LastEventGet is the direct get (last by subject) of a run's last
+// event, under the default API prefix.
+func (n Names) LastEventGet(tenant, runID string) string {
+	return "$JS.API.DIRECT.GET." + n.EventsStream() + "." + n.Events(tenant, runID)
+}
+
 func (n Names) RunRecordGet(tenant, runID string) string {
 	b := n.RunsBucket()
 	return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + RunKey(tenant, runID)

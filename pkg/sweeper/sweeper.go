@@ -1,8 +1,11 @@
-// Package sweeper ends runs no live runner will end: when a committed run's
-// lease expires it ends the run failed with ProviderTransportError, and
-// its periodic reconcile times out runs past their deadline that no runner
-// holds (queued, or claimed by a runner that died before output) and
-// repairs records whose writer ended the run but died before recording it.
+// Package sweeper ends runs no live runner will end: when a runner's
+// lease expires it ends every run that runner held with output failed
+// with ProviderTransportError (those without output come back to the
+// pool), and its periodic reconcile does the same for a run whose
+// runner's lease is gone while no sweeper watched, times out runs past
+// their deadline that no runner holds (queued, or claimed by a runner that
+// died before output) and repairs records whose writer ended the run but
+// died before recording it.
 // The reconcile reads only the runs that have not ended (those whose work
 // is in the work stream, Store.Dispatched of pkg/runs), so its work does
 // not grow with the runs that ended.
@@ -21,10 +24,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/consent"
+	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -343,42 +348,54 @@ func (s *Sweeper) Reconcile(ctx context.Context) (Reconciled, error) {
 	return res, nil
 }
 
-// reconcile acts on one run for Reconcile and reports whether it ended it.
+// reconcile acts on one run for Reconcile and reports whether it ended
+// it. A run's record is written when it is created and when it ends; in
+// between its tail (its last event and who wrote it) says where it is.
 func (s *Sweeper) reconcile(ctx context.Context, run runs.Run) bool {
 	rec := run.Record
 	if rec.State.Terminal() {
 		return false
 	}
-	now := time.Now()
-	pastDeadline := rec.Deadline > 0 && now.UnixMilli() > rec.Deadline
-	switch {
-	case rec.State == wire.StateRouted && pastDeadline:
-		return s.timeOut(ctx, rec, "while queued", func(r wire.RunRecord) bool { return r.State == wire.StateRouted })
-	case rec.State == wire.StateRunning && !rec.Committed && pastDeadline &&
-		now.Sub(time.UnixMilli(rec.Deadline)) > s.cfg.OrphanGrace:
-		// Its runner would have ended it at the deadline: it died before
-		// output and no delivery of its work came to another runner.
-		owner, attempt := rec.Owner, rec.Attempt
-		return s.timeOut(ctx, rec, "after its runner stopped", func(r wire.RunRecord) bool {
-			return r.State == wire.StateRunning && !r.Committed && r.Owner == owner && r.Attempt == attempt
-		})
-	case rec.State == wire.StateRunning && rec.Committed:
-		if held, err := s.store.LeaseHeld(ctx, run.Key()); err == nil && !held {
-			return s.expire(ctx, rec.Tenant, rec.RunID)
-		}
-	case now.Sub(time.UnixMilli(rec.Updated)) > s.cfg.OrphanGrace:
-		// A record that has not moved for a while: if its writer ended the
-		// run and died before recording it, make the record say so.
+	t, err := s.store.Events().Tail(ctx, rec.Tenant, rec.RunID)
+	if err != nil {
+		s.d.Log.Warn("read the events of a run", "run_id", rec.RunID, "tenant", rec.Tenant, "err", err)
+		return false
+	}
+	if t.Ended() {
+		// Its writer ended the run and stopped before recording it.
 		if _, err := s.store.Ended(ctx, rec.Tenant, rec.RunID); err != nil {
 			s.d.Log.Warn("repair run record", "run_id", rec.RunID, "tenant", rec.Tenant, "err", err)
 		}
+		return false
+	}
+	now := time.Now()
+	pastDeadline := rec.Deadline > 0 && now.UnixMilli() > rec.Deadline
+	if t.Runner == "" {
+		if t.Event.Seq >= 2 && pastDeadline {
+			return s.timeOut(ctx, rec, "while queued", func(_ wire.RunRecord, t events.Tail) bool { return t.Runner == "" })
+		}
+		return false
+	}
+	held, err := s.store.RunnerHeld(ctx, t.Runner, t.Epoch)
+	switch {
+	case err != nil || held:
+		return false
+	case t.HasOutput():
+		return s.expire(ctx, rec.Tenant, rec.RunID)
+	case pastDeadline && now.Sub(time.UnixMilli(rec.Deadline)) > s.cfg.OrphanGrace:
+		// Its runner would have ended it at the deadline: it died before
+		// output and no delivery of its work came to another runner.
+		owner, epoch, attempt := t.Runner, t.Epoch, t.Attempt
+		return s.timeOut(ctx, rec, "after its runner stopped", func(_ wire.RunRecord, t events.Tail) bool {
+			return t.Runner == owner && t.Epoch == epoch && t.Attempt == attempt && !t.HasOutput()
+		})
 	}
 	return false
 }
 
 // timeOut ends a run past its deadline that no runner holds, if cond
-// still holds of its record.
-func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string, cond func(wire.RunRecord) bool) bool {
+// still holds of it.
+func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string, cond func(wire.RunRecord, events.Tail) bool) bool {
 	done, err := s.store.EndUnowned(ctx, rec.Tenant, rec.RunID, cond, func(r wire.RunRecord) wire.Status {
 		return wire.Status{State: wire.StateTimedOut, Pin: r.Pin, Attempt: r.Attempt,
 			Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline %s", r.RunID, where)}
@@ -389,16 +406,35 @@ func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string,
 	return done
 }
 
+// expireKey acts on the expiry of the lease under key: a runner's
+// (runs.RunnerLeaseKey). Every run not ended whose events name that
+// runner and that have output are ended failed (expire); those without
+// output are left to the next delivery of their work.
 func (s *Sweeper) expireKey(ctx context.Context, key string) {
-	tenant, runID, err := subject.SplitRunKey(key)
-	if err != nil {
-		s.d.Log.Warn("lease key is not <tenant>.<run_id>", "key", key, "err", err)
+	id, ok := strings.CutPrefix(key, runs.RunnerLeaseKey(""))
+	if !ok || id == "" {
+		s.d.Log.Warn("lease key is not a runner's", "key", key)
 		return
 	}
-	s.expire(ctx, tenant, runID)
+	keys, err := s.store.Dispatched(ctx)
+	if err != nil {
+		s.d.Log.Warn("list the runs of an expired runner lease", "runner", id, "err", err)
+		return
+	}
+	for _, k := range keys {
+		tenant, runID, err := subject.SplitRunKey(k)
+		if err != nil {
+			continue
+		}
+		t, err := s.store.Events().Tail(ctx, tenant, runID)
+		if err != nil || t.Runner != id || t.Ended() || !t.HasOutput() {
+			continue
+		}
+		s.expire(ctx, tenant, runID)
+	}
 }
 
-// expire ends a run whose lease is gone, if it has published output
+// expire ends a run whose runner is gone, if it has published output
 // (runs.Store.EndOrphaned): fenced, so a runner that ended the run first
 // wins. One without output is left to the next delivery of its work.
 func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {

@@ -104,7 +104,7 @@ func (f *fixture) finish(t *testing.T, prefix string, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.store.End(ctx, w, r, wire.Status{State: wire.StateSucceeded}, nil); err != nil {
+		if err := f.store.End(ctx, w, r, wire.Status{State: wire.StateSucceeded}); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.work.DeleteMsg(ctx, f.seqs[id]); err != nil {
@@ -155,40 +155,43 @@ func TestReconcileReadsDoNotGrowWithEndedRuns(t *testing.T) {
 }
 
 // The reconcile keeps its duties on the runs it lists: it times out a
-// queued run past its deadline, fails a committed run without a lease,
+// queued run past its deadline, fails a run with output whose runner's
+// lease is gone (and not one whose runner's lease is held),
 // repairs the record of a run whose events ended (a writer that stopped
 // before recording the end), and leaves a queued run in time alone.
 func TestReconcileDuties(t *testing.T) {
 	f := start(t, sweeper.Config{OrphanGrace: time.Millisecond})
 	ctx := context.Background()
-	names := subject.Names{}
 	f.route(t, "late", time.Now().Add(-time.Second).UnixMilli())
 	f.route(t, "queued", time.Now().Add(time.Hour).UnixMilli())
-	r := f.route(t, "committed", time.Now().Add(time.Hour).UnixMilli())
-	r, err := f.store.Claim(ctx, r, "runner-gone")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.route(t, "committed", time.Now().Add(time.Hour).UnixMilli())
 	w, err := f.store.Events().Open(ctx, "acme", "committed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
+	// Written by a runner whose lease is gone.
+	w.Author("runner-gone", "e1", 1)
+	if err := w.Status(ctx, wire.Status{State: wire.StateRunning, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := f.store.Hold(ctx, r, "runner-gone")
+	if err := w.Chunk(ctx, wire.Chunk{Type: wire.ChunkText, Content: "out"}); err != nil {
+		t.Fatal(err)
+	}
+	// Held by a runner whose lease is held: left alone.
+	f.route(t, "held", time.Now().Add(time.Hour).UnixMilli())
+	lease, err := f.store.HoldRunner(ctx, "runner-live")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Commit(ctx, r); err != nil {
+	defer f.store.Release(lease)
+	if w, err = f.store.Events().Open(ctx, "acme", "held"); err != nil {
 		t.Fatal(err)
 	}
-	lease.Stop()
-	leases, err := f.js.KeyValue(ctx, names.LeasesBucket())
-	if err != nil {
+	w.Author("runner-live", lease.Epoch(), 1)
+	if err := w.Status(ctx, wire.Status{State: wire.StateRunning, Attempt: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := leases.Delete(ctx, r.Key()); err != nil { // the runner is gone
+	if err := w.Chunk(ctx, wire.Chunk{Type: wire.ChunkText, Content: "out"}); err != nil {
 		t.Fatal(err)
 	}
 	f.route(t, "unrecorded", time.Now().Add(time.Hour).UnixMilli())
@@ -202,10 +205,10 @@ func TestReconcileDuties(t *testing.T) {
 	time.Sleep(2 * time.Millisecond) // past OrphanGrace since the records were written
 
 	res, _ := f.reconcile(t)
-	if want := (sweeper.Reconciled{Ended: 2, Listed: 4, Read: 4}); res != want {
+	if want := (sweeper.Reconciled{Ended: 2, Listed: 5, Read: 5}); res != want {
 		t.Fatalf("reconcile = %+v; want %+v (late and committed ended, unrecorded repaired; done-0 not listed)", res, want)
 	}
-	for id, want := range map[string]wire.State{"late": wire.StateTimedOut, "committed": wire.StateFailed, "queued": wire.StateRouted, "unrecorded": wire.StateSucceeded} {
+	for id, want := range map[string]wire.State{"late": wire.StateTimedOut, "committed": wire.StateFailed, "queued": wire.StateRouted, "unrecorded": wire.StateSucceeded, "held": wire.StateRouted} {
 		r, err := f.store.Get(ctx, "acme", id)
 		if err != nil || r.Record.State != want {
 			t.Errorf("%s: %s, %v; want %s", id, r.Record.State, err, want)
@@ -213,7 +216,10 @@ func TestReconcileDuties(t *testing.T) {
 	}
 	// Their work stays until a runner takes it, and the reconcile reads
 	// their records again, ending nothing more.
-	if res, _ := f.reconcile(t); res != (sweeper.Reconciled{Listed: 4, Read: 4}) {
-		t.Fatalf("second reconcile = %+v; want 4 listed and read, none ended", res)
+	if res, _ := f.reconcile(t); res != (sweeper.Reconciled{Listed: 5, Read: 5}) {
+		t.Fatalf("second reconcile = %+v; want 5 listed and read, none ended", res)
+	}
+	if r, err := f.store.Get(ctx, "acme", "committed"); err != nil || r.Record.Owner != "runner-gone" || !r.Record.Committed {
+		t.Fatalf("committed's record = %+v, %v; want its runner and its output recorded", r.Record, err)
 	}
 }

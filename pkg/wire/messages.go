@@ -121,6 +121,17 @@ func (s State) Terminal() bool {
 	return false
 }
 
+// Headers on a run's event messages naming who wrote the event: a runner
+// stamps every event of its attempt with its id, the epoch of its lease
+// (Lease.Epoch) and the attempt's number, so a run's last stored message
+// says which runner holds the run and in which attempt, with no write of
+// its own. The router's, a cancel's and the sweeper's events carry none.
+const (
+	RunnerHeader  = "Agentmesh-Runner"
+	EpochHeader   = "Agentmesh-Epoch"
+	AttemptHeader = "Agentmesh-Attempt"
+)
+
 // EventKind says which of Event.Status, Event.Chunk, Event.Chunks and
 // Event.Statuses is set.
 type EventKind string
@@ -327,13 +338,18 @@ type RunRecord struct {
 	Updated int64              `msgpack:"updated" json:"updated"`
 }
 
-// Lease is a running run's entry in agentmesh_leases, kept alive by its
-// owner's heartbeat.
+// Lease is an entry in agentmesh_leases, kept alive by its owner's
+// heartbeat: a runner's, key runner.<id>, for every run it holds (RunID
+// and Tenant empty).
 type Lease struct {
 	V      int    `msgpack:"v"`
 	RunID  string `msgpack:"run_id"`
 	Tenant string `msgpack:"tenant"`
 	Owner  string `msgpack:"owner"`
+	// Epoch is a runner lease's: it changes each time the runner takes
+	// its lease anew, and the runner's events carry it, so a run held
+	// under an earlier lease of the same runner is told apart.
+	Epoch string `msgpack:"epoch,omitempty"`
 }
 
 // CancelReply answers a request on agentmesh.control.<tenant>.<run_id>.cancel.
