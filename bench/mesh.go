@@ -112,9 +112,10 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 	if err != nil {
 		tb.Fatalf("bench: profiles: %v", err)
 	}
-	// The services' connection is made as the service binaries make theirs
-	// (service.Connect: its async publish cap is part of what is measured);
-	// it is closed after the mesh has stopped, cleanups running last first.
+	// The services' connections are made as the service binaries make
+	// theirs (service.Connect: its async publish cap is part of what is
+	// measured), one per service (mesh.Config.Connect), plus this one for
+	// the topology; each is closed after the mesh has stopped.
 	nc, js, err := service.Connect(url, "bench-mesh", cfg.Log)
 	if err != nil {
 		tb.Fatalf("bench: %v", err)
@@ -125,6 +126,11 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{},
 	}
 	var mc mesh.Config
+	// Each service on its own connection, made as its binary makes it.
+	mc.Connect = func(name string) (service.Deps, error) {
+		nc, js, err := service.Connect(url, "bench-"+name, cfg.Log)
+		return service.Deps{NC: nc, JS: js}, err
+	}
 	mc.Runner.DefaultMaxActive = cfg.MaxActive
 	mc.Topology.WorkQueueMax = cfg.WorkQueueMax
 	mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax

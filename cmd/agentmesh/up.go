@@ -154,6 +154,11 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 		Topology: cfg.Topology(),
 		Runner:   runner.Config{MaxActive: serve.MaxActive(profiles, nil)},
 		Export:   export,
+		// Each service on its own connection, as its binary would be.
+		Connect: func(name string) (service.Deps, error) {
+			nc, js, err := service.Connect(s.ClientURL(), "agentmesh-"+name, log)
+			return service.Deps{NC: nc, JS: js}, err
+		},
 	})
 	log.Info("agentmesh shutting down")
 	return err

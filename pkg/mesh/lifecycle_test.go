@@ -20,6 +20,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -334,6 +335,13 @@ func TestMeshStopsQuietlyRightAfterStart(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("stop %d ms after start: %v", i%10, err)
 		}
+	}
+	// A stopped mesh may leave a topology create it sent in flight; one
+	// the server completes while it shuts down leaves its stream's
+	// goroutines running (which goleak then finds). Ensuring the topology
+	// to the end waits for every create before it.
+	if err := topology.Ensure(context.Background(), js, topology.Config{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

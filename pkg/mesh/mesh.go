@@ -1,7 +1,8 @@
 // Package mesh assembles the services of agentmesh in one process: it
 // ensures the topology and runs a router, a runner host, a sweeper and an
-// exporter on one connection. `agentmesh up` and the integration tests
-// use it; deployments run each service as its own binary instead.
+// exporter, on one connection or (Config.Connect) each on its own, as the
+// service binaries are. `agentmesh up` and the integration tests use it;
+// deployments run each service as its own binary instead.
 package mesh
 
 import (
@@ -34,6 +35,14 @@ type Config struct {
 	Export exports.Settings
 	// Without* leave a service out.
 	WithoutRouter, WithoutRunner, WithoutSweeper, WithoutExporter bool
+	// Connect, when set, gives each service its own connection, as each
+	// service binary has: it is called once per service with the
+	// service's name ("router", "runner", "sweeper", "exporter") and
+	// returns the deps to run it on (the metrics, health and log of Run's
+	// deps are kept); Run closes each connection once every service has
+	// returned. Unset, every service shares Run's connection, where one
+	// service's traffic queues behind another's.
+	Connect func(service string) (service.Deps, error)
 }
 
 // Run ensures the topology, starts the selected services and blocks until ctx
@@ -50,6 +59,7 @@ func Run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 }
 
 func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) error {
+	var closers []func()
 	cfg.Topology.Names = d.Names
 	if cfg.Router.AdapterQueueMax == 0 {
 		cfg.Router.AdapterQueueMax = cfg.Topology.WorkQueueMax
@@ -80,7 +90,28 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		cfg.Sweeper.Exports = &x
 	}
 	var runs []func(context.Context) error
+	depsFor := func(name string) (service.Deps, error) {
+		if cfg.Connect == nil {
+			return d, nil
+		}
+		own, err := cfg.Connect(name)
+		if err != nil {
+			return d, err
+		}
+		own.Names, own.Log, own.Metrics, own.Health = d.Names, d.Log, d.Metrics, d.Health
+		closers = append(closers, own.NC.Close)
+		return own, nil
+	}
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+	}()
 	if !cfg.WithoutRouter {
+		d, err := depsFor("router")
+		if err != nil {
+			return err
+		}
 		r, err := router.New(ctx, d, profiles, adapters, cfg.Router)
 		if err != nil {
 			return err
@@ -88,6 +119,10 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		runs = append(runs, r.Run)
 	}
 	if !cfg.WithoutRunner {
+		d, err := depsFor("runner")
+		if err != nil {
+			return err
+		}
 		h, err := runner.New(ctx, d, adapters, cfg.Runner)
 		if err != nil {
 			return err
@@ -95,22 +130,30 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		runs = append(runs, h.Run)
 	}
 	if !cfg.WithoutSweeper {
+		d, err := depsFor("sweeper")
+		if err != nil {
+			return err
+		}
 		s, err := sweeper.New(ctx, d, cfg.Sweeper)
 		if err != nil {
 			return err
 		}
 		runs = append(runs, s.Run)
 	}
-	switch {
-	case cfg.WithoutExporter:
-	case cfg.Export.Enabled:
-		x, err := exporter.New(ctx, d, store, cfg.Exporter)
+	if !cfg.WithoutExporter {
+		d, err := depsFor("exporter")
 		if err != nil {
 			return err
 		}
-		runs = append(runs, x.Run)
-	default:
-		runs = append(runs, func(ctx context.Context) error { return exporter.Idle(ctx, d, cfg.Exporter.Metadata) })
+		if cfg.Export.Enabled {
+			x, err := exporter.New(ctx, d, store, cfg.Exporter)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, x.Run)
+		} else {
+			runs = append(runs, func(ctx context.Context) error { return exporter.Idle(ctx, d, cfg.Exporter.Metadata) })
+		}
 	}
 	d.Log.Info("mesh started", "registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
 	ctx, cancel := context.WithCancel(ctx)
