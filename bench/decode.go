@@ -60,11 +60,14 @@ func FakeTranscript(runs, chunks, chunkBytes int) (Transcript, error) {
 // read by its CLI's parser.
 func CLITranscripts(root string, size int) ([]Transcript, error) {
 	call := adapter.Call{RunID: "bench-decode", Attempt: 1, MaxAttempts: wire.DefaultMaxAttempts}
+	// Each Spec is made once, as an adapter makes it, and its NewParser
+	// called per run, as the adapter's Stream calls it.
+	codexSpec, geminiSpec, piSpec := codex.Spec(), geminicli.Spec(), pi.Spec()
 	clis := []Transcript{
 		{Name: "claude", NewParser: func() cliadapter.Parser { return claudecode.NewParser() }},
-		{Name: "codex", NewParser: func() cliadapter.Parser { return codex.Spec().NewParser(codex.Request{}, call) }},
-		{Name: "gemini", NewParser: func() cliadapter.Parser { return geminicli.Spec().NewParser(geminicli.Request{}, call) }},
-		{Name: "pi", NewParser: func() cliadapter.Parser { return pi.Spec().NewParser(pi.Request{}, call) }},
+		{Name: "codex", NewParser: func() cliadapter.Parser { return codexSpec.NewParser(codex.Request{}, call) }},
+		{Name: "gemini", NewParser: func() cliadapter.Parser { return geminiSpec.NewParser(geminicli.Request{}, call) }},
+		{Name: "pi", NewParser: func() cliadapter.Parser { return piSpec.NewParser(pi.Request{}, call) }},
 	}
 	for i := range clis {
 		t := &clis[i]
