@@ -3,6 +3,7 @@ package codex
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,18 +13,22 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// sameAsEvent feeds each line of data that starts an object to two
-// parsers made by newParser, one through Line (and Event for what Line
-// leaves, as the adapter does) and one through Event alone, and fails
-// unless they give the same chunks and errors, line by line and at End.
-// A line that is not JSON must be left by Line.
+// sameAsEvent frames data as the adapter does (proc.Decoder) and feeds
+// each object to two parsers made by newParser, one through Line (and
+// Event for what Line leaves, as the adapter does) and one through Event
+// alone, and fails unless they give the same chunks and errors, object by
+// object and at End. An object that is not JSON must be left by Line.
 func sameAsEvent(t *testing.T, data []byte, newParser func() *Parser) {
 	t.Helper()
 	fast, slow := newParser(), newParser()
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 || line[0] != '{' {
-			continue
+	dec := proc.NewDecoder(bytes.NewReader(data))
+	for {
+		line, err := dec.NextBytes()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return // the stream ends at a framing error either way
 		}
 		m, derr := proc.DecodeObject(line)
 		fc, handled, ferr := fast.Line(line)
