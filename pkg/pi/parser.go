@@ -65,7 +65,7 @@ type Parser struct {
 	lastStop  string // stopReason of the last such message
 	lastModel string
 
-	pending *failure // an assistant failure Pi has not (yet) retried
+	pending *string // an assistant failure Pi has not (yet) retried: its raw message, described (describe) only if it becomes the error chunk
 	done    bool     // the error chunk was emitted
 }
 
@@ -189,7 +189,7 @@ func (p *Parser) End() ([]wire.Chunk, error) {
 		return nil, nil
 	}
 	if p.pending != nil {
-		return p.fail(*p.pending, ""), nil
+		return p.fail(describe(*p.pending), ""), nil
 	}
 	if p.completed == 0 {
 		return nil, nil // an empty normal EOF: nothing to report
@@ -477,23 +477,23 @@ func (p *Parser) assistantEnd(m map[string]any) ([]wire.Chunk, error) {
 }
 
 // failureOf reports whether an assistant message ended in failure, and
-// which.
-func failureOf(m map[string]any) (failure, bool) {
+// its raw message.
+func failureOf(m map[string]any) (string, bool) {
 	stop, _ := m["stopReason"].(string)
 	msg, _ := m["errorMessage"].(string)
 	return failed(stop, msg)
 }
 
 // failed reports whether a message with stopReason stop and errorMessage
-// msg ended in failure, and which.
-func failed(stop, msg string) (failure, bool) {
+// msg ended in failure, and its raw message.
+func failed(stop, msg string) (string, bool) {
 	if stop != "error" && stop != "aborted" {
-		return failure{}, false
+		return "", false
 	}
 	if msg == "" && stop == "aborted" {
 		msg = "the request was aborted"
 	}
-	return describe(msg), true
+	return msg, true
 }
 
 // addUsage adds an assistant message's token counts and cost. An error
@@ -657,10 +657,9 @@ func (p *Parser) retryStart(ev map[string]any) ([]wire.Chunk, error) {
 	f := p.pending
 	if f == nil {
 		msg, _ := ev["errorMessage"].(string)
-		d := describe(msg)
-		f = &d
+		f = &msg
 	}
-	return p.fail(*f, fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts)), nil
+	return p.fail(describe(*f), fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts)), nil
 }
 
 func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
@@ -674,14 +673,13 @@ func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
 	}
 	f := p.pending
 	if msg, _ := ev["finalError"].(string); msg != "" || f == nil {
-		d := describe(msg)
-		f = &d
+		f = &msg
 	}
 	suffix := ""
 	if attempt, ok := count(ev, "attempt"); ok {
 		suffix = fmt.Sprintf(" (after %d attempts)", attempt+1)
 	}
-	return p.fail(*f, suffix), nil
+	return p.fail(describe(*f), suffix), nil
 }
 
 // fail returns the one error chunk; nothing is emitted after it.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Framing errors returned by Decoder.Next and Decoder.NextBytes.
@@ -68,7 +69,7 @@ func (d *Decoder) Next() (map[string]any, error) {
 // NextBytes returns the bytes of the next value that starts an object,
 // from its '{' to the brace that closes it, without decoding it: they are
 // JSON only if DecodeObject (or a Lexer) says so. They are valid until the
-// next call. Its errors are Next's, except that a syntax error or a
+// next call (after a clean EOF the Decoder's buffer is reused by others). Its errors are Next's, except that a syntax error or a
 // number out of range inside an object is left to the decoding.
 func (d *Decoder) NextBytes() ([]byte, error) {
 	d.off += len(d.value)
@@ -82,6 +83,9 @@ func (d *Decoder) NextBytes() ([]byte, error) {
 			break
 		}
 		if d.rerr != nil {
+			if d.rerr == io.EOF {
+				d.release()
+			}
 			return nil, d.rerr
 		}
 		d.fill()
@@ -121,24 +125,38 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // would, at the same point of the stream.
 func (d *Decoder) scan() (end int, done bool) {
 	b := d.buf
-	for i := d.pos; i < len(b); i++ {
-		c := b[i]
-		if d.inStr {
-			switch {
-			case d.esc:
-				d.esc = false
+	inStr, esc := d.inStr, d.esc // in locals: this loop is the framing's cost
+	i := d.pos
+	for i < len(b) {
+		if inStr {
+			if esc {
+				esc = false
+				i++
+				continue
+			}
+			// The bulk of a line is string content: run to the next byte
+			// that matters.
+			for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
+			switch c := b[i]; {
 			case c == '\\':
-				d.esc = true
+				esc = true
 			case c == '"':
-				d.inStr = false
-			case c < 0x20:
+				inStr = false
+			default: // a control byte
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
+			i++
 			continue
 		}
-		switch c {
+		switch c := b[i]; c {
 		case '"':
-			d.inStr = true
+			inStr = true
 		case '{', '[':
 			d.stack = append(d.stack, c)
 		case '}', ']':
@@ -147,21 +165,26 @@ func (d *Decoder) scan() (end int, done bool) {
 				open = '['
 			}
 			if len(d.stack) == 0 || d.stack[len(d.stack)-1] != open {
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
 			d.stack = d.stack[:len(d.stack)-1]
 			if len(d.stack) == 0 {
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
 		case '\n':
 			if d.checks < maxNewlineChecks {
 				d.checks++
 				if notPrefix(b[d.off : i+1]) {
+					d.inStr, d.esc = inStr, esc
 					return i + 1, true
 				}
 			}
 		}
+		i++
 	}
+	d.inStr, d.esc = inStr, esc
 	d.pos = len(b)
 	return 0, false
 }
@@ -185,6 +208,11 @@ func (d *Decoder) fill() {
 		d.buf = d.buf[:n]
 		d.off = 0
 	}
+	if cap(d.buf) == 0 {
+		if p, _ := bufPool.Get().(*[]byte); p != nil {
+			d.buf = (*p)[:0]
+		}
+	}
 	if cap(d.buf)-len(d.buf) < minRead {
 		nb := make([]byte, len(d.buf), max(4<<10, 2*cap(d.buf)))
 		copy(nb, d.buf)
@@ -199,6 +227,27 @@ func (d *Decoder) fill() {
 
 // minRead is the least room fill reads into.
 const minRead = 512
+
+// bufPool holds the buffers of Decoders that reached a clean EOF, so that
+// a process reading many short-lived children's stdout reuses them. Only
+// buffers of at most maxPooled bytes go back.
+var bufPool sync.Pool // of *[]byte
+
+const maxPooled = 64 << 10
+
+// release gives the buffer back at a clean EOF, once everything in it has
+// been returned: the last value is no longer valid after the call that
+// returns io.EOF.
+func (d *Decoder) release() {
+	if d.buf == nil {
+		return
+	}
+	if cap(d.buf) <= maxPooled {
+		b := d.buf[:0]
+		bufPool.Put(&b)
+	}
+	d.buf, d.off, d.pos, d.value = nil, 0, 0, nil
+}
 
 // fallback decodes what is left with encoding/json, for a value that does
 // not start an object or an object cut off by EOF: its result is always
