@@ -65,8 +65,10 @@ type Parser struct {
 	lastStop  string // stopReason of the last such message
 	lastModel string
 
-	pending *string // an assistant failure Pi has not (yet) retried: its raw message, described (describe) only if it becomes the error chunk
-	done    bool     // the error chunk was emitted
+	// pending is an assistant failure Pi has not (yet) retried: its raw
+	// message, described only if it becomes the error chunk.
+	pending *string
+	done    bool // the error chunk was emitted
 }
 
 // message is what has been emitted of one assistant message, by content
