@@ -23,13 +23,33 @@ func readStr(l *proc.Lexer) str {
 // ok reports whether the member is a string, as v.(string) does.
 func (s str) ok() bool { return s.set && !s.isNul }
 
+// quoted reads a string member as its raw bytes, quotes included, with
+// no copy: for a member Line only compares with names it knows, so that
+// a line costs no allocation for it. Raw bytes with an escape never
+// equal a name, and Line leaves such a line to Event.
+func quoted(l *proc.Lexer) []byte {
+	if c := l.Peek(); c != '"' && c != 'n' {
+		l.Fail() // Event reports a member of another type
+	}
+	return l.Raw()
+}
+
+// is reports whether raw, as quoted read it, is the string s.
+func is(raw []byte, s string) bool {
+	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
+}
+
 // lineItem is the item of an item.* event as Line reads it.
 type lineItem struct {
-	id, kind, output, status string
-	text, command            str
-	code                     float64
-	hasCode                  bool
+	kind, id       []byte // quoted
+	output, status string
+	text, command  str
+	code           float64
+	hasCode        bool
 }
+
+// phases are the item.* event types, by the phase Event is given.
+var phases = [...]string{"item.started", "item.updated", "item.completed"}
 
 // Line is the fast path of Event (cliadapter.LineParser): it reads the
 // events a run is mostly made of (thread.started, turn.started, the
@@ -41,7 +61,8 @@ type lineItem struct {
 // unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := proc.NewLexer(b)
-	var typ, threadID, message str
+	var typ []byte
+	var threadID, message str
 	var it lineItem
 	hasItem := false
 	var usage counts
@@ -49,7 +70,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			typ = readStr(&l)
+			typ = quoted(&l)
 		case "thread_id":
 			threadID = readStr(&l)
 		case "message":
@@ -73,55 +94,65 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	if p.failed {
 		return nil, true, nil // nothing after the error chunk
 	}
-	if !typ.ok() || p.result && typ.s != "error" {
+	if p.result && !is(typ, "error") {
 		return nil, false, nil
 	}
-	switch typ.s {
-	case "thread.started":
+	switch {
+	case is(typ, "thread.started"):
 		chunks, err := p.thread(threadID.s)
 		return chunks, true, err
-	case "turn.started", "item.plan.delta":
+	case is(typ, "turn.started"), is(typ, "item.plan.delta"):
 		return nil, true, nil
-	case "item.started", "item.updated", "item.completed":
-		if !hasItem || it.id == "" || it.kind == "" {
-			return nil, false, nil
-		}
-		switch it.kind {
-		case "agent_message", "plan", "reasoning":
-			if typ.s != "item.completed" {
-				return nil, true, nil
-			}
-			if !it.text.ok() {
-				return nil, false, nil
-			}
-			return textChunks(it.kind, it.text.s), true, nil
-		case "error":
-			return nil, true, nil
-		case "command_execution":
-			if !it.command.ok() {
-				return nil, false, nil
-			}
-			chunks := p.tool(typ.s, it.id, "command_execution", map[string]any{"command": it.command.s}, func() (any, bool) {
-				return it.output, commandFailed(it.status, it.code, it.hasCode)
-			})
-			return chunks, true, nil
-		}
-		return nil, false, nil // the other tools, and what Event reports
-	case "turn.completed":
+	case is(typ, "turn.completed"):
 		var total *counts
 		if usageSet {
 			total = &usage
 		}
 		p.result, p.pending = true, ""
 		return p.completed(total), true, nil
-	case "error":
+	case is(typ, "error"):
 		if !message.ok() {
 			return nil, false, nil
 		}
 		p.warn(message.s)
 		return nil, true, nil
 	}
-	return nil, false, nil // turn.failed, request_user_input, unknown types
+	phase := ""
+	for _, ph := range phases {
+		if is(typ, ph) {
+			phase = ph
+		}
+	}
+	if phase == "" || !hasItem || it.id == nil || string(it.id) == "null" || string(it.id) == `""` {
+		return nil, false, nil // turn.failed, request_user_input, unknown types, what Event reports
+	}
+	switch {
+	case is(it.kind, "agent_message"), is(it.kind, "plan"), is(it.kind, "reasoning"):
+		if phase != "item.completed" {
+			return nil, true, nil
+		}
+		if !it.text.ok() {
+			return nil, false, nil
+		}
+		kind := "agent_message"
+		if is(it.kind, "reasoning") {
+			kind = "reasoning"
+		}
+		return textChunks(kind, it.text.s), true, nil
+	case is(it.kind, "error"):
+		return nil, true, nil
+	case is(it.kind, "command_execution"):
+		il := proc.NewLexer(it.id)
+		id := il.String()
+		if !il.End() || !it.command.ok() {
+			return nil, false, nil
+		}
+		chunks := p.tool(phase, id, "command_execution", map[string]any{"command": it.command.s}, func() (any, bool) {
+			return it.output, commandFailed(it.status, it.code, it.hasCode)
+		})
+		return chunks, true, nil
+	}
+	return nil, false, nil // the other tools, and what Event reports
 }
 
 // lexItem reads an item object's members that Line's items use; the last
@@ -131,9 +162,9 @@ func lexItem(l *proc.Lexer) lineItem {
 	for k := range l.Members() {
 		switch string(k) {
 		case "id":
-			it.id = l.String()
+			it.id = quoted(l) // only a tool needs it decoded
 		case "type":
-			it.kind = l.String()
+			it.kind = quoted(l)
 		case "text":
 			it.text = readStr(l)
 		case "command":
