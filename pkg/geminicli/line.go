@@ -9,15 +9,14 @@ import (
 
 // lineEvent is one stream-json event as Line reads it.
 type lineEvent struct {
-	typ                       string
-	typOK                     bool // a string type, as ev["type"].(string)
-	sid, model, role, content string
-	name, id, status          string
-	delta                     bool
-	params, output            []byte // raw; nil when absent
-	errKind                   byte   // 0 absent or null, '{' an object, else another value
-	errMsg                    []byte // the error object's raw message, nil when absent
-	stats                     []byte // raw; nil when absent
+	typ, role, status []byte // quoted
+	sid, model        string
+	content, name, id string
+	delta             bool
+	params, output    []byte // raw; nil when absent
+	errKind           byte   // 0 absent or null, '{' an object, else another value
+	errMsg            []byte // the error object's raw message, nil when absent
+	stats             []byte // raw; nil when absent
 }
 
 // Line is the fast path of Event (cliadapter.LineParser): it reads the
@@ -34,14 +33,13 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			ev.typOK = l.Peek() == '"'
-			ev.typ = l.String()
+			ev.typ = quoted(&l)
 		case "session_id":
 			ev.sid = l.String()
 		case "model":
 			ev.model = l.String()
 		case "role":
-			ev.role = l.String()
+			ev.role = quoted(&l)
 		case "content":
 			ev.content = l.String()
 		case "delta":
@@ -51,7 +49,7 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		case "tool_id":
 			ev.id = l.String()
 		case "status":
-			ev.status = l.String()
+			ev.status = quoted(&l)
 		case "parameters":
 			ev.params = l.Raw()
 		case "output":
@@ -82,43 +80,54 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	if !l.End() {
 		return nil, false, nil
 	}
-	if !ev.typOK {
+	if ev.typ == nil || ev.typ[0] != '"' { // as ev["type"].(string)
 		return nil, true, errNoType(memberNames(b))
 	}
 	if p.done {
 		return nil, false, nil
 	}
-	switch ev.typ {
-	case "init":
+	switch {
+	case is(ev.typ, "init"):
 		chunks, err := p.initEvent(ev.sid, ev.model)
 		return chunks, true, err
-	case "message":
-		if ev.role != "user" && ev.role != "assistant" {
+	case is(ev.typ, "message"):
+		role := "assistant"
+		switch {
+		case is(ev.role, "user"):
+			role = "user"
+		case !is(ev.role, "assistant"):
 			return nil, false, nil
 		}
-		chunks, err := messageChunks(ev.role, ev.content, ev.delta)
+		chunks, err := messageChunks(role, ev.content, ev.delta)
 		return chunks, true, err
-	case "tool_use":
+	case is(ev.typ, "tool_use"):
 		input, ok := lexParams(ev.params)
 		if ev.name == "" || ev.id == "" || !ok {
 			return nil, false, nil
 		}
 		return p.toolUseChunks(ev.name, ev.id, input), true, nil
-	case "tool_result":
-		if ev.id == "" || ev.status != "success" && ev.status != "error" {
+	case is(ev.typ, "tool_result"):
+		status := "success"
+		switch {
+		case is(ev.status, "error"):
+			status = "error"
+		case !is(ev.status, "success"):
+			return nil, false, nil
+		}
+		if ev.id == "" {
 			return nil, false, nil
 		}
 		out, ok := decodeAny(ev.output)
 		if !ok {
 			return nil, false, nil
 		}
-		if out == nil && ev.status == "error" && ev.errKind == '{' {
+		if out == nil && status == "error" && ev.errKind == '{' {
 			if out, ok = decodeAny(ev.errMsg); !ok {
 				return nil, false, nil
 			}
 		}
-		return p.toolResultChunks(ev.id, ev.status, out), true, nil
-	case "result":
+		return p.toolResultChunks(ev.id, status, out), true, nil
+	case is(ev.typ, "result"):
 		return p.lineResult(&ev)
 	}
 	return nil, false, nil // error events, and what Event reports
@@ -126,9 +135,9 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 
 // lineResult maps a result event for Line.
 func (p *parser) lineResult(ev *lineEvent) ([]wire.Chunk, bool, error) {
-	switch ev.status {
-	case "success":
-	case "error":
+	switch {
+	case is(ev.status, "success"):
+	case is(ev.status, "error"):
 		var msg string
 		switch ev.errKind {
 		case 0:
@@ -181,6 +190,22 @@ func statIndex(k []byte) int {
 		}
 	}
 	return -1
+}
+
+// quoted reads a string member as its raw bytes, quotes included, with
+// no copy: for a member Line only compares with names it knows, so that
+// a line costs no allocation for it. Raw bytes with an escape never
+// equal a name, and Line leaves such a line to Event.
+func quoted(l *proc.Lexer) []byte {
+	if c := l.Peek(); c != '"' && c != 'n' {
+		l.Fail() // Event reports a member of another type
+	}
+	return l.Raw()
+}
+
+// is reports whether raw, as quoted read it, is the string s.
+func is(raw []byte, s string) bool {
+	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
 }
 
 // memberNames are the names of the members of b, an object the lexer

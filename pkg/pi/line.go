@@ -52,8 +52,9 @@ type lineState struct {
 // to Event, unhandled and with the parser unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := proc.NewLexer(b)
-	var typ, id, toolCallID, toolName string
-	typOK, isError := false, false
+	var typ []byte // quoted
+	var id, toolCallID, toolName string
+	isError := false
 	var msg, ame, args, result []byte
 	var m lineMessage
 	var u lineUpdate
@@ -61,18 +62,17 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			typOK = l.Peek() == '"'
-			typ = l.String()
+			typ = quoted(&l)
 		case "id":
 			id = l.String()
 		case "message":
-			if typOK && (typ == "message_start" || typ == "message_end") {
+			if is(typ, "message_start") || is(typ, "message_end") {
 				m, lexedMsg = p.lexMessage(&l), true
 				continue
 			}
 			msg, lexedMsg = l.Raw(), false
 		case "assistantMessageEvent":
-			if typOK && typ == "message_update" {
+			if is(typ, "message_update") {
 				u, lexedAME = lexUpdate(&l), true
 				continue
 			}
@@ -97,10 +97,8 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	if p.done {
 		return nil, true, nil
 	}
-	if !typOK {
-		return nil, false, nil
-	}
-	switch typ {
+	t := known(typ, eventTypes)
+	switch t {
 	case "session":
 		chunks, err := p.sessionWith(id)
 		return chunks, true, err
@@ -120,7 +118,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		if !knownRole(m.role) {
 			return nil, false, nil
 		}
-		if typ == "message_start" {
+		if t == "message_start" {
 			if m.role != "assistant" {
 				return nil, true, nil
 			}
@@ -433,7 +431,7 @@ func lexUpdate(l *proc.Lexer) lineUpdate {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			u.typ = l.String()
+			u.typ = known(quoted(l), updateTypes)
 		case "contentIndex":
 			u.index, u.hasIndex = l.Number()
 		case "delta":
@@ -572,6 +570,43 @@ func lexRedacted(partial []byte, idx int) (redacted, ok bool) {
 	}
 	return redacted, l.End()
 }
+
+// quoted reads a string member as its raw bytes, quotes included, with
+// no copy: for a member Line only compares with names it knows, so that
+// a line costs no allocation for it. Raw bytes with an escape never
+// equal a name, and Line leaves such a line to Event.
+func quoted(l *proc.Lexer) []byte {
+	if c := l.Peek(); c != '"' && c != 'n' {
+		l.Fail() // Event reports a member of another type
+	}
+	return l.Raw()
+}
+
+// is reports whether raw, as quoted read it, is the string s.
+func is(raw []byte, s string) bool {
+	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
+}
+
+// known returns the name of names that raw (as quoted read it) is, or ""
+// (which Line leaves to Event).
+func known(raw []byte, names []string) string {
+	for _, n := range names {
+		if is(raw, n) {
+			return n
+		}
+	}
+	return ""
+}
+
+// eventTypes and updateTypes are the event and assistantMessageEvent
+// types Line reads.
+var (
+	eventTypes = []string{"session", "agent_start", "agent_end", "turn_start", "turn_end", "tool_execution_update",
+		"queue_update", "session_info_changed", "thinking_level_changed", "compaction_start",
+		"message_start", "message_end", "message_update", "tool_execution_start", "tool_execution_end"}
+	updateTypes = []string{"start", "text_start", "thinking_start", "toolcall_start", "toolcall_delta", "done",
+		"text_delta", "thinking_delta", "text_end", "thinking_end", "toolcall_end", "error"}
+)
 
 // str is a string member as a map lookup sees it: absent, null, or a
 // string. A member of any other type fails the lexer.
