@@ -12,7 +12,7 @@ import (
 type lineBlock struct {
 	typ, text, id, name string
 	redacted            bool
-	args                map[string]any
+	args                []byte // raw, an object or null (isObject)
 }
 
 // lineMessage is the message of a message_start or message_end.
@@ -137,11 +137,11 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		}
 		return p.lineUpdate(&u)
 	case "tool_execution_start":
-		input, ok := decodeMap(args)
-		if toolCallID == "" || toolName == "" || !ok {
+		if toolCallID == "" || toolName == "" || !isObject(args) {
 			return nil, false, nil
 		}
-		return p.toolUse(toolCallID, toolName, input), true, nil
+		chunks, err := p.lineToolUse(toolCallID, toolName, args)
+		return chunks, true, err
 	case "tool_execution_end":
 		if toolCallID == "" || toolName == "" {
 			return nil, false, nil
@@ -202,7 +202,7 @@ func (p *Parser) lineMessageEnd(m *lineMessage) ([]wire.Chunk, bool, error) {
 				}
 				cs, err = complete(wire.ChunkThinking, cur.thinking, i, b.text)
 			case "toolCall":
-				cs = p.toolUse(b.id, b.name, b.args)
+				cs, err = p.lineToolUse(b.id, b.name, b.args)
 			}
 			if err != nil {
 				return nil, true, err
@@ -383,8 +383,7 @@ func (p *Parser) lexBlocks(l *proc.Lexer) []lineBlock {
 		case "thinking":
 			b.text, ok = thinking.s, thinking.ok()
 		case "toolCall":
-			b.args, ok = decodeMap(args)
-			ok = ok && b.id != "" && b.name != ""
+			b.args, ok = args, isObject(args) && b.id != "" && b.name != ""
 		}
 		if !ok {
 			l.Fail()
@@ -514,11 +513,11 @@ func (p *Parser) lineUpdate(u *lineUpdate) ([]wire.Chunk, bool, error) {
 				tl.Skip()
 			}
 		}
-		input, ok := decodeMap(args)
-		if !tl.End() || !ok || id == "" || name == "" {
+		if !tl.End() || !isObject(args) || id == "" || name == "" {
 			return nil, false, nil
 		}
-		return p.toolUse(id, name, input), true, nil
+		chunks, err := p.lineToolUse(id, name, args)
+		return chunks, true, err
 	case "error":
 		if u.errObject {
 			if f, failed := failed(u.errStop, u.errMsg); failed {
@@ -626,18 +625,23 @@ func readStr(l *proc.Lexer) str {
 // ok reports whether the member is a string, as v.(string) does.
 func (s str) ok() bool { return s.set && !s.isNul }
 
-// decodeMap decodes a raw member as optMap takes it: absent or null is
-// nil, an object a map; ok is false for anything else.
-func decodeMap(raw []byte) (map[string]any, bool) {
-	if raw == nil || string(raw) == "null" {
-		return nil, true
+// isObject reports whether a raw member (proc.Lexer.Raw) is what optMap
+// takes without an error: absent, null or an object.
+func isObject(raw []byte) bool { return raw == nil || string(raw) == "null" || raw[0] == '{' }
+
+// lineToolUse is toolUse with the arguments still raw (isObject): they are
+// decoded only for a call not announced before. The lexer read them as
+// encoding/json does, so they decode; if they did not (a lexer bug), the
+// error is Event's for arguments that are not an object.
+func (p *Parser) lineToolUse(id, name string, raw []byte) ([]wire.Chunk, error) {
+	if p.toolUses[id] {
+		return nil, nil
 	}
-	if raw[0] != '{' {
-		return nil, false
+	var args map[string]any
+	if raw != nil && string(raw) != "null" {
+		if json.Unmarshal(raw, &args) != nil {
+			return nil, protocolf("arguments is not an object")
+		}
 	}
-	var m map[string]any
-	if json.Unmarshal(raw, &m) != nil {
-		return nil, false
-	}
-	return m, true
+	return p.toolUse(id, name, args), nil
 }
