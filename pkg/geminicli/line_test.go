@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/proc"
@@ -134,4 +135,42 @@ func FuzzGeminiLine(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { sameAsEvent(t, data, newParser) })
+}
+
+// TestLineTakesRecordedRuns: every object of the recorded transcripts
+// whose CLI exited 0 is taken by the fast path, so a run the CLI
+// finishes normally costs no map.
+func TestLineTakesRecordedRuns(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(transcriptsDir, "*.stdout.ndjson"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no transcripts in %s: %v", transcriptsDir, err)
+	}
+	for _, path := range paths {
+		exit, err := os.ReadFile(strings.TrimSuffix(path, ".stdout.ndjson") + ".exit")
+		if err != nil || strings.TrimSpace(string(exit)) != "0" {
+			continue
+		}
+		argv, _ := os.ReadFile(strings.TrimSuffix(path, ".stdout.ndjson") + ".argv")
+		if strings.Contains(string(argv), `"--output-format", "json"`) {
+			continue // not the NDJSON the adapter asks for
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newParser()
+		dec := proc.NewDecoder(bytes.NewReader(b))
+		for n := 0; ; n++ {
+			line, err := dec.NextBytes()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if _, handled, _ := p.Line(line); !handled {
+				t.Errorf("%s: object %d left to Event: %.200s", filepath.Base(path), n, line)
+			}
+		}
+	}
 }

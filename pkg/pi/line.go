@@ -56,6 +56,10 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	var id, toolCallID, toolName string
 	isError := false
 	var msg, ame, args, result []byte
+	var attempt float64
+	hasAttempt := false        // a number, not null
+	var success, willRetry str // their raw bytes, for a bool
+	var errMsg, finalError string
 	var m lineMessage
 	var u lineUpdate
 	lexedMsg, lexedAME := false, false // read in place, typ coming first
@@ -87,6 +91,16 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			result = l.Raw()
 		case "isError":
 			isError = l.Bool()
+		case "attempt":
+			attempt, hasAttempt = l.Number()
+		case "success":
+			success = readBool(&l)
+		case "willRetry":
+			willRetry = readBool(&l)
+		case "errorMessage":
+			errMsg = l.String()
+		case "finalError":
+			finalError = l.String()
 		default:
 			l.Skip()
 		}
@@ -164,8 +178,28 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			return nil, true, nil
 		}
 		return p.toolResultChunks(toolCallID, toolName, parts, isError), true, nil
+	case "auto_retry_start":
+		if !hasAttempt || !isAttempt(attempt) {
+			return nil, false, nil
+		}
+		return p.retryStartWith(int(attempt), errMsg), true, nil
+	case "auto_retry_end":
+		if !success.ok() {
+			return nil, false, nil
+		}
+		ok := hasAttempt && isAttempt(attempt)
+		n := 0
+		if ok {
+			n = int(attempt)
+		}
+		return p.retryEndWith(success.s == "true", finalError, n, ok), true, nil
+	case "compaction_end":
+		if willRetry.s == "true" {
+			p.pending = nil
+		}
+		return nil, true, nil
 	}
-	return nil, false, nil // retries, compaction_end, and what Event reports
+	return nil, false, nil // what Event reports
 }
 
 func knownRole(role string) bool {
@@ -602,7 +636,8 @@ func known(raw []byte, names []string) string {
 var (
 	eventTypes = []string{"session", "agent_start", "agent_end", "turn_start", "turn_end", "tool_execution_update",
 		"queue_update", "session_info_changed", "thinking_level_changed", "compaction_start",
-		"message_start", "message_end", "message_update", "tool_execution_start", "tool_execution_end"}
+		"message_start", "message_end", "message_update", "tool_execution_start", "tool_execution_end",
+		"auto_retry_start", "auto_retry_end", "compaction_end"}
 	updateTypes = []string{"start", "text_start", "thinking_start", "toolcall_start", "toolcall_delta", "done",
 		"text_delta", "thinking_delta", "text_end", "thinking_end", "toolcall_end", "error"}
 )
@@ -620,6 +655,23 @@ func readStr(l *proc.Lexer) str {
 		return str{set: true, isNul: true}
 	}
 	return str{s: l.String(), set: true}
+}
+
+// readBool reads a boolean member as a map lookup sees it: s is "true" or
+// "false" (set and not null) or the member is null or absent.
+func readBool(l *proc.Lexer) str {
+	switch l.Peek() {
+	case 'n':
+		l.Null()
+		return str{set: true, isNul: true}
+	case 't', 'f':
+		if l.Bool() {
+			return str{s: "true", set: true}
+		}
+		return str{s: "false", set: true}
+	}
+	l.Fail()
+	return str{}
 }
 
 // ok reports whether the member is a string, as v.(string) does.

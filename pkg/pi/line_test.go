@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -118,7 +119,11 @@ func TestLineTakesCommonShapes(t *testing.T) {
 		{`{"type":"message_end","message":{"role":"toolResult","toolCallId":"t1","toolName":"bash","content":[{"type":"text","text":"ok"}],"isError":false}}`, true},
 		{`{"type":"tool_execution_start","toolCallId":"t1","toolName":"bash","args":{"command":"ls"}}`, true},
 		{`{"type":"tool_execution_end","toolCallId":"t1","toolName":"bash","result":{"content":[{"type":"image","mimeType":"image/png"}]},"isError":true}`, true},
-		{`{"type":"auto_retry_start","attempt":1}`, false},
+		{`{"type":"auto_retry_start","attempt":1,"errorMessage":"429 slow down"}`, true},
+		{`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"500 boom"}`, true},
+		{`{"type":"compaction_end","willRetry":true}`, true},
+		{`{"type":"auto_retry_end","success":null}`, false},
+		{`{"type":"auto_retry_start","attempt":"1"}`, false},
 		{`{"type":"message_end","message":{"role":"assistant","content":[{"type":"image"}]}}`, false},
 		{`{"type":"message_end","message":{"role":"assistant","usage":{"input":-1}}}`, false},
 		{`{"type":"message_update","assistantMessageEvent":{"type":"text_delta","contentIndex":0.5,"delta":"x"}}`, false},
@@ -152,4 +157,42 @@ func FuzzPiLine(f *testing.F) {
 		}
 		sameAsEvent(t, data, np)
 	})
+}
+
+// TestLineTakesRecordedRuns: every object of the recorded transcripts
+// whose CLI exited 0 is taken by the fast path, so a run the CLI
+// finishes normally costs no map.
+func TestLineTakesRecordedRuns(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(cliDir, "*.stdout.ndjson"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no transcripts in %s: %v", cliDir, err)
+	}
+	for _, path := range paths {
+		exit, err := os.ReadFile(strings.TrimSuffix(path, ".stdout.ndjson") + ".exit")
+		if err != nil || strings.TrimSpace(string(exit)) != "0" {
+			continue
+		}
+		argv, _ := os.ReadFile(strings.TrimSuffix(path, ".stdout.ndjson") + ".argv")
+		if strings.Contains(string(argv), `"--output-format", "json"`) {
+			continue // not the NDJSON the adapter asks for
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := NewParser(adapter.Call{})
+		dec := proc.NewDecoder(bytes.NewReader(b))
+		for n := 0; ; n++ {
+			line, err := dec.NextBytes()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if _, handled, _ := p.Line(line); !handled {
+				t.Errorf("%s: object %d left to Event: %.200s", filepath.Base(path), n, line)
+			}
+		}
+	}
 }

@@ -653,15 +653,21 @@ func (p *Parser) retryStart(ev map[string]any) ([]wire.Chunk, error) {
 	if !ok {
 		return nil, protocolf("auto_retry_start without an attempt number")
 	}
+	msg, _ := ev["errorMessage"].(string)
+	return p.retryStartWith(attempt, msg), nil
+}
+
+// retryStartWith maps auto_retry_start with its attempt number and
+// errorMessage.
+func (p *Parser) retryStartWith(attempt int, errMsg string) []wire.Chunk {
 	if attempt <= p.maxAttempts-1 {
-		return nil, nil // Pi retries within the run's attempt policy
+		return nil // Pi retries within the run's attempt policy
 	}
 	f := p.pending
 	if f == nil {
-		msg, _ := ev["errorMessage"].(string)
-		f = &msg
+		f = &errMsg
 	}
-	return p.fail(describe(*f), fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts)), nil
+	return p.fail(describe(*f), fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts))
 }
 
 func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
@@ -669,19 +675,27 @@ func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
 	if !ok {
 		return nil, protocolf("auto_retry_end without success")
 	}
+	msg, _ := ev["finalError"].(string)
+	attempt, hasAttempt := count(ev, "attempt")
+	return p.retryEndWith(success, msg, attempt, hasAttempt), nil
+}
+
+// retryEndWith maps auto_retry_end with its success, finalError and
+// attempt number (if it has one).
+func (p *Parser) retryEndWith(success bool, msg string, attempt int, hasAttempt bool) []wire.Chunk {
 	if success {
 		p.pending = nil
-		return nil, nil
+		return nil
 	}
 	f := p.pending
-	if msg, _ := ev["finalError"].(string); msg != "" || f == nil {
+	if msg != "" || f == nil {
 		f = &msg
 	}
 	suffix := ""
-	if attempt, ok := count(ev, "attempt"); ok {
+	if hasAttempt {
 		suffix = fmt.Sprintf(" (after %d attempts)", attempt+1)
 	}
-	return p.fail(describe(*f), suffix), nil
+	return p.fail(describe(*f), suffix)
 }
 
 // fail returns the one error chunk; nothing is emitted after it.
@@ -695,11 +709,14 @@ func (p *Parser) fail(f failure, suffix string) []wire.Chunk {
 // count returns a non-negative integer field.
 func count(m map[string]any, key string) (int, bool) {
 	f, ok := m[key].(float64)
-	if !ok || f < 0 || f > 1<<30 || f != math.Trunc(f) {
+	if !ok || !isAttempt(f) {
 		return 0, false
 	}
 	return int(f), true
 }
+
+// isAttempt reports whether f is an attempt number: integral, 0 to 2^30.
+func isAttempt(f float64) bool { return f >= 0 && f <= 1<<30 && f == math.Trunc(f) }
 
 func optMap(m map[string]any, key string) (map[string]any, error) {
 	switch v := m[key].(type) {
