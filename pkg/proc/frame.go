@@ -136,7 +136,7 @@ func (d *Decoder) scan() (end int, done bool) {
 			}
 			// The bulk of a line is string content: run to the next byte
 			// that matters.
-			for i < len(b) && b[i] >= 0x20 && b[i] != '"' && b[i] != '\\' {
+			for i < len(b) && !inString[b[i]] {
 				i++
 			}
 			if i == len(b) {
@@ -153,6 +153,12 @@ func (d *Decoder) scan() (end int, done bool) {
 			}
 			i++
 			continue
+		}
+		for i < len(b) && !outside[b[i]] {
+			i++ // names' quotes aside, nothing between values matters
+		}
+		if i == len(b) {
+			break
 		}
 		switch c := b[i]; c {
 		case '"':
@@ -188,6 +194,20 @@ func (d *Decoder) scan() (end int, done bool) {
 	d.pos = len(b)
 	return 0, false
 }
+
+// inString and outside are the bytes scan stops at inside a string (a
+// quote, a backslash, a control byte) and outside one (a quote, a bracket,
+// a line end).
+var inString, outside = func() (in, out [256]bool) {
+	for c := range 0x20 {
+		in[c] = true
+	}
+	in['"'], in['\\'] = true, true
+	for _, c := range []byte("\"{}[]\n") {
+		out[c] = true
+	}
+	return in, out
+}()
 
 // notPrefix reports whether b, an unfinished object, already holds a
 // syntax error.
