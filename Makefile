@@ -8,8 +8,8 @@ BENCHFLAGS ?=
 FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
 	./pkg/proc:FuzzDecoder ./pkg/proc:FuzzLexer \
-	./pkg/claudecode:FuzzClaudeParser ./pkg/claudecode:FuzzClaudeLine ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzProviderFromConfig \
-	./pkg/geminicli:FuzzGeminiParser ./pkg/pi:FuzzPiParser \
+	./pkg/claudecode:FuzzClaudeParser ./pkg/claudecode:FuzzClaudeLine ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzCodexLine ./pkg/codex:FuzzProviderFromConfig \
+	./pkg/geminicli:FuzzGeminiParser ./pkg/geminicli:FuzzGeminiLine ./pkg/pi:FuzzPiParser ./pkg/pi:FuzzPiLine \
 	./pkg/redact:FuzzValidate ./pkg/redact:FuzzRedact \
 	./pkg/trajectory:FuzzDecodeTrajectory \
 	./pkg/trajstore:FuzzParseName

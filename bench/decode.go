@@ -56,15 +56,18 @@ func FakeTranscript(runs, chunks, chunkBytes int) (Transcript, error) {
 
 // CLITranscripts are the recorded transcripts of each CLI under
 // testdata/cli (relative to the repository's root, root), the ones whose
-// CLI exited 0, repeated until each CLI's runs hold about size bytes, each
+// CLI exited 0 and wrote NDJSON (not asked for --output-format json), repeated until each CLI's runs hold about size bytes, each
 // read by its CLI's parser.
 func CLITranscripts(root string, size int) ([]Transcript, error) {
 	call := adapter.Call{RunID: "bench-decode", Attempt: 1, MaxAttempts: wire.DefaultMaxAttempts}
+	// Each Spec is made once, as an adapter makes it, and its NewParser
+	// called per run, as the adapter's Stream calls it.
+	codexSpec, geminiSpec, piSpec := codex.Spec(), geminicli.Spec(), pi.Spec()
 	clis := []Transcript{
 		{Name: "claude", NewParser: func() cliadapter.Parser { return claudecode.NewParser() }},
-		{Name: "codex", NewParser: func() cliadapter.Parser { return codex.Spec().NewParser(codex.Request{}, call) }},
-		{Name: "gemini", NewParser: func() cliadapter.Parser { return geminicli.Spec().NewParser(geminicli.Request{}, call) }},
-		{Name: "pi", NewParser: func() cliadapter.Parser { return pi.Spec().NewParser(pi.Request{}, call) }},
+		{Name: "codex", NewParser: func() cliadapter.Parser { return codexSpec.NewParser(codex.Request{}, call) }},
+		{Name: "gemini", NewParser: func() cliadapter.Parser { return geminiSpec.NewParser(geminicli.Request{}, call) }},
+		{Name: "pi", NewParser: func() cliadapter.Parser { return piSpec.NewParser(pi.Request{}, call) }},
 	}
 	for i := range clis {
 		t := &clis[i]
@@ -78,12 +81,18 @@ func CLITranscripts(root string, size int) ([]Transcript, error) {
 			if err != nil || string(bytes.TrimSpace(exit)) != "0" {
 				continue
 			}
+			base := f[:len(f)-len(".stdout.ndjson")]
+			if asJSON, err := outputJSON(base + ".argv"); err != nil {
+				return nil, err
+			} else if asJSON {
+				continue // --output-format json: one value, not the NDJSON the adapters ask for
+			}
 			b, err := os.ReadFile(f)
 			if err != nil {
 				return nil, err
 			}
 			if b = bytes.TrimSpace(b); len(b) == 0 || b[0] != '{' {
-				continue // --output-format json: one array, not NDJSON
+				continue
 			}
 			runs = append(runs, b)
 		}
@@ -98,6 +107,29 @@ func CLITranscripts(root string, size int) ([]Transcript, error) {
 		}
 	}
 	return clis, nil
+}
+
+// outputJSON reports whether the recorded argv (a JSON array of strings)
+// at path asks for --output-format json; a transcript without an argv
+// file does not.
+func outputJSON(path string) (bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var argv []string
+	if err := json.Unmarshal(b, &argv); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == "--output-format" && argv[i+1] == "json" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Decode reads every run the way a CLI adapter reads its child's stdout

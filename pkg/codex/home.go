@@ -256,7 +256,7 @@ func bracketDelta(s string) int {
 // readable one.
 func (h home) threadTotal(threadID string) *counts {
 	d := h.dir()
-	if d == "" || !uuidRE.MatchString(threadID) {
+	if d == "" || !isUUID(threadID) {
 		return nil
 	}
 	matches, err := filepath.Glob(filepath.Join(d, "sessions", "*", "*", "*", "rollout-*-"+threadID+".jsonl"))

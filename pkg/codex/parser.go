@@ -42,7 +42,7 @@ type Parser struct {
 	baseline *counts
 
 	threadID string
-	tools    map[string]toolState // by item id
+	tools    map[string]toolState // by item id; made at the first tool
 	pending  string               // a non-retry error message awaiting the turn's end
 	result   bool                 // the result chunk was emitted
 	failed   bool                 // the error chunk was emitted
@@ -61,7 +61,7 @@ const (
 // adapter's own parsers read it from the thread's rollout), so a resumed
 // run's result carries no usage (see the package doc).
 func NewParser(model, resumeID string) *Parser {
-	return &Parser{model: model, resumeID: resumeID, tools: map[string]toolState{}}
+	return &Parser{model: model, resumeID: resumeID}
 }
 
 func protocolf(format string, args ...any) error {
@@ -107,15 +107,20 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 		if !ok {
 			return nil, protocolf("error event without a string message")
 		}
-		if isRetry(msg) || p.result {
-			return nil, nil
-		}
-		p.pending = msg
+		p.warn(msg)
 		return nil, nil
 	case "request_user_input":
 		return nil, protocolf("request_user_input: the CLI asks a question a headless run cannot answer")
 	}
 	return nil, protocolf("unknown event type %q", typ)
+}
+
+// warn holds an error event's message until the turn ends, unless it
+// is a retry or comes after the result.
+func (p *Parser) warn(msg string) {
+	if !isRetry(msg) && !p.result {
+		p.pending = msg
+	}
 }
 
 // End reports an error Codex announced but never closed with turn.failed.
@@ -153,11 +158,17 @@ func safeText(s string) string {
 }
 
 func (p *Parser) threadStarted(ev map[string]any) ([]wire.Chunk, error) {
-	id, ok := ev["thread_id"].(string)
-	if !ok || strings.TrimSpace(id) == "" || len(id) > 256 {
+	id, _ := ev["thread_id"].(string)
+	return p.thread(id)
+}
+
+// thread maps thread.started with thread_id id ("" when it is not a
+// string).
+func (p *Parser) thread(id string) ([]wire.Chunk, error) {
+	if strings.TrimSpace(id) == "" || len(id) > 256 {
 		return nil, protocolf("thread.started without a thread_id")
 	}
-	if !uuidRE.MatchString(id) {
+	if !isUUID(id) {
 		return nil, protocolf("thread.started with thread_id %q, which is not a thread id (a UUID)", id)
 	}
 	if p.threadID != "" {
@@ -192,13 +203,7 @@ func (p *Parser) item(phase string, ev map[string]any) ([]wire.Chunk, error) {
 		if !ok {
 			return nil, protocolf("%s %s: text is not a string", phase, kind)
 		}
-		if text == "" {
-			return nil, nil
-		}
-		if kind == "reasoning" {
-			return []wire.Chunk{{Type: wire.ChunkThinking, Content: text}}, nil
-		}
-		return []wire.Chunk{{Type: wire.ChunkText, Content: text}}, nil
+		return textChunks(kind, text), nil
 	case "error":
 		return nil, nil
 	}
@@ -210,20 +215,45 @@ func (p *Parser) item(phase string, ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, protocolf("%s %s: %v", phase, kind, err)
 	}
+	return p.tool(phase, id, name, input, func() (any, bool) { return t.result(it) }), nil
+}
+
+// textChunks maps a completed agent_message, plan or reasoning item's text.
+func textChunks(kind, text string) []wire.Chunk {
+	switch {
+	case text == "":
+		return nil
+	case kind == "reasoning":
+		return []wire.Chunk{{Type: wire.ChunkThinking, Content: text}}
+	}
+	return []wire.Chunk{{Type: wire.ChunkText, Content: text}}
+}
+
+// tool maps a tool-like item's phase: the tool_use at its first sight,
+// the tool_result (result gives its output and whether the tool failed)
+// at its completion, nothing after.
+func (p *Parser) tool(phase, id, name string, input map[string]any, result func() (any, bool)) []wire.Chunk {
 	var out []wire.Chunk
 	switch p.tools[id] {
 	case toolDone:
-		return nil, nil // a repeated completion
+		return nil // a repeated completion
 	case 0:
-		p.tools[id] = toolAnnounced
+		p.setTool(id, toolAnnounced)
 		out = append(out, wire.Chunk{Type: wire.ChunkToolUse, ToolName: name, ToolID: id, ToolInput: input})
 	}
 	if phase == "item.completed" {
-		p.tools[id] = toolDone
-		output, failed := t.result(it)
+		p.setTool(id, toolDone)
+		output, failed := result()
 		out = append(out, wire.Chunk{Type: wire.ChunkToolResult, ToolName: name, ToolID: id, ToolOutput: output, IsError: failed})
 	}
-	return out, nil
+	return out
+}
+
+func (p *Parser) setTool(id string, s toolState) {
+	if p.tools == nil {
+		p.tools = map[string]toolState{}
+	}
+	p.tools[id] = s
 }
 
 // toolKind maps one tool-like item type: its tool name and input, and
@@ -247,7 +277,8 @@ var toolKinds = map[string]toolKind{
 		result: func(it map[string]any) (any, bool) {
 			out, _ := it["aggregated_output"].(string)
 			code, hasCode := it["exit_code"].(float64)
-			return out, failedStatus(it, "failed", "declined") || (hasCode && code != 0)
+			status, _ := it["status"].(string)
+			return out, commandFailed(status, code, hasCode)
 		},
 	},
 	"file_change": {
@@ -301,6 +332,12 @@ var toolKinds = map[string]toolKind{
 	},
 }
 
+// commandFailed reports whether a command_execution item failed: by its
+// status, or by its exit code when it has one.
+func commandFailed(status string, code float64, hasCode bool) bool {
+	return status == "failed" || status == "declined" || (hasCode && code != 0)
+}
+
 func failedStatus(it map[string]any, failed ...string) bool {
 	s, _ := it["status"].(string)
 	for _, f := range failed {
@@ -313,19 +350,29 @@ func failedStatus(it map[string]any, failed ...string) bool {
 
 func (p *Parser) turnCompleted(ev map[string]any) ([]wire.Chunk, error) {
 	p.result, p.pending = true, ""
-	md := wire.Metadata{Provider: Name, SessionID: p.threadID}
+	var total *counts
 	if raw, present := ev["usage"]; present && raw != nil {
 		m, ok := raw.(map[string]any)
 		if !ok {
 			return nil, protocolf("turn.completed: usage is not an object")
 		}
-		total, err := countsOf(m)
+		c, err := countsOf(m)
 		if err != nil {
 			return nil, protocolf("turn.completed: %v", err)
 		}
-		md.Usage = p.runUsage(total)
+		total = &c
 	}
-	return []wire.Chunk{{Type: wire.ChunkResult, Metadata: md}}, nil
+	return p.completed(total), nil
+}
+
+// completed is the result chunk of turn.completed, with its usage total
+// when it has one. The caller has set p.result.
+func (p *Parser) completed(total *counts) []wire.Chunk {
+	md := wire.Metadata{Provider: Name, SessionID: p.threadID}
+	if total != nil {
+		md.Usage = p.runUsage(*total)
+	}
+	return []wire.Chunk{{Type: wire.ChunkResult, Metadata: md}}
 }
 
 // runUsage is this run's usage from the thread's cumulative total: all of
@@ -366,13 +413,16 @@ func countsOf(m map[string]any) (counts, error) {
 			continue
 		}
 		n, ok := v.(float64)
-		if !ok || n < 0 || n > 1e15 || n != math.Trunc(n) {
+		if !ok || !isCount(n) {
 			return counts{}, fmt.Errorf("usage %s is not a token count: %v", f.key, v)
 		}
 		*f.dst = int64(n)
 	}
 	return c, nil
 }
+
+// isCount reports whether n is a token count: integral, 0 to 1e15.
+func isCount(n float64) bool { return n >= 0 && n <= 1e15 && n == math.Trunc(n) }
 
 func (c counts) minus(b counts) (counts, bool) {
 	d := counts{c.input - b.input, c.cached - b.cached, c.cacheWrite - b.cacheWrite, c.output - b.output, c.reasoning - b.reasoning}

@@ -46,7 +46,6 @@ type Request struct {
 }
 
 var (
-	uuidRE  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
 )
 
@@ -93,7 +92,7 @@ func Decode(b []byte) (Request, error) {
 			d.Bad("model_instructions_file", `%q must be relative to the workspace, without ".."`, f)
 		}
 	}
-	if id := req.ResumeThreadID; id != "" && !uuidRE.MatchString(id) {
+	if id := req.ResumeThreadID; id != "" && !isUUID(id) {
 		d.Bad(ResumeField, "%q is not a thread id (a UUID)", id)
 	}
 	for _, f := range []struct{ name, v string }{
@@ -108,4 +107,25 @@ func Decode(b []byte) (Request, error) {
 		return Request{}, err
 	}
 	return req, nil
+}
+
+// isUUID reports whether s is a UUID in its 8-4-4-4-12 hex form, either case.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }

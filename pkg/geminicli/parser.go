@@ -18,13 +18,13 @@ import (
 type parser struct {
 	model   string            // from init
 	session string            // the confirmed session id
-	tools   map[string]string // tool id → tool name, from tool_use
+	tools   map[string]string // tool id → tool name, from tool_use; made at the first
 	done    bool              // the result (or an error) was seen
 }
 
 var _ cliadapter.Parser = (*parser)(nil)
 
-func newParser() *parser { return &parser{tools: map[string]string{}} }
+func newParser() *parser { return &parser{} }
 
 // maxErrorContent bounds the message of an error chunk.
 const maxErrorContent = 1 << 10
@@ -38,7 +38,7 @@ func protocolf(format string, args ...any) error {
 func (p *parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	typ, ok := ev["type"].(string)
 	if !ok {
-		return nil, protocolf("stdout value without a string \"type\" (keys %s): not a stream-json event", keyList(ev))
+		return nil, errNoType(slices.Collect(maps.Keys(ev)))
 	}
 	if p.done {
 		return nil, protocolf("%q event after the result", typ)
@@ -60,6 +60,12 @@ func (p *parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	return nil, protocolf("unknown event type %.64q", typ)
 }
 
+// errNoType is the error of an event without a string type, whose
+// members are named keys.
+func errNoType(keys []string) error {
+	return protocolf("stdout value without a string \"type\" (keys %s): not a stream-json event", keyList(keys))
+}
+
 // End adds nothing: the result event is the CLI's terminal line, and a
 // clean EOF without one is a normal (possibly empty) end.
 func (p *parser) End() ([]wire.Chunk, error) { return nil, nil }
@@ -73,6 +79,11 @@ func (p *parser) init(ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.initEvent(sid, model)
+}
+
+// initEvent maps init with its session_id and model ("" when null).
+func (p *parser) initEvent(sid, model string) ([]wire.Chunk, error) {
 	if sid != "" && !isUUID(sid) {
 		// It could never be resumed (--resume takes a UUID here), so it is
 		// not a confirmed id: the event is invalid.
@@ -103,6 +114,11 @@ func (p *parser) message(ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, err
 	}
+	return messageChunks(role, content, delta)
+}
+
+// messageChunks maps a message event with a role.
+func messageChunks(role, content string, delta bool) ([]wire.Chunk, error) {
 	switch role {
 	case "user":
 		return nil, nil // the prompt, echoed: not provider output
@@ -132,8 +148,16 @@ func (p *parser) toolUse(ev map[string]any) ([]wire.Chunk, error) {
 	default:
 		return nil, protocolf("tool_use: parameters is %s, not an object", jsonType(v))
 	}
+	return p.toolUseChunks(name, id, input), nil
+}
+
+// toolUseChunks maps a tool_use event with a name and an id.
+func (p *parser) toolUseChunks(name, id string, input map[string]any) []wire.Chunk {
+	if p.tools == nil {
+		p.tools = map[string]string{}
+	}
 	p.tools[id] = name
-	return []wire.Chunk{{Type: wire.ChunkToolUse, ToolName: name, ToolID: id, ToolInput: input}}, nil
+	return []wire.Chunk{{Type: wire.ChunkToolUse, ToolName: name, ToolID: id, ToolInput: input}}
 }
 
 func (p *parser) toolResult(ev map[string]any) ([]wire.Chunk, error) {
@@ -155,7 +179,13 @@ func (p *parser) toolResult(ev map[string]any) ([]wire.Chunk, error) {
 			out = e["message"]
 		}
 	}
-	return []wire.Chunk{{Type: wire.ChunkToolResult, ToolID: id, ToolName: p.tools[id], ToolOutput: out, IsError: status == "error"}}, nil
+	return p.toolResultChunks(id, status, out), nil
+}
+
+// toolResultChunks maps a tool_result event with an id, a known status and
+// its output.
+func (p *parser) toolResultChunks(id, status string, out any) []wire.Chunk {
+	return []wire.Chunk{{Type: wire.ChunkToolResult, ToolID: id, ToolName: p.tools[id], ToolOutput: out, IsError: status == "error"}}
 }
 
 func (p *parser) errorEvent(ev map[string]any) ([]wire.Chunk, error) {
@@ -171,8 +201,7 @@ func (p *parser) errorEvent(ev map[string]any) ([]wire.Chunk, error) {
 	case "warning":
 		return nil, nil // non-fatal notice (e.g. a detected loop): telemetry
 	case "error":
-		p.done = true
-		return []wire.Chunk{errorChunk(classifyAPIError(msg))}, nil
+		return p.failed(msg), nil
 	}
 	return nil, protocolf("error: unknown severity %.64q", severity)
 }
@@ -195,55 +224,87 @@ func (p *parser) result(ev map[string]any) ([]wire.Chunk, error) {
 		default:
 			return nil, protocolf("result: error is %s, not an object", jsonType(e))
 		}
-		p.done = true
-		return []wire.Chunk{errorChunk(classifyAPIError(msg))}, nil
+		return p.failed(msg), nil
 	default:
 		return nil, protocolf("result: unknown status %.64q", status)
 	}
-	md := wire.Metadata{SessionID: p.session, Model: p.model}
-	switch stats := ev["stats"].(type) {
+	var st *stats
+	switch m := ev["stats"].(type) {
 	case nil:
 	case map[string]any:
-		u, dur, err := usage(stats)
-		if err != nil {
-			return nil, err
+		var c stats
+		for i, k := range statKeys {
+			v, ok, err := count(m, k)
+			if err != nil {
+				return nil, err
+			}
+			c.n[i], c.has[i] = v, ok
 		}
-		md.Usage, md.DurationMS = u, dur
+		st = &c
 	default:
-		return nil, protocolf("result: stats is %s, not an object", jsonType(stats))
+		return nil, protocolf("result: stats is %s, not an object", jsonType(m))
+	}
+	return p.succeeded(st), nil
+}
+
+// failed is the error chunk of a result with status error, or of an
+// error event with severity error.
+func (p *parser) failed(msg string) []wire.Chunk {
+	p.done = true
+	return []wire.Chunk{errorChunk(classifyAPIError(msg))}
+}
+
+// succeeded is the result chunk of a result with status success and its
+// stats, if any.
+func (p *parser) succeeded(st *stats) []wire.Chunk {
+	md := wire.Metadata{SessionID: p.session, Model: p.model}
+	if st != nil {
+		md.Usage, md.DurationMS = st.usage()
 	}
 	p.done = true
-	return []wire.Chunk{{Type: wire.ChunkResult, Metadata: md}}, nil
+	return []wire.Chunk{{Type: wire.ChunkResult, Metadata: md}}
+}
+
+// statKeys are the counts of result.stats that usage reads, in the order
+// of stats.n.
+var statKeys = [...]string{"total_tokens", "input_tokens", "output_tokens", "cached", "input", "duration_ms"}
+
+const (
+	statTotal = iota
+	statInputTokens
+	statOutputTokens
+	statCached
+	statInput
+	statDuration
+)
+
+// stats are result.stats' counts (statKeys), each with whether it was
+// there (and not null).
+type stats struct {
+	n   [len(statKeys)]int64
+	has [len(statKeys)]bool
 }
 
 // usage maps result.stats to token classes. input_tokens is the whole
 // prompt, cached the part of it read from cache and input the rest;
 // output_tokens excludes thoughts, which only total_tokens counts.
-func usage(stats map[string]any) (*wire.Usage, *int64, error) {
-	n := map[string]int64{}
-	for _, k := range []string{"total_tokens", "input_tokens", "output_tokens", "cached", "input", "duration_ms"} {
-		v, ok, err := count(stats, k)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok {
-			n[k] = v
-		}
-	}
-	u := &wire.Usage{OutputTokens: n["output_tokens"], CacheReadTokens: n["cached"]}
-	if in, ok := n["input"]; ok {
-		u.InputTokens = in
+func (s *stats) usage() (*wire.Usage, *int64) {
+	n := s.n // an absent count is 0
+	u := &wire.Usage{OutputTokens: n[statOutputTokens], CacheReadTokens: n[statCached]}
+	if s.has[statInput] {
+		u.InputTokens = n[statInput]
 	} else {
-		u.InputTokens = max(n["input_tokens"]-n["cached"], 0)
+		u.InputTokens = max(n[statInputTokens]-n[statCached], 0)
 	}
-	if total, ok := n["total_tokens"]; ok {
-		u.ReasoningTokens = max(total-n["input_tokens"]-n["output_tokens"], 0)
+	if s.has[statTotal] {
+		u.ReasoningTokens = max(n[statTotal]-n[statInputTokens]-n[statOutputTokens], 0)
 	}
 	var dur *int64
-	if d, ok := n["duration_ms"]; ok {
+	if s.has[statDuration] {
+		d := n[statDuration]
 		dur = &d
 	}
-	return u, dur, nil
+	return u, dur
 }
 
 // count reads a non-negative integral JSON number.
@@ -253,11 +314,14 @@ func count(m map[string]any, k string) (int64, bool, error) {
 		return 0, false, nil
 	}
 	f, ok := v.(float64)
-	if !ok || f < 0 || f != math.Trunc(f) || f > 1<<53 {
+	if !ok || !isCount(f) {
 		return 0, false, protocolf("result: stats.%s is not a token count", k)
 	}
 	return int64(f), true, nil
 }
+
+// isCount reports whether f is a count: integral, 0 to 2^53.
+func isCount(f float64) bool { return f >= 0 && f == math.Trunc(f) && f <= 1<<53 }
 
 func errorChunk(msg string, class wire.Class) wire.Chunk {
 	return wire.Chunk{Type: wire.ChunkError, IsError: true, Content: msg, Metadata: wire.Metadata{ErrorClass: class}}
@@ -419,9 +483,11 @@ func jsonType(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// keyList names at most eight of an object's keys, for a message.
-func keyList(m map[string]any) string {
-	keys := slices.Sorted(maps.Keys(m))
+// keyList names at most eight of an object's keys (which may repeat),
+// for a message. It sorts keys in place.
+func keyList(keys []string) string {
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	if len(keys) > 8 {
 		keys = append(keys[:8], "…")
 	}

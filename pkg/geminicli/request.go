@@ -45,15 +45,30 @@ type Request struct {
 // maxModelLen bounds a model name; longer is a validation error.
 const maxModelLen = 128
 
-var (
-	uuidRE  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]*$`)
-)
+var modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]*$`)
 
 // isUUID reports whether s is a session id the CLI's --resume takes as an
 // id (it also takes "latest" and an index, which the adapter never passes:
 // they would resume whatever session is newest, not the conversation's).
-func isUUID(s string) bool { return uuidRE.MatchString(s) }
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // Decode strictly decodes a msgpack request. Every problem (unknown field,
 // wrong type, missing prompt, bad enum or value) is named in one

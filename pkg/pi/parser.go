@@ -49,6 +49,7 @@ import (
 // other event type, role or content block is a ProviderProtocolError.
 type Parser struct {
 	maxAttempts int
+	line        lineState // Line's scratch space
 
 	sessionID string // confirmed by the session line
 	model     string // the model last published on a system chunk
@@ -64,20 +65,60 @@ type Parser struct {
 	lastStop  string // stopReason of the last such message
 	lastModel string
 
-	pending *failure // an assistant failure Pi has not (yet) retried
-	done    bool     // the error chunk was emitted
+	// pending is an assistant failure Pi has not (yet) retried: its raw
+	// message, described only if it becomes the error chunk.
+	pending *string
+	done    bool // the error chunk was emitted
 }
 
 // message is what has been emitted of one assistant message, by content
 // index.
 type message struct {
-	text     map[int]string
-	thinking map[int]string
+	text     map[int]streamed
+	thinking map[int]streamed
 }
 
 func newMessage() *message {
-	return &message{text: map[int]string{}, thinking: map[int]string{}}
+	return &message{text: map[int]streamed{}, thinking: map[int]streamed{}}
 }
+
+// streamed is what has been emitted of one content block: its length and
+// a 64-bit FNV-1a hash of its bytes, not the bytes, so that what a parser
+// keeps does not grow with a message's text (and a delta costs its own
+// length, not the block's so far).
+type streamed struct {
+	n int
+	h uint64
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvAdd(h uint64, s string) uint64 {
+	for i := range len(s) {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// add is s with t emitted after it.
+func (s streamed) add(t string) streamed {
+	if s.n == 0 {
+		s.h = fnvOffset
+	}
+	return streamed{n: s.n + len(t), h: fnvAdd(s.h, t)}
+}
+
+// prefixOf reports whether full starts with what was emitted (up to a
+// hash collision, about 2^-64 for text that disagrees).
+func (s streamed) prefixOf(full string) bool {
+	return s.n == 0 || len(full) >= s.n && fnvAdd(fnvOffset, full[:s.n]) == s.h
+}
+
+// whole is what has been emitted once all of full has.
+func whole(full string) streamed { return streamed{}.add(full) }
 
 // NewParser returns a parser for one attempt of call. call.MaxAttempts
 // bounds Pi's own agent-level retries (retries = MaxAttempts-1); 0 or less
@@ -150,7 +191,7 @@ func (p *Parser) End() ([]wire.Chunk, error) {
 		return nil, nil
 	}
 	if p.pending != nil {
-		return p.fail(*p.pending, ""), nil
+		return p.fail(describe(*p.pending), ""), nil
 	}
 	if p.completed == 0 {
 		return nil, nil // an empty normal EOF: nothing to report
@@ -169,8 +210,14 @@ func (p *Parser) End() ([]wire.Chunk, error) {
 }
 
 func (p *Parser) session(ev map[string]any) ([]wire.Chunk, error) {
-	id, ok := ev["id"].(string)
-	if !ok || !validSessionID(id) {
+	id, _ := ev["id"].(string)
+	return p.sessionWith(id)
+}
+
+// sessionWith maps a session line with its id ("" when it is not a
+// string).
+func (p *Parser) sessionWith(id string) ([]wire.Chunk, error) {
+	if !validSessionID(id) {
 		return nil, protocolf("session line without a session id (a UUID)")
 	}
 	switch p.sessionID {
@@ -207,16 +254,21 @@ func (p *Parser) messageStart(ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil || role != "assistant" {
 		return nil, err
 	}
+	model, _ := m["model"].(string)
+	return p.assistantStart(model), nil
+}
+
+// assistantStart maps the message_start of an assistant message.
+func (p *Parser) assistantStart(model string) []wire.Chunk {
 	// A new assistant message means Pi went on past any earlier failure
 	// (a retry or a recovery); its own outcome decides from here.
 	p.pending = nil
 	p.cur = newMessage()
-	model, _ := m["model"].(string)
 	if model == "" || model == p.model {
-		return nil, nil
+		return nil
 	}
 	p.model = model
-	return []wire.Chunk{{Type: wire.ChunkSystem, Metadata: wire.Metadata{Provider: Name, Model: model, SessionID: p.sessionID}}}, nil
+	return []wire.Chunk{{Type: wire.ChunkSystem, Metadata: wire.Metadata{Provider: Name, Model: model, SessionID: p.sessionID}}}
 }
 
 func (p *Parser) current() *message {
@@ -244,13 +296,7 @@ func (p *Parser) messageUpdate(ev map[string]any) ([]wire.Chunk, error) {
 		if !ok {
 			return nil, protocolf("%s without a string delta", t)
 		}
-		m := p.current()
-		if t == "text_delta" {
-			m.text[idx] += delta
-			return deltaChunk(wire.ChunkText, delta), nil
-		}
-		m.thinking[idx] += delta
-		return deltaChunk(wire.ChunkThinking, delta), nil
+		return p.delta(t, idx, delta), nil
 	case "text_end", "thinking_end":
 		idx, err := contentIndex(ame)
 		if err != nil {
@@ -260,14 +306,7 @@ func (p *Parser) messageUpdate(ev map[string]any) ([]wire.Chunk, error) {
 		if !ok {
 			return nil, protocolf("%s without string content", t)
 		}
-		if t == "text_end" {
-			return complete(wire.ChunkText, p.current().text, idx, full)
-		}
-		if redactedAt(ame, idx) {
-			p.current().thinking[idx] = full // a placeholder, not reasoning
-			return nil, nil
-		}
-		return complete(wire.ChunkThinking, p.current().thinking, idx, full)
+		return p.blockEnd(t, idx, full, t == "thinking_end" && redactedAt(ame, idx))
 	case "toolcall_end":
 		tc, ok := ame["toolCall"].(map[string]any)
 		if !ok {
@@ -287,6 +326,30 @@ func (p *Parser) messageUpdate(ev map[string]any) ([]wire.Chunk, error) {
 	return nil, protocolf("unknown message_update event %q", t)
 }
 
+// delta maps a text_delta or thinking_delta at content index idx.
+func (p *Parser) delta(t string, idx int, delta string) []wire.Chunk {
+	m := p.current()
+	if t == "text_delta" {
+		m.text[idx] = m.text[idx].add(delta)
+		return deltaChunk(wire.ChunkText, delta)
+	}
+	m.thinking[idx] = m.thinking[idx].add(delta)
+	return deltaChunk(wire.ChunkThinking, delta)
+}
+
+// blockEnd maps a text_end or thinking_end at content index idx with the
+// block's whole content; redacted marks a thinking block Pi redacted.
+func (p *Parser) blockEnd(t string, idx int, full string, redacted bool) ([]wire.Chunk, error) {
+	if t == "text_end" {
+		return complete(wire.ChunkText, p.current().text, idx, full)
+	}
+	if redacted {
+		p.current().thinking[idx] = whole(full) // a placeholder, not reasoning
+		return nil, nil
+	}
+	return complete(wire.ChunkThinking, p.current().thinking, idx, full)
+}
+
 func deltaChunk(t wire.ChunkType, s string) []wire.Chunk {
 	if s == "" {
 		return nil
@@ -297,16 +360,16 @@ func deltaChunk(t wire.ChunkType, s string) []wire.Chunk {
 // complete emits what full adds to the text already emitted at idx: the
 // rest as a delta, or the whole block as a complete unit when nothing of it
 // streamed. full must extend what was emitted.
-func complete(t wire.ChunkType, emitted map[int]string, idx int, full string) ([]wire.Chunk, error) {
+func complete(t wire.ChunkType, emitted map[int]streamed, idx int, full string) ([]wire.Chunk, error) {
 	have := emitted[idx]
-	if !strings.HasPrefix(full, have) {
+	if !have.prefixOf(full) {
 		return nil, protocolf("the complete %s at content index %d disagrees with its streamed deltas", t, idx)
 	}
-	emitted[idx] = full
-	if have == "" && full != "" {
+	emitted[idx] = whole(full)
+	if have.n == 0 && full != "" {
 		return []wire.Chunk{{Type: t, Content: full}}, nil
 	}
-	return deltaChunk(t, full[len(have):]), nil
+	return deltaChunk(t, full[have.n:]), nil
 }
 
 // redactedAt reports whether the partial message of a message_update marks
@@ -416,55 +479,85 @@ func (p *Parser) assistantEnd(m map[string]any) ([]wire.Chunk, error) {
 }
 
 // failureOf reports whether an assistant message ended in failure, and
-// which.
-func failureOf(m map[string]any) (failure, bool) {
+// its raw message.
+func failureOf(m map[string]any) (string, bool) {
 	stop, _ := m["stopReason"].(string)
-	if stop != "error" && stop != "aborted" {
-		return failure{}, false
-	}
 	msg, _ := m["errorMessage"].(string)
+	return failed(stop, msg)
+}
+
+// failed reports whether a message with stopReason stop and errorMessage
+// msg ended in failure, and its raw message.
+func failed(stop, msg string) (string, bool) {
+	if stop != "error" && stop != "aborted" {
+		return "", false
+	}
 	if msg == "" && stop == "aborted" {
 		msg = "the request was aborted"
 	}
-	return describe(msg), true
+	return msg, true
 }
 
-// addUsage adds an assistant message's token counts and cost.
+// addUsage adds an assistant message's token counts and cost. An error
+// leaves the parser's usage as it was.
 func (p *Parser) addUsage(m map[string]any) error {
 	u, err := optMap(m, "usage")
 	if err != nil || u == nil {
 		return err
 	}
-	for _, f := range []struct {
-		key string
-		dst *int64
-	}{
-		{"input", &p.usage.InputTokens}, {"output", &p.usage.OutputTokens},
-		{"cacheRead", &p.usage.CacheReadTokens}, {"cacheWrite", &p.usage.CacheWriteTokens},
-	} {
-		v, present := u[f.key]
+	var c usageCounts
+	for i, key := range usageKeys {
+		v, present := u[key]
 		if !present || v == nil {
 			continue
 		}
 		n, ok := v.(float64)
-		if !ok || n < 0 || n > 1e15 || n != math.Trunc(n) {
-			return protocolf("usage.%s is not a token count", f.key)
+		if !ok || !isCount(n) {
+			return protocolf("usage.%s is not a token count", key)
 		}
-		*f.dst += int64(n)
+		c.n[i] = int64(n)
 	}
 	cost, err := optMap(u, "cost")
-	if err != nil || cost == nil {
+	if err != nil {
 		return err
 	}
-	if v, present := cost["total"]; present && v != nil {
-		total, ok := v.(float64)
-		if !ok || total < 0 || math.IsInf(total, 0) {
-			return protocolf("usage.cost.total is not a cost")
+	if cost != nil {
+		if v, present := cost["total"]; present && v != nil {
+			total, ok := v.(float64)
+			if !ok || !isCost(total) {
+				return protocolf("usage.cost.total is not a cost")
+			}
+			c.cost, c.hasCost = total, true
 		}
-		p.cost += total
+	}
+	p.addCounts(&c)
+	return nil
+}
+
+// usageKeys are the token counts of a message's usage, in the order of
+// usageCounts.n.
+var usageKeys = [...]string{"input", "output", "cacheRead", "cacheWrite"}
+
+// usageCounts is one message's usage (usageKeys), absent counts 0.
+type usageCounts struct {
+	n       [len(usageKeys)]int64
+	cost    float64
+	hasCost bool
+}
+
+func isCount(n float64) bool { return n >= 0 && n <= 1e15 && n == math.Trunc(n) }
+func isCost(n float64) bool  { return n >= 0 && !math.IsInf(n, 0) }
+
+// addCounts adds one message's usage to the run's.
+func (p *Parser) addCounts(c *usageCounts) {
+	p.usage.InputTokens += c.n[0]
+	p.usage.OutputTokens += c.n[1]
+	p.usage.CacheReadTokens += c.n[2]
+	p.usage.CacheWriteTokens += c.n[3]
+	if c.hasCost {
+		p.cost += c.cost
 		p.haveCost = true
 	}
-	return nil
 }
 
 // toolCallBlock announces a toolCall content block.
@@ -531,18 +624,28 @@ func (p *Parser) toolResult(id, name string, content []any, isErr bool) ([]wire.
 		if !ok {
 			return nil, protocolf("tool result %s: content part %d is not an object", id, i)
 		}
-		switch t, _ := part["type"].(string); t {
-		case "text":
-			s, _ := part["text"].(string)
-			parts = append(parts, s)
-		default:
-			mime, _ := part["mimeType"].(string)
-			parts = append(parts, fmt.Sprintf("[%s %s]", t, mime))
-		}
+		t, _ := part["type"].(string)
+		text, _ := part["text"].(string)
+		mime, _ := part["mimeType"].(string)
+		parts = append(parts, partText(t, text, mime))
 	}
+	return p.toolResultChunks(id, name, parts, isErr), nil
+}
+
+// partText is a tool result's content part as its output shows it.
+func partText(typ, text, mime string) string {
+	if typ == "text" {
+		return text
+	}
+	return fmt.Sprintf("[%s %s]", typ, mime)
+}
+
+// toolResultChunks reports a tool's result, not reported before, with
+// its parts' text.
+func (p *Parser) toolResultChunks(id, name string, parts []string, isErr bool) []wire.Chunk {
 	p.toolResults[id] = true
 	return []wire.Chunk{{Type: wire.ChunkToolResult, ToolID: id, ToolName: name,
-		ToolOutput: strings.Join(parts, "\n"), IsError: isErr}}, nil
+		ToolOutput: strings.Join(parts, "\n"), IsError: isErr}}
 }
 
 func (p *Parser) retryStart(ev map[string]any) ([]wire.Chunk, error) {
@@ -550,16 +653,21 @@ func (p *Parser) retryStart(ev map[string]any) ([]wire.Chunk, error) {
 	if !ok {
 		return nil, protocolf("auto_retry_start without an attempt number")
 	}
+	msg, _ := ev["errorMessage"].(string)
+	return p.retryStartWith(attempt, msg), nil
+}
+
+// retryStartWith maps auto_retry_start with its attempt number and
+// errorMessage.
+func (p *Parser) retryStartWith(attempt int, errMsg string) []wire.Chunk {
 	if attempt <= p.maxAttempts-1 {
-		return nil, nil // Pi retries within the run's attempt policy
+		return nil // Pi retries within the run's attempt policy
 	}
 	f := p.pending
 	if f == nil {
-		msg, _ := ev["errorMessage"].(string)
-		d := describe(msg)
-		f = &d
+		f = &errMsg
 	}
-	return p.fail(*f, fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts)), nil
+	return p.fail(describe(*f), fmt.Sprintf(" (after %d attempts; the run allows %d)", attempt, p.maxAttempts))
 }
 
 func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
@@ -567,20 +675,27 @@ func (p *Parser) retryEnd(ev map[string]any) ([]wire.Chunk, error) {
 	if !ok {
 		return nil, protocolf("auto_retry_end without success")
 	}
+	msg, _ := ev["finalError"].(string)
+	attempt, hasAttempt := count(ev, "attempt")
+	return p.retryEndWith(success, msg, attempt, hasAttempt), nil
+}
+
+// retryEndWith maps auto_retry_end with its success, finalError and
+// attempt number (if it has one).
+func (p *Parser) retryEndWith(success bool, msg string, attempt int, hasAttempt bool) []wire.Chunk {
 	if success {
 		p.pending = nil
-		return nil, nil
+		return nil
 	}
 	f := p.pending
-	if msg, _ := ev["finalError"].(string); msg != "" || f == nil {
-		d := describe(msg)
-		f = &d
+	if msg != "" || f == nil {
+		f = &msg
 	}
 	suffix := ""
-	if attempt, ok := count(ev, "attempt"); ok {
+	if hasAttempt {
 		suffix = fmt.Sprintf(" (after %d attempts)", attempt+1)
 	}
-	return p.fail(*f, suffix), nil
+	return p.fail(describe(*f), suffix)
 }
 
 // fail returns the one error chunk; nothing is emitted after it.
@@ -594,11 +709,14 @@ func (p *Parser) fail(f failure, suffix string) []wire.Chunk {
 // count returns a non-negative integer field.
 func count(m map[string]any, key string) (int, bool) {
 	f, ok := m[key].(float64)
-	if !ok || f < 0 || f > 1<<30 || f != math.Trunc(f) {
+	if !ok || !isAttempt(f) {
 		return 0, false
 	}
 	return int(f), true
 }
+
+// isAttempt reports whether f is an attempt number: integral, 0 to 2^30.
+func isAttempt(f float64) bool { return f >= 0 && f <= 1<<30 && f == math.Trunc(f) }
 
 func optMap(m map[string]any, key string) (map[string]any, error) {
 	switch v := m[key].(type) {

@@ -49,12 +49,28 @@ type Request struct {
 	Resume string `msgpack:"resume,omitempty" cli:"--session"`
 }
 
-// sessionIDPattern is a Pi session id: a UUID (Pi 0.73 writes UUIDv7).
-var sessionIDPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 // validSessionID reports whether s is a session id the adapter publishes
-// and accepts.
-func validSessionID(s string) bool { return sessionIDPattern.MatchString(s) }
+// and accepts: a UUID in its 8-4-4-4-12 hex form, either case (Pi 0.73
+// writes UUIDv7).
+func validSessionID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // namePattern is a provider or tool name: one token, no comma (tools are
 // joined with commas), no leading dash.

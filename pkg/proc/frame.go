@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Framing errors returned by Decoder.Next and Decoder.NextBytes.
@@ -70,7 +71,7 @@ func (d *Decoder) Next() (map[string]any, error) {
 // NextBytes returns the bytes of the next value that starts an object,
 // from its '{' to the brace that closes it, without decoding it: they are
 // JSON only if DecodeObject (or a Lexer) says so. They are valid until the
-// next call. Its errors are Next's, except that a syntax error or a
+// next call (after a clean EOF the Decoder's buffer is reused by others). Its errors are Next's, except that a syntax error or a
 // number out of range inside an object is left to the decoding.
 func (d *Decoder) NextBytes() ([]byte, error) {
 	d.off += len(d.value)
@@ -84,6 +85,9 @@ func (d *Decoder) NextBytes() ([]byte, error) {
 			break
 		}
 		if d.rerr != nil {
+			if d.rerr == io.EOF {
+				d.release()
+			}
 			return nil, d.rerr
 		}
 		d.fill()
@@ -123,7 +127,8 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // would, at the same point of the stream.
 func (d *Decoder) scan() (end int, done bool) {
 	b := d.buf
-	i, inStr, esc := d.pos, d.inStr, d.esc
+	inStr, esc := d.inStr, d.esc // in locals: this loop is the framing's cost
+	i := d.pos
 	for i < len(b) {
 		if inStr {
 			if esc {
@@ -131,28 +136,35 @@ func (d *Decoder) scan() (end int, done bool) {
 				i++
 				continue
 			}
-			// Most of an object is string bytes: pass 8 at a time over
-			// those that are neither a quote, a backslash nor a control
-			// byte.
+			// The bulk of a line is string content: pass 8 bytes at a time
+			// over those that are neither a quote, a backslash nor a
+			// control byte, then run to the next byte that matters.
 			for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
 				i += 8
 			}
-			for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			for i < len(b) && !inString[b[i]] {
 				i++
 			}
 			if i == len(b) {
 				break
 			}
-			switch b[i] {
-			case '\\':
+			switch c := b[i]; {
+			case c == '\\':
 				esc = true
-			case '"':
+			case c == '"':
 				inStr = false
 			default: // a control byte
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
 			i++
 			continue
+		}
+		for i < len(b) && !outside[b[i]] {
+			i++ // names' quotes aside, nothing between values matters
+		}
+		if i == len(b) {
+			break
 		}
 		switch c := b[i]; c {
 		case '"':
@@ -165,23 +177,27 @@ func (d *Decoder) scan() (end int, done bool) {
 				open = '['
 			}
 			if len(d.stack) == 0 || d.stack[len(d.stack)-1] != open {
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
 			d.stack = d.stack[:len(d.stack)-1]
 			if len(d.stack) == 0 {
+				d.inStr, d.esc = inStr, esc
 				return i + 1, true
 			}
 		case '\n':
 			if d.checks < maxNewlineChecks {
 				d.checks++
 				if notPrefix(b[d.off : i+1]) {
+					d.inStr, d.esc = inStr, esc
 					return i + 1, true
 				}
 			}
 		}
 		i++
 	}
-	d.pos, d.inStr, d.esc = len(b), inStr, esc
+	d.inStr, d.esc = inStr, esc
+	d.pos = len(b)
 	return 0, false
 }
 
@@ -195,6 +211,20 @@ func special(x uint64) bool {
 	bs := x ^ (ones * '\\')
 	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
 }
+
+// inString and outside are the bytes scan stops at inside a string (a
+// quote, a backslash, a control byte) and outside one (a quote, a bracket,
+// a line end).
+var inString, outside = func() (in, out [256]bool) {
+	for c := range 0x20 {
+		in[c] = true
+	}
+	in['"'], in['\\'] = true, true
+	for _, c := range []byte("\"{}[]\n") {
+		out[c] = true
+	}
+	return in, out
+}()
 
 // notPrefix reports whether b, an unfinished object, already holds a
 // syntax error.
@@ -216,6 +246,11 @@ func (d *Decoder) fill() {
 		d.buf = d.buf[:n]
 		d.off = 0
 	}
+	if cap(d.buf) == 0 {
+		if p, _ := bufPool.Get().(*[]byte); p != nil {
+			d.buf = (*p)[:0]
+		}
+	}
 	if cap(d.buf)-len(d.buf) < minRead || d.filled && cap(d.buf) < fillBuffer {
 		nb := make([]byte, len(d.buf), max(4<<10, 2*cap(d.buf)))
 		copy(nb, d.buf)
@@ -236,6 +271,27 @@ const fillBuffer = 64 << 10
 
 // minRead is the least room fill reads into.
 const minRead = 512
+
+// bufPool holds the buffers of Decoders that reached a clean EOF, so that
+// a process reading many short-lived children's stdout reuses them. Only
+// buffers of at most maxPooled bytes go back.
+var bufPool sync.Pool // of *[]byte
+
+const maxPooled = 64 << 10
+
+// release gives the buffer back at a clean EOF, once everything in it has
+// been returned: the last value is no longer valid after the call that
+// returns io.EOF.
+func (d *Decoder) release() {
+	if d.buf == nil {
+		return
+	}
+	if cap(d.buf) <= maxPooled {
+		b := d.buf[:0]
+		bufPool.Put(&b)
+	}
+	d.buf, d.off, d.pos, d.value = nil, 0, 0, nil
+}
 
 // fallback decodes what is left with encoding/json, for a value that does
 // not start an object or an object cut off by EOF: its result is always
