@@ -176,8 +176,9 @@ func BenchmarkRunFootprint(b *testing.B) {
 		mesh += fp.MeshPerRun()
 		idle += float64(fp.Idle)
 		n++
-		b.Logf("%d runs in flight: heap+stacks idle %.1f MiB, followed %.1f MiB, in flight %.1f MiB", fp.Runs,
-			float64(fp.Idle)/(1<<20), float64(fp.Followed)/(1<<20), float64(fp.InFlight)/(1<<20))
+		mib := func(v uint64) float64 { return float64(v) / (1 << 20) }
+		b.Logf("%d runs in flight: heap+stacks (of which stacks) idle %.1f (%.1f) MiB, followed %.1f (%.1f) MiB, in flight %.1f (%.1f) MiB", fp.Runs,
+			mib(fp.Idle), mib(fp.IdleStacks), mib(fp.Followed), mib(fp.FollowedStacks), mib(fp.InFlight), mib(fp.InFlightStacks))
 	}
 	kib := func(v float64) float64 { return v / float64(n) / 1024 }
 	b.ReportMetric(0, "ns/op")

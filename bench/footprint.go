@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +30,9 @@ type Footprint struct {
 	// InFlight is with every run submitted and running (its follower has
 	// yielded its running status) and held there by the fixture adapter.
 	InFlight uint64
+	// IdleStacks, FollowedStacks and InFlightStacks are the goroutine
+	// stacks' part (StackInuse) of Idle, Followed and InFlight.
+	IdleStacks, FollowedStacks, InFlightStacks uint64
 }
 
 // PerRun is (InFlight - Idle) / Runs: followers and mesh.
@@ -47,13 +53,43 @@ func (f Footprint) per(from, to uint64) float64 {
 }
 
 // inUse collects garbage (twice, so that what the first one finalized is
-// gone too) and returns HeapInuse + StackInuse.
-func inUse() uint64 {
+// gone too) and returns HeapInuse + StackInuse, and StackInuse.
+func inUse() (total, stacks uint64) {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse + ms.StackInuse
+	return ms.HeapInuse + ms.StackInuse, ms.StackInuse
+}
+
+// FootprintProfilesEnv, set to a directory, makes HeldFootprint write a
+// heap profile (in-use space, right after the measurement's garbage
+// collections) and a goroutine profile at each of its three moments into
+// it: heap-idle.pb.gz, goroutine-idle.txt, and the same for "followed"
+// and "inflight". A later measurement overwrites an earlier one's. Read
+// them with `go tool pprof -sample_index=inuse_space -base
+// heap-followed.pb.gz heap-inflight.pb.gz` (what the runs added) and so on.
+const FootprintProfilesEnv = "AGENTMESH_BENCH_FOOTPRINT_PROFILES"
+
+// writeProfiles writes the profiles of moment into the directory
+// FootprintProfilesEnv names, if it is set.
+func writeProfiles(moment string) error {
+	dir := os.Getenv(FootprintProfilesEnv)
+	if dir == "" {
+		return nil
+	}
+	write := func(name string, kind string, debug int) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("footprint profile: %w", err)
+		}
+		err = pprof.Lookup(kind).WriteTo(f, debug)
+		return errors.Join(err, f.Close())
+	}
+	return errors.Join(
+		write("heap-"+moment+".pb.gz", "heap", 0),
+		write("goroutine-"+moment+".txt", "goroutine", 1),
+	)
 }
 
 // holdDelayMS is the fixture delay_ms of a held run: the adapter waits
@@ -97,7 +133,11 @@ func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
 	for i := range ids {
 		ids[i] = client.NewRunID()
 	}
-	fp := Footprint{Runs: n, Idle: inUse()}
+	fp := Footprint{Runs: n}
+	fp.Idle, fp.IdleStacks = inUse()
+	if err := writeProfiles("idle"); err != nil {
+		return Footprint{}, err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -128,7 +168,10 @@ func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
 	}); err != nil {
 		return fail(fmt.Errorf("waiting for %d followers: %w", n, err))
 	}
-	fp.Followed = inUse()
+	fp.Followed, fp.FollowedStacks = inUse()
+	if err := writeProfiles("followed"); err != nil {
+		return fail(err)
+	}
 
 	if err := fanOut(ctx, n, submitters, func(ctx context.Context, i int) error {
 		_, err := m.client.Submit(ctx, wire.RunRequest{RunID: ids[i], Tenant: Tenant, Principal: "bench", Profile: "fixture", Request: req})
@@ -141,7 +184,10 @@ func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
 	case <-ctx.Done():
 		return fail(fmt.Errorf("waiting for %d runs to run: %d running: %w", n, running.Load(), ctx.Err()))
 	}
-	fp.InFlight = inUse()
+	fp.InFlight, fp.InFlightStacks = inUse()
+	if err := writeProfiles("inflight"); err != nil {
+		return fail(err)
+	}
 
 	if err := fanOut(ctx, n, submitters, func(ctx context.Context, i int) error {
 		reply, err := m.client.Cancel(ctx, Tenant, ids[i])
