@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -100,22 +101,39 @@ const holdDelayMS = fixture.MaxDelayMS
 // submitters bounds the goroutines submitting or cancelling at once.
 const submitters = 64
 
-// HeldFootprint measures the memory of n runs held in flight at once.
-// The runner host must execute at least n fixture runs at once
-// (MeshConfig.MaxActive); the server should be in another process
-// (StartServerProcess), or its memory is counted too.
+// Follow is how HeldFootprint follows its runs.
+type Follow string
+
+const (
+	// FollowEach follows each run with client.Events: a consumer a run.
+	FollowEach Follow = "events"
+	// FollowTenant follows every run through one client.TenantFollower:
+	// one consumer on the tenant's events, an iterator a run.
+	FollowTenant Follow = "tenant"
+)
+
+// HeldFootprint measures the memory of n runs held in flight at once,
+// followed as by says. The runner host must execute at least n fixture
+// runs at once (MeshConfig.MaxActive); the server should be in another
+// process (StartServerProcess), or its memory is counted too.
 //
-// It takes Idle, then starts one client.Events follower for each of n
-// fresh run ids and waits until the events stream holds their n consumers
-// (Followed), then submits the n runs, each a fixture run whose one chunk
+// It takes Idle, then starts a follower for each of n fresh run ids
+// (FollowEach: client.Events, and it waits until the events stream holds
+// their n consumers; FollowTenant: one client.TenantFollower, started
+// after Idle and so counted in the followers' share, and its Events, and
+// it waits until the follower feeds all n from its consumer) (Followed),
+// then submits the n runs, each a fixture run whose one chunk
 // waits holdDelayMS, and waits until every follower has yielded the run's
 // running status (InFlight). Then it cancels every run (client.Cancel),
 // checks that each ended cancelled without a chunk, and reaps the
 // released consumers. Runs of the mesh's other measurements must not be
 // in flight meanwhile.
-func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
+func (m *Mesh) HeldFootprint(ctx context.Context, n int, by Follow) (Footprint, error) {
 	if n < 1 {
 		return Footprint{}, fmt.Errorf("%w: footprint needs runs > 0, got %d", ErrInvalidConfig, n)
+	}
+	if by != FollowEach && by != FollowTenant {
+		return Footprint{}, fmt.Errorf("%w: footprint follows by %q, want %q or %q", ErrInvalidConfig, by, FollowEach, FollowTenant)
 	}
 	name, err := m.script(Workload{Runs: 1, Chunks: 1, ChunkBytes: 64})
 	if err != nil {
@@ -141,13 +159,27 @@ func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	events := func(id string) iter.Seq2[wire.Event, error] { return m.client.Events(ctx, Tenant, id, 1) }
+	followed := func() (bool, error) {
+		c, err := m.consumers(ctx)
+		return c >= consumers0+n, err
+	}
+	if by == FollowTenant {
+		tf, err := m.client.FollowTenant(ctx, Tenant)
+		if err != nil {
+			return Footprint{}, err
+		}
+		defer func() { _ = tf.Close() }()
+		events = func(id string) iter.Seq2[wire.Event, error] { return tf.Events(ctx, id, 1) }
+		followed = func() (bool, error) { return tf.Following() == n, nil }
+	}
 	var running atomic.Int64
 	allRunning := make(chan struct{})
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i, id := range ids {
 		wg.Go(func() {
-			errs[i] = m.held(ctx, id, func() {
+			errs[i] = m.held(id, events(id), func() {
 				if running.Add(1) == int64(n) {
 					close(allRunning)
 				}
@@ -162,10 +194,7 @@ func (m *Mesh) HeldFootprint(ctx context.Context, n int) (Footprint, error) {
 		wg.Wait()
 		return Footprint{}, errors.Join(append([]error{err}, errs...)...)
 	}
-	if err := poll(ctx, func() (bool, error) {
-		c, err := m.consumers(ctx)
-		return c >= consumers0+n, err
-	}); err != nil {
+	if err := poll(ctx, followed); err != nil {
 		return fail(fmt.Errorf("waiting for %d followers: %w", n, err))
 	}
 	fp.Followed, fp.FollowedStacks = inUse()
@@ -215,12 +244,12 @@ type heldRequest struct {
 	DelayMS int    `msgpack:"delay_ms"`
 }
 
-// held follows run id from before it is submitted: it calls running when
-// the run's running status arrives and returns nil once the run ended
-// cancelled with no chunk, an error otherwise.
-func (m *Mesh) held(ctx context.Context, id string, running func()) error {
+// held follows run id's events from before it is submitted: it calls
+// running when the run's running status arrives and returns nil once the
+// run ended cancelled with no chunk, an error otherwise.
+func (m *Mesh) held(id string, events iter.Seq2[wire.Event, error], running func()) error {
 	var last wire.Event
-	for ev, err := range m.client.Events(ctx, Tenant, id, 1) {
+	for ev, err := range events {
 		if err != nil {
 			return fmt.Errorf("run %s: last event %s: %w", id, describe(last), err)
 		}

@@ -75,10 +75,11 @@ type tenantSub struct {
 	wake     chan struct{} // cap 1: something was queued, or the pump stopped
 }
 
-// queued is one event's message as the consumer delivered it.
+// queued is one event as the consumer delivered it, decoded (or why not).
 type queued struct {
 	streamSeq uint64
-	data      []byte
+	ev        wire.Event
+	err       error
 }
 
 // MaxTenantQueue bounds the messages a TenantFollower holds for one
@@ -279,12 +280,11 @@ func (t *TenantFollower) iterate(ctx context.Context, s *tenantSub, f *follower,
 			}
 			f.streamSeq = m.streamSeq
 			f.read++
-			ev, err := wire.Decode[wire.Event](m.data)
-			if err != nil {
-				yield(wire.Event{}, fmt.Errorf("event of %s: %w", s.runID, err))
+			if m.err != nil {
+				yield(wire.Event{}, fmt.Errorf("event of %s: %w", s.runID, m.err))
 				return
 			}
-			if f.take(ev, yield) {
+			if f.take(m.ev, yield) {
 				return
 			}
 		}
@@ -331,23 +331,28 @@ func (t *TenantFollower) take(s *tenantSub, prev []queued) ([]queued, bool, erro
 // between reads.
 const tenantSpare = 8
 
-// hand gives the message at streamSeq on subj to the iterators of its run.
+// hand gives the message at streamSeq on subj to the iterators of its
+// run. It decodes the event here, once for all of them, and on the
+// follower's goroutine: decoding grows the stack of the goroutine that
+// does it, and an iterator's caller parks for as long as its run goes on.
 func (t *TenantFollower) hand(subj string, streamSeq uint64, data []byte) {
 	runID, ok := strings.CutPrefix(subj, t.prefix)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.pos = streamSeq
-	if !ok {
+	subs := t.runs[runID]
+	if !ok || len(subs) == 0 {
 		return
 	}
-	for _, s := range t.runs[runID] {
+	ev, err := wire.Decode[wire.Event](data)
+	for _, s := range subs {
 		if s.over {
 			continue
 		}
 		if len(s.queue) >= MaxTenantQueue {
 			s.over = true
 		} else {
-			s.queue = append(s.queue, queued{streamSeq: streamSeq, data: data})
+			s.queue = append(s.queue, queued{streamSeq: streamSeq, ev: ev, err: err})
 		}
 		wake(s)
 	}
