@@ -151,8 +151,11 @@ const footprintRuns = 1000
 
 // BenchmarkRunFootprint reports this process's heap + stacks in use
 // (after GC) per run in flight, with 1,000 fixture runs held in flight at
-// once on one runner host and each followed by client.Events, the server
-// in a child process: bytes-per-run-KiB (followers and mesh),
+// once on one runner host, the server in a child process, in two
+// sub-benchmarks on one mesh: follow=events follows each run with
+// client.Events (a consumer a run), follow=tenant all of them through one
+// client.TenantFollower (one consumer, an iterator a run). Each reports
+// bytes-per-run-KiB (followers and mesh),
 // follower-per-run-KiB (the followers' share, taken before the runs are
 // submitted) and mesh-per-run-KiB (the rest), and idle-MiB, the heap +
 // stacks in use before anything (a runner host executing up to 1,000
@@ -162,30 +165,35 @@ func BenchmarkRunFootprint(b *testing.B) {
 	url := bench.StartServerProcess(b)
 	var logs bench.LogRecorder
 	m := bench.StartMeshAt(b, url, bench.MeshConfig{MaxActive: footprintRuns, Log: logs.Logger()})
-	var total, followers, mesh, idle float64
-	n := 0
-	for b.Loop() {
-		ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-		fp, err := m.HeldFootprint(ctx, footprintRuns)
-		cancel()
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += fp.PerRun()
-		followers += fp.FollowerPerRun()
-		mesh += fp.MeshPerRun()
-		idle += float64(fp.Idle)
-		n++
-		b.Logf("%d runs in flight: heap+stacks idle %.1f MiB, followed %.1f MiB, in flight %.1f MiB", fp.Runs,
-			float64(fp.Idle)/(1<<20), float64(fp.Followed)/(1<<20), float64(fp.InFlight)/(1<<20))
+	for _, by := range []bench.Follow{bench.FollowEach, bench.FollowTenant} {
+		b.Run("follow="+string(by), func(b *testing.B) {
+			var total, followers, mesh, idle float64
+			n := 0
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
+				fp, err := m.HeldFootprint(ctx, footprintRuns, by)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += fp.PerRun()
+				followers += fp.FollowerPerRun()
+				mesh += fp.MeshPerRun()
+				idle += float64(fp.Idle)
+				n++
+				mib := func(v uint64) float64 { return float64(v) / (1 << 20) }
+				b.Logf("%d runs in flight: heap+stacks (of which stacks) idle %.1f (%.1f) MiB, followed %.1f (%.1f) MiB, in flight %.1f (%.1f) MiB", fp.Runs,
+					mib(fp.Idle), mib(fp.IdleStacks), mib(fp.Followed), mib(fp.FollowedStacks), mib(fp.InFlight), mib(fp.InFlightStacks))
+			}
+			kib := func(v float64) float64 { return v / float64(n) / 1024 }
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(kib(total), "bytes-per-run-KiB")
+			b.ReportMetric(kib(followers), "follower-per-run-KiB")
+			b.ReportMetric(kib(mesh), "mesh-per-run-KiB")
+			b.ReportMetric(idle/float64(n)/(1<<20), "idle-MiB")
+			b.Logf("%d runs in flight, followed by %s: %.1f KiB a run (followers %.1f, mesh %.1f); mesh: %s", footprintRuns, by, kib(total), kib(followers), kib(mesh), logs.Summary())
+		})
 	}
-	kib := func(v float64) float64 { return v / float64(n) / 1024 }
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(kib(total), "bytes-per-run-KiB")
-	b.ReportMetric(kib(followers), "follower-per-run-KiB")
-	b.ReportMetric(kib(mesh), "mesh-per-run-KiB")
-	b.ReportMetric(idle/float64(n)/(1<<20), "idle-MiB")
-	b.Logf("%d runs in flight: %.1f KiB a run (followers %.1f, mesh %.1f); mesh: %s", footprintRuns, kib(total), kib(followers), kib(mesh), logs.Summary())
 }
 
 func measure(b *testing.B, f func(context.Context) (bench.Throughput, error)) bench.Throughput {
@@ -281,12 +289,14 @@ func TestMeasurementsComplete(t *testing.T) {
 	}
 
 	// Held runs: every one reaches running, holds, then ends cancelled.
-	fp, err := m.HeldFootprint(ctx, w.Runs)
-	if err != nil {
-		t.Fatalf("held footprint: %v", err)
-	}
-	if fp.Runs != w.Runs || fp.Idle == 0 || fp.Followed == 0 || fp.InFlight == 0 {
-		t.Errorf("held footprint: %+v, want %d runs and every figure taken", fp, w.Runs)
+	for _, by := range []bench.Follow{bench.FollowEach, bench.FollowTenant} {
+		fp, err := m.HeldFootprint(ctx, w.Runs, by)
+		if err != nil {
+			t.Fatalf("held footprint, followed by %s: %v", by, err)
+		}
+		if fp.Runs != w.Runs || fp.Idle == 0 || fp.Followed == 0 || fp.InFlight == 0 {
+			t.Errorf("held footprint, followed by %s: %+v, want %d runs and every figure taken", by, fp, w.Runs)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/url"
 	"os"
@@ -448,6 +449,65 @@ func TestDeployPermissions(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	})
+
+	t.Run("tenant follows its runs through one consumer", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		// One run before the follower exists: its iterator reads its
+		// history on a consumer of its own, through the proxy too.
+		before, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "before"}))
+		if err != nil {
+			t.Fatalf("submit: %v", err)
+		}
+		if st, err := c.Wait(ctx, tenant, before); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+		tf, err := c.FollowTenant(ctx, tenant)
+		if err != nil {
+			t.Fatalf("follow tenant %s through the proxy: %v", tenant, err)
+		}
+		defer func() { _ = tf.Close() }()
+		states := func(evs iter.Seq2[wire.Event, error]) string {
+			var got []string
+			for ev, err := range evs {
+				if err != nil {
+					t.Fatalf("events: %v (after %v)", err, got)
+				}
+				if ev.Kind == wire.KindStatus {
+					got = append(got, string(ev.Status.State))
+				}
+			}
+			return strings.Join(got, " ")
+		}
+		var ids []string
+		var evs []iter.Seq2[wire.Event, error]
+		for range 3 {
+			req := randomRunReq(t, tenant, map[string]any{"prompt": "hi"})
+			req.RunID = ""
+			id, e, err := tf.Start(ctx, req)
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			ids, evs = append(ids, id), append(evs, e)
+		}
+		for i, e := range evs {
+			if got := states(e); got != "accepted routed running succeeded" {
+				t.Errorf("run %s: states %s", ids[i], got)
+			}
+		}
+		if got := states(tf.Events(ctx, before, 1)); got != "accepted routed running succeeded" {
+			t.Errorf("run %s, from before the follower: states %s", before, got)
+		}
+		// Another tenant's events are out of reach of a tenant follower.
+		terrs.take()
+		denied(t, terrs, tenantAPIPrefix+".CONSUMER.CREATE.AGENTMESH_EVENTS.", func(ctx context.Context) error {
+			other, err := c.FollowTenant(ctx, "other")
+			if err == nil {
+				_ = other.Close()
+			}
+			return err
+		})
 	})
 
 	t.Run("tenant cancels a running run", func(t *testing.T) {

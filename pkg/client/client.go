@@ -237,34 +237,43 @@ func (c *Client) Events(ctx context.Context, tenant, runID string, from uint64) 
 }
 
 func (c *Client) newFollower(tenant, runID string, from uint64) *follower {
-	return &follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1), ahead: map[uint64]wire.Event{}}
+	return &follower{c: c, tenant: tenant, runID: runID, name: nuid.Next(), next: max(from, 1)}
 }
 
 // iterate yields f's run's events (see Events).
 func (c *Client) iterate(ctx context.Context, f *follower) iter.Seq2[wire.Event, error] {
-	return func(yield func(wire.Event, error) bool) {
-		var b jsretry.Backoff
-		for {
-			read := f.read
-			next, err := f.follow(ctx, yield)
-			if err != nil {
-				yield(wire.Event{}, err)
-				return
-			}
-			switch {
-			case next == followDone:
-				return
-			case next == followIdle || f.read > read:
-				b = jsretry.Backoff{}
-				continue
-			}
-			// A consumer that went away before it delivered anything:
-			// wait a little before the next, so a failover that lasts is
-			// not met with a create request in a tight loop.
-			if err := b.Wait(ctx); err != nil {
-				yield(wire.Event{}, fmt.Errorf("follow %s: %w", f.runID, err))
-				return
-			}
+	return func(yield func(wire.Event, error) bool) { c.followRun(ctx, f, yield) }
+}
+
+// followRun yields f's run's events, following on a consumer of its own and
+// following again after each consumer it loses, until the terminal status,
+// the caller stopping or an error (yielded), or, when f.until is set, until
+// f has read every event stored up to that stream sequence. It reports
+// whether it stopped for the last (the caller goes on from there).
+func (c *Client) followRun(ctx context.Context, f *follower, yield func(wire.Event, error) bool) (caughtUp bool) {
+	var b jsretry.Backoff
+	for {
+		read := f.read
+		next, err := f.follow(ctx, yield)
+		if err != nil {
+			yield(wire.Event{}, err)
+			return false
+		}
+		switch {
+		case next == followDone:
+			return false
+		case next == followCaught:
+			return true
+		case next == followIdle || f.read > read:
+			b = jsretry.Backoff{}
+			continue
+		}
+		// A consumer that went away before it delivered anything:
+		// wait a little before the next, so a failover that lasts is
+		// not met with a create request in a tight loop.
+		if err := b.Wait(ctx); err != nil {
+			yield(wire.Event{}, fmt.Errorf("follow %s: %w", f.runID, err))
+			return false
 		}
 	}
 }
@@ -287,6 +296,10 @@ type follower struct {
 	streamSeq     uint64                // of the last event read; 0 before the first
 	read          int                   // events read over all consumers
 	pre           jetstream.Consumer    // created ahead of the first follow (Start)
+	// until, when not 0, ends following once every event of the run
+	// stored up to this stream sequence has been read (a TenantFollower's
+	// catch-up: its own consumer delivers what comes after).
+	until uint64
 }
 
 // consumer creates the follower's next consumer: in memory, on one
@@ -318,33 +331,52 @@ func (f *follower) consumer(ctx context.Context) (jetstream.Consumer, error) {
 type followNext int
 
 const (
-	followDone followNext = iota // the terminal status, or the caller stopped
-	followIdle                   // no event for the refollow interval: follow again
-	followLost                   // the consumer or its server went away: follow again
+	followDone   followNext = iota // the terminal status, or the caller stopped
+	followIdle                     // no event for the refollow interval: follow again
+	followLost                     // the consumer or its server went away: follow again
+	followCaught                   // read up to follower.until: the caller goes on
 )
 
 // follow reads the run on one consumer until the terminal status or the
 // caller stopping (followDone), no event for the refollow interval
-// (followIdle), the consumer going away (followLost), or an error.
+// (followIdle), the consumer going away (followLost), every event up to
+// f.until read (followCaught), or an error.
 func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) bool) (followNext, error) {
 	c := f.c
 	cons := f.pre
 	f.pre = nil
-	if cons == nil {
-		var err error
-		if cons, err = f.consumer(ctx); err != nil {
-			return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
+	var (
+		msgs jetstream.MessagesContext
+		err  error
+		next = followDone
+	)
+	// Set up on a goroutine of its own (see aside), and release there.
+	aside(func() {
+		if cons == nil {
+			if cons, err = f.consumer(ctx); err != nil {
+				err = fmt.Errorf("follow %s: %w", f.runID, err)
+				return
+			}
 		}
+		if f.until > 0 && cons.CachedInfo().NumPending == 0 {
+			// Nothing of the run is stored past where this consumer
+			// starts: what comes later is stored after f.until.
+			f.release(ctx, cons)
+			next = followCaught
+			return
+		}
+		if msgs, err = cons.Messages(jetstream.WithMessagesErrOnMissingHeartbeat(true), jetstream.PullMaxMessages(followBuffer)); err != nil {
+			f.release(ctx, cons)
+			err = fmt.Errorf("follow %s: %w", f.runID, err)
+		}
+	})
+	if msgs == nil {
+		return next, err
 	}
-	msgs, err := cons.Messages(jetstream.WithMessagesErrOnMissingHeartbeat(true), jetstream.PullMaxMessages(followBuffer))
-	if err != nil {
-		f.release(ctx, cons)
-		return followDone, fmt.Errorf("follow %s: %w", f.runID, err)
-	}
-	defer func() {
+	defer aside(func() {
 		msgs.Stop()
 		f.release(ctx, cons)
-	}()
+	})
 	stop := context.AfterFunc(ctx, msgs.Stop)
 	defer stop()
 	var idle atomic.Bool
@@ -384,7 +416,28 @@ func (f *follower) follow(ctx context.Context, yield func(wire.Event, error) boo
 		if f.take(ev, yield) {
 			return followDone, nil
 		}
+		if f.until > 0 && (md.Sequence.Stream >= f.until || md.NumPending == 0) {
+			// Every event stored up to f.until was stored when this
+			// consumer was created: none is still pending.
+			return followCaught, nil
+		}
 	}
+}
+
+// aside runs f on a goroutine of its own and waits for it. A JetStream
+// API request (JSON encoding, the request and its reply) grows the stack
+// of the goroutine that makes it to several KiB, and the stack does not
+// shrink back all the way while the goroutine stays parked on a deep call
+// chain; a follower's caller parks for as long as the run goes on, so its
+// set-up and release are made aside, leaving a few KiB less stack for
+// each run followed.
+func aside(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
 
 // release deletes a consumer of the follower's now: a stream allows a
@@ -417,6 +470,9 @@ func (f *follower) take(ev wire.Event, yield func(wire.Event, error) bool) bool 
 		}
 		return true
 	case ev.Seq > f.next:
+		if f.ahead == nil {
+			f.ahead = map[uint64]wire.Event{}
+		}
 		if _, ok := f.ahead[ev.Seq]; !ok {
 			f.ahead[ev.Seq] = ev // the first stored of the seq is the one yielded
 		}

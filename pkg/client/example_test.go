@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"os"
 	"strings"
@@ -21,20 +22,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Submit a run and follow its events, against a whole mesh on an embedded
-// server (in production the mesh runs as its own services).
-func Example() {
+// exampleMesh starts a whole mesh on an embedded server (in production
+// the mesh runs as its own services) and returns its URL and what stops
+// it, or an error.
+func exampleMesh() (string, func(), error) {
 	dir, _ := os.MkdirTemp("", "agentmesh-example")
-	defer os.RemoveAll(dir)
 	srv, _ := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
 	srv.Start()
-	defer srv.WaitForShutdown()
-	defer srv.Shutdown()
 	srv.ReadyForConnections(10e9)
+	stopServer := func() { srv.Shutdown(); srv.WaitForShutdown(); os.RemoveAll(dir) }
 
 	// The mesh: router, runner and sweeper with the offline fixture adapter.
 	meshConn, js, _ := service.Connect(srv.ClientURL(), "example-mesh", slog.New(slog.NewTextHandler(io.Discard, nil)))
-	defer meshConn.Close()
 	fx, _ := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
 	adapters, _ := adapter.NewRegistry(fx)
 	d := service.Deps{NC: meshConn, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -44,16 +43,29 @@ func Example() {
 	// too, concurrently with this example otherwise).
 	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
 		stop()
-		fmt.Println(err)
-		return
+		meshConn.Close()
+		stopServer()
+		return "", nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- mesh.Run(ctx, d, profile.Builtin(), adapters, mesh.Config{}) }()
-	defer func() { stop(); <-done }()
+	return srv.ClientURL(), func() { stop(); <-done; meshConn.Close(); stopServer() }, nil
+}
+
+// Submit a run and follow its events, against a whole mesh on an embedded
+// server.
+func Example() {
+	url, stop, err := exampleMesh()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
 
 	// The client side.
 	// A tenant connects with its own inbox prefix, _INBOX_acme.
-	nc, _ := client.Connect(srv.ClientURL(), "acme")
+	nc, _ := client.Connect(url, "acme")
 	defer nc.Close()
 	c, _ := client.New(nc, subject.Names{})
 	req, _ := wire.Marshal(map[string]any{"prompt": "hello"})
@@ -84,4 +96,56 @@ func Example() {
 	// 8 chunk tool_result
 	// 9 chunk result
 	// 10 status succeeded
+}
+
+// Follow many runs of a tenant through one consumer: each Start has its
+// own iterator, fed from the follower's consumer on the tenant's events.
+func ExampleClient_FollowTenant() {
+	url, stop, err := exampleMesh()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer stop()
+	ctx := context.Background()
+
+	nc, _ := client.Connect(url, "acme")
+	defer nc.Close()
+	c, _ := client.New(nc, subject.Names{})
+	tf, err := c.FollowTenant(ctx, "acme")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer tf.Close()
+	var runs []iter.Seq2[wire.Event, error]
+	for _, prompt := range []string{"one", "two", "three"} {
+		req, _ := wire.Marshal(map[string]any{"prompt": prompt})
+		_, events, err := tf.Start(ctx, wire.RunRequest{Tenant: "acme", Principal: "alice", Profile: "fixture", Request: req})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		runs = append(runs, events)
+	}
+	for i, events := range runs {
+		for ev, err := range events {
+			switch {
+			case err != nil:
+				fmt.Println(err)
+				return
+			case ev.Kind == wire.KindChunk && ev.Chunk.Type == wire.ChunkText:
+				fmt.Println(i, ev.Chunk.Content)
+			case ev.Terminal():
+				fmt.Println(i, ev.Status.State, "at seq", ev.Seq)
+			}
+		}
+	}
+	// Output:
+	// 0 echo: one
+	// 0 succeeded at seq 10
+	// 1 echo: two
+	// 1 succeeded at seq 10
+	// 2 echo: three
+	// 2 succeeded at seq 10
 }
