@@ -147,8 +147,9 @@ func writeScript(dir string, w Workload) (string, error) {
 // accumulate before reaping.
 const reapEvery = 250
 
-// reap deletes the ephemeral consumers left on stream; durable ones are
-// kept. It runs between measurements, never inside a timed section.
+// reap deletes the ephemeral consumers left on stream; durable ones, and a
+// client.TenantFollower's (its filter a tenant's wildcard), are kept. It
+// runs between measurements, never inside a timed section.
 //
 // Why: Raw follows through ordered consumers, and releasing one
 // (MessagesContext.Stop) only stops it on the client. The server keeps it
@@ -166,8 +167,8 @@ func reap(ctx context.Context, js jetstream.JetStream, stream string) error {
 	}
 	infos := st.ListConsumers(ctx)
 	for info := range infos.Info() {
-		if info.Config.Durable != "" {
-			continue
+		if info.Config.Durable != "" || strings.HasSuffix(info.Config.FilterSubject, ".>") {
+			continue // (a durable, or a client.TenantFollower's: in use)
 		}
 		if err := st.DeleteConsumer(ctx, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return fmt.Errorf("reap consumer %s of %s: %w", info.Name, stream, err)

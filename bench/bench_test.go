@@ -89,25 +89,35 @@ func BenchmarkChunkThroughput(b *testing.B) {
 // a consumer already pulling), and the mesh's p50 and p99 in hops: each
 // divided by the hop's p50. One iteration is one batch of samples of each.
 func BenchmarkFirstChunkLatency(b *testing.B) {
-	srv := natstest.RunJetStream(b)
-	m := bench.StartMesh(b, srv, bench.MeshConfig{})
-	raw := bench.StartRaw(b, srv)
-	var mesh, hop bench.Latencies
-	for b.Loop() {
-		mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
-		hop = append(hop, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
+	// follow=start: each run followed on a consumer of its own, created
+	// alongside the submission (client.Start); follow=tenant: every run
+	// followed through one client.TenantFollower made before the samples.
+	for _, follow := range []string{"start", "tenant"} {
+		b.Run("follow="+follow, func(b *testing.B) {
+			srv := natstest.RunJetStream(b)
+			m := bench.StartMesh(b, srv, bench.MeshConfig{})
+			if follow == "tenant" {
+				m.FollowTenant(b)
+			}
+			raw := bench.StartRaw(b, srv)
+			var mesh, hop bench.Latencies
+			for b.Loop() {
+				mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
+				hop = append(hop, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
+			}
+			mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
+			hp50, hp99 := hop.Percentile(50), hop.Percentile(99)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(bench.Micros(mp50), "mesh-p50-us")
+			b.ReportMetric(bench.Micros(mp99), "mesh-p99-us")
+			b.ReportMetric(bench.Micros(hp50), "hop-p50-us")
+			b.ReportMetric(bench.Micros(hp99), "hop-p99-us")
+			b.ReportMetric(float64(mp50)/float64(hp50), "mesh-p50-hops")
+			b.ReportMetric(float64(mp99)/float64(hp50), "mesh-p99-hops")
+			b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; hop (sync publish → pulling consumer) p50 %s p99 %s; mesh in hops (÷ hop p50): p50 %.1f p99 %.1f",
+				len(mesh), mp50, mp99, hp50, hp99, float64(mp50)/float64(hp50), float64(mp99)/float64(hp50))
+		})
 	}
-	mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
-	hp50, hp99 := hop.Percentile(50), hop.Percentile(99)
-	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(bench.Micros(mp50), "mesh-p50-us")
-	b.ReportMetric(bench.Micros(mp99), "mesh-p99-us")
-	b.ReportMetric(bench.Micros(hp50), "hop-p50-us")
-	b.ReportMetric(bench.Micros(hp99), "hop-p99-us")
-	b.ReportMetric(float64(mp50)/float64(hp50), "mesh-p50-hops")
-	b.ReportMetric(float64(mp99)/float64(hp50), "mesh-p99-hops")
-	b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; hop (sync publish → pulling consumer) p50 %s p99 %s; mesh in hops (÷ hop p50): p50 %.1f p99 %.1f",
-		len(mesh), mp50, mp99, hp50, hp99, float64(mp50)/float64(hp50), float64(mp99)/float64(hp50))
 }
 
 // storedRuns is how many one-chunk runs BenchmarkStoredMessages counts

@@ -67,15 +67,16 @@ func (c *MeshConfig) setDefaults() {
 }
 
 // Mesh is a whole mesh in this process (mesh.Run: router, runner host and
-// sweeper on one connection, with the fixture adapter reading scripts from a
-// temporary directory, and any adapters of MeshConfig) and a client on a
-// connection of its own.
+// sweeper, each on a connection of its own, with the fixture adapter
+// reading scripts from a temporary directory, and any adapters of
+// MeshConfig) and a client on a connection of its own.
 // Measurements must not overlap, on one Mesh or with a Raw on the same
 // server's other stream: each ends by reaping released consumers, and
 // timings taken side by side would measure each other.
 type Mesh struct {
 	client  *client.Client
-	js      jetstream.JetStream // the client's, for reaping its consumers
+	tenant  *client.TenantFollower // set by FollowTenant: runs are followed through it
+	js      jetstream.JetStream    // the client's, for reaping its consumers
 	scripts string
 	events  string // the events stream
 
@@ -319,7 +320,23 @@ func (m *Mesh) run(ctx context.Context, prof string, req []byte, want int, first
 // the run's events from seq 1. The timed sections of the latency and
 // throughput measurements start before it.
 func (m *Mesh) submitAndFollow(ctx context.Context, req wire.RunRequest) (string, iter.Seq2[wire.Event, error], error) {
+	if m.tenant != nil {
+		return m.tenant.Start(ctx, req)
+	}
 	return m.client.Start(ctx, req)
+}
+
+// FollowTenant makes the mesh's measurements follow their runs through
+// one client.TenantFollower of the bench tenant, made now and closed when
+// tb ends, instead of a consumer for each run (client.Start).
+func (m *Mesh) FollowTenant(tb testing.TB) {
+	tb.Helper()
+	t, err := m.client.FollowTenant(context.Background(), Tenant)
+	if err != nil {
+		tb.Fatalf("bench: follow tenant: %v", err)
+	}
+	tb.Cleanup(func() { _ = t.Close() })
+	m.tenant = t
 }
 
 // connect opens a plain connection and a JetStream context to url,
