@@ -38,7 +38,9 @@ type encoder struct {
 	enc *msgpack.Encoder
 }
 
-// Marshal encodes v as msgpack. It is safe for concurrent use.
+// Marshal encodes v as msgpack. It is safe for concurrent use. A
+// *RunRecord or a *Work is written by hand (AppendRunRecord, AppendWork),
+// the same bytes the reflective encoder writes for any other value.
 func Marshal(v any) ([]byte, error) {
 	var b []byte
 	var err error
