@@ -38,8 +38,31 @@ type encoder struct {
 	enc *msgpack.Encoder
 }
 
-// Marshal encodes v as msgpack. It is safe for concurrent use.
+// Marshal encodes v as msgpack. It is safe for concurrent use. A
+// *RunRecord or a *Work is written by hand (AppendRunRecord, AppendWork),
+// the same bytes the reflective encoder writes for any other value.
 func Marshal(v any) ([]byte, error) {
+	var b []byte
+	var err error
+	switch m := v.(type) {
+	case *RunRecord:
+		b, err = AppendRunRecord(make([]byte, 0, 256), m)
+	case *Work:
+		b, err = AppendWork(make([]byte, 0, 512), m)
+	default:
+		return marshalValue(v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", v, err)
+	}
+	if len(b) > MaxMessageSize {
+		return nil, fmt.Errorf("encode %T: %w: %d bytes", v, ErrTooLarge, len(b))
+	}
+	return b, nil
+}
+
+// marshalValue is Marshal through the reflective encoder.
+func marshalValue(v any) ([]byte, error) {
 	e := encPool.Get().(*encoder)
 	defer encPool.Put(e)
 	e.buf.Reset()
@@ -62,8 +85,9 @@ type Versioned interface {
 // than MaxDepth, with no unknown field and v equal to Version.
 func Decode[T Versioned](b []byte) (T, error) {
 	var out T
-	if e, ok := any(&out).(*Event); ok && len(b) <= MaxMessageSize && Scan(b) == nil && decodeChunkEvent(b, e) {
-		// The chunk events a follower reads most, without reflection.
+	if fastDecode(b, &out) {
+		// The chunk events a follower reads most and the requests a
+		// router reads, without reflection.
 	} else {
 		out = *new(T)
 		if err := decodeStrict(b, &out); err != nil {
@@ -79,6 +103,19 @@ func Decode[T Versioned](b []byte) (T, error) {
 		}
 	}
 	return out, nil
+}
+
+// fastDecode reads b into out without reflection if out is of a type
+// with a fast path and b is a plain encoding of it (decodeChunkEvent,
+// decodeRunRequest); false leaves out for the reflective decoder.
+func fastDecode[T Versioned](b []byte, out *T) bool {
+	switch m := any(out).(type) {
+	case *Event:
+		return len(b) <= MaxMessageSize && Scan(b) == nil && decodeChunkEvent(b, m)
+	case *RunRequest:
+		return len(b) <= MaxMessageSize && Scan(b) == nil && decodeRunRequest(b, m)
+	}
+	return false
 }
 
 // check refuses an event whose batch fields disagree with its kind or with

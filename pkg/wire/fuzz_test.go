@@ -149,7 +149,12 @@ func fuzzDecode[T Versioned](f *testing.F, also ...func(t *testing.T, b []byte))
 	})
 }
 
-func FuzzDecodeRunRequest(f *testing.F) { fuzzDecode[RunRequest](f) }
+// FuzzDecodeRunRequest is fuzzDecode for run requests, and also holds
+// Decode's fast path for requests to the reflective decoder wherever it
+// takes the input (requestSameAsReflective).
+func FuzzDecodeRunRequest(f *testing.F) {
+	fuzzDecode[RunRequest](f, func(t *testing.T, b []byte) { requestSameAsReflective(t, b) })
+}
 
 // FuzzDecodeEvent is fuzzDecode for events, and also holds Decode's fast
 // path for chunk events to the reflective decoder wherever it takes the
