@@ -7,12 +7,12 @@ BENCHFLAGS ?=
 # Fuzz targets as package:Target. Add a line here when you add a Fuzz function.
 FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
-	./pkg/proc:FuzzDecoder ./pkg/proc:FuzzLexer \
-	./pkg/claudecode:FuzzClaudeParser ./pkg/claudecode:FuzzClaudeLine ./pkg/codex:FuzzCodexParser ./pkg/codex:FuzzCodexLine ./pkg/codex:FuzzProviderFromConfig \
-	./pkg/geminicli:FuzzGeminiParser ./pkg/geminicli:FuzzGeminiLine ./pkg/pi:FuzzPiParser ./pkg/pi:FuzzPiLine \
-	./pkg/redact:FuzzValidate ./pkg/redact:FuzzRedact \
-	./pkg/trajectory:FuzzDecodeTrajectory \
-	./pkg/trajstore:FuzzParseName
+	./pkg/adapter/cli/proc:FuzzDecoder ./pkg/adapter/cli/proc:FuzzLexer \
+	./pkg/adapter/cli/claudecode:FuzzClaudeParser ./pkg/adapter/cli/claudecode:FuzzClaudeLine ./pkg/adapter/cli/codex:FuzzCodexParser ./pkg/adapter/cli/codex:FuzzCodexLine ./pkg/adapter/cli/codex:FuzzProviderFromConfig \
+	./pkg/adapter/cli/gemini:FuzzGeminiParser ./pkg/adapter/cli/gemini:FuzzGeminiLine ./pkg/adapter/cli/pi:FuzzPiParser ./pkg/adapter/cli/pi:FuzzPiLine \
+	./pkg/exporter/redact:FuzzValidate ./pkg/exporter/redact:FuzzRedact \
+	./pkg/exporter/trajectory:FuzzDecodeTrajectory \
+	./pkg/exporter/trajstore:FuzzParseName
 
 .PHONY: build run test vet bench fuzz check fmt-check chaos
 
@@ -71,7 +71,7 @@ check: fmt-check test
 smoke:
 	$(GO) test -tags smoke -run TestSmoke -count=1 -v ./e2e
 
-## e2e-cli: install the pinned agent CLIs from npm into .cache/cli, then run each through the mesh against pkg/fakemodel
+## e2e-cli: install the pinned agent CLIs from npm into .cache/cli, then run each through the mesh against pkg/adapter/cli/fakemodel
 .PHONY: e2e-cli
 e2e-cli:
 	GO=$(GO) bash scripts/e2e-cli.sh

@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/wire"
-	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
 
 // FakeCLIEnv, set to any non-empty value in a process's environment, makes
@@ -40,7 +40,7 @@ const cliSession = "b0b0b0b0-0000-4000-8000-000000000001"
 // FakeCLI is a Claude Code CLI that answers at once: it writes to stdout, as
 // fast as the pipe takes them, the stream-json lines `claude -p
 // --output-format stream-json --verbose` prints for one answer (shapes as
-// in testdata/cli/claude/S1.stdout.ndjson): a system/init line with a
+// in testdata/cli/claude-code/S1.stdout.ndjson): a system/init line with a
 // session id, then one `assistant` event per text block, then a successful
 // `result`. args is the command line after the binary; its last element,
 // the prompt, is the workload as "<chunks> <chunk bytes>" (see cliPrompt):
@@ -138,9 +138,9 @@ func cliLines(w Workload) int { return w.Chunks + 2 }
 // the CLI measurement; Mesh.CLIThroughput is the third. A CLI is safe for
 // concurrent use, but measurements taken side by side measure each other.
 type CLI struct {
-	adapter *cliadapter.Adapter[claudecode.Request]
+	adapter *cli.Adapter[claudecode.Request]
 	binary  string
-	cfg     cliadapter.Config
+	cfg     cli.Config
 }
 
 // NewCLI returns the CLI, its workspace root a temporary directory of tb.
@@ -154,7 +154,7 @@ func NewCLI(tb testing.TB) *CLI {
 	if err != nil {
 		tb.Fatalf("bench: executable: %v", err)
 	}
-	cfg := cliadapter.Config{
+	cfg := cli.Config{
 		Binary:      exe,
 		InstallHint: "the bench test binary: run it through go test ./bench",
 		EnvSet: map[string]string{
@@ -280,7 +280,7 @@ func (c *CLI) readDirect(ctx context.Context, dir string, args, env []string) (i
 }
 
 // ParseThroughput is the intermediate figure: w.Runs runs of the adapter
-// itself at once (cliadapter's Stream: proc.Stream's framing, child
+// itself at once (cli's Stream: proc.Stream's framing, child
 // handling and teardown, claudecode.Parser, the chunk guard; exactly what
 // a runner iterates), consumed in this process with no runner and no NATS.
 // It blocks until every stream has ended, and returns the text chunks

@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
-	"github.com/agentmesh/agentmesh/pkg/codex"
-	"github.com/agentmesh/agentmesh/pkg/geminicli"
-	"github.com/agentmesh/agentmesh/pkg/pi"
-	"github.com/agentmesh/agentmesh/pkg/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -27,7 +27,7 @@ type Transcript struct {
 	// Runs are the stdout of each run, in order.
 	Runs [][]byte
 	// NewParser returns the CLI's parser for one run, as its adapter makes it.
-	NewParser func() cliadapter.Parser
+	NewParser func() cli.Parser
 }
 
 // Bytes is the size of all the runs.
@@ -47,7 +47,7 @@ func FakeTranscript(runs, chunks, chunkBytes int) (Transcript, error) {
 	if code := FakeCLI([]string{"--model", CLIModel, fmt.Sprintf("%d %d", chunks, chunkBytes)}, &out, &stderr); code != 0 {
 		return Transcript{}, fmt.Errorf("fake cli exited %d: %s", code, stderr.String())
 	}
-	t := Transcript{Name: "claude-fake", NewParser: func() cliadapter.Parser { return claudecode.NewParser() }}
+	t := Transcript{Name: "claude-fake", NewParser: func() cli.Parser { return claudecode.NewParser() }}
 	for range runs {
 		t.Runs = append(t.Runs, out.Bytes())
 	}
@@ -62,12 +62,12 @@ func CLITranscripts(root string, size int) ([]Transcript, error) {
 	call := adapter.Call{RunID: "bench-decode", Attempt: 1, MaxAttempts: wire.DefaultMaxAttempts}
 	// Each Spec is made once, as an adapter makes it, and its NewParser
 	// called per run, as the adapter's Stream calls it.
-	codexSpec, geminiSpec, piSpec := codex.Spec(), geminicli.Spec(), pi.Spec()
+	codexSpec, geminiSpec, piSpec := codex.Spec(), gemini.Spec(), pi.Spec()
 	clis := []Transcript{
-		{Name: "claude", NewParser: func() cliadapter.Parser { return claudecode.NewParser() }},
-		{Name: "codex", NewParser: func() cliadapter.Parser { return codexSpec.NewParser(codex.Request{}, call) }},
-		{Name: "gemini", NewParser: func() cliadapter.Parser { return geminiSpec.NewParser(geminicli.Request{}, call) }},
-		{Name: "pi", NewParser: func() cliadapter.Parser { return piSpec.NewParser(pi.Request{}, call) }},
+		{Name: "claude-code", NewParser: func() cli.Parser { return claudecode.NewParser() }},
+		{Name: "codex", NewParser: func() cli.Parser { return codexSpec.NewParser(codex.Request{}, call) }},
+		{Name: "gemini", NewParser: func() cli.Parser { return geminiSpec.NewParser(gemini.Request{}, call) }},
+		{Name: "pi", NewParser: func() cli.Parser { return piSpec.NewParser(pi.Request{}, call) }},
 	}
 	for i := range clis {
 		t := &clis[i]
@@ -133,8 +133,8 @@ func outputJSON(path string) (bool, error) {
 }
 
 // Decode reads every run the way a CLI adapter reads its child's stdout
-// (cliadapter.Stream without the child): proc.Decoder's framing, then
-// cliadapter.Feed through a fresh parser per run, then End. It returns the
+// (cli.Stream without the child): proc.Decoder's framing, then
+// cli.Feed through a fresh parser per run, then End. It returns the
 // chunks produced. A run whose stdout does not decode is an error; a
 // parser error ends that run, as it ends a stream, and is not.
 func (t Transcript) Decode() (int, error) {
@@ -150,9 +150,9 @@ func (t Transcript) Decode() (int, error) {
 			if err != nil {
 				return chunks, fmt.Errorf("%s run %d: %w", t.Name, i, err)
 			}
-			cs, err := cliadapter.Feed(p, b)
+			cs, err := cli.Feed(p, b)
 			chunks += len(cs)
-			var de *cliadapter.DecodeError
+			var de *cli.DecodeError
 			if errors.As(err, &de) {
 				return chunks, fmt.Errorf("%s run %d: %w", t.Name, i, err)
 			}

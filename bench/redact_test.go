@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/redact"
+	"github.com/agentmesh/agentmesh/pkg/exporter/redact"
 )
 
 // redactCorpusSize is the size of the trajectory-like text that

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/sse"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/sse"
 )
 
 // ProfileFirstChunkLatency measures submit→first chunk through the mesh

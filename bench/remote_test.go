@@ -6,11 +6,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/bench"
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -21,7 +21,7 @@ const remoteCase, remoteTextChunks = "text", 5
 // pointed at them.
 func startRemote(tb testing.TB) (*bench.Mesh, string, []byte) {
 	tb.Helper()
-	fs, err := fixtureserver.Start("../testdata/remote/openai")
+	fs, err := replay.Start("../testdata/remote/openai")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -20,15 +20,15 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/fakemodel"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/codex"
-	"github.com/agentmesh/agentmesh/pkg/fakemodel"
-	"github.com/agentmesh/agentmesh/pkg/geminicli"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/pi"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -90,8 +90,8 @@ type cliCase struct {
 	// needs (base URL, key, config directory).
 	configure func(t *testing.T, e cliEnv) map[string]string
 	// defaults and build are the adapter package's DefaultConfig and New.
-	defaults func() cliadapter.Config
-	build    func(cliadapter.Config) (adapter.Adapter, error)
+	defaults func() cli.Config
+	build    func(cli.Config) (adapter.Adapter, error)
 	// request is the adapter's request for prompt; tool asks for the
 	// settings the tool round trip needs.
 	request func(prompt string, tool bool) map[string]any
@@ -119,7 +119,7 @@ var clis = []cliCase{
 			}
 		},
 		defaults: claudecode.DefaultConfig,
-		build:    func(cfg cliadapter.Config) (adapter.Adapter, error) { return claudecode.New(cfg) },
+		build:    func(cfg cli.Config) (adapter.Adapter, error) { return claudecode.New(cfg) },
 		request: func(prompt string, tool bool) map[string]any {
 			r := map[string]any{"prompt": prompt}
 			if tool {
@@ -159,13 +159,13 @@ apps = false
 			return map[string]string{codex.EnvCodexHome: home, e.codexKeyVar: "sk-fake-0000"}
 		},
 		defaults: codex.DefaultConfig,
-		build:    func(cfg cliadapter.Config) (adapter.Adapter, error) { return codex.New(cfg) },
+		build:    func(cfg cli.Config) (adapter.Adapter, error) { return codex.New(cfg) },
 		request: func(prompt string, _ bool) map[string]any {
 			return map[string]any{"prompt": prompt, "sandbox": codex.SandboxWorkspaceWrite}
 		},
 	},
 	{
-		name: geminicli.Name, binary: geminicli.Name, hint: geminicli.InstallHint,
+		name: gemini.Name, binary: gemini.Name, hint: gemini.InstallHint,
 		model: "gemini-2.5-flash", shell: "run_shell_command",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			write(t, filepath.Join(mkdir(t, e.home, ".gemini"), "settings.json"),
@@ -175,13 +175,13 @@ apps = false
 `)
 			return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": e.fakeURL}
 		},
-		defaults: geminicli.DefaultConfig,
-		build:    func(cfg cliadapter.Config) (adapter.Adapter, error) { return geminicli.New(cfg) },
+		defaults: gemini.DefaultConfig,
+		build:    func(cfg cli.Config) (adapter.Adapter, error) { return gemini.New(cfg) },
 		request: func(prompt string, tool bool) map[string]any {
 			r := map[string]any{"prompt": prompt}
 			if tool {
 				// Headless default mode does not even offer the shell tool.
-				r["approval_mode"] = string(geminicli.ApprovalYolo)
+				r["approval_mode"] = string(gemini.ApprovalYolo)
 			}
 			return r
 		},
@@ -201,7 +201,7 @@ apps = false
 			return map[string]string{pi.EnvAgentDir: dir, pi.EnvAPIKey: "sk-fake-0000"}
 		},
 		defaults: pi.DefaultConfig,
-		build:    func(cfg cliadapter.Config) (adapter.Adapter, error) { return pi.New(cfg) },
+		build:    func(cfg cli.Config) (adapter.Adapter, error) { return pi.New(cfg) },
 		request: func(prompt string, _ bool) map[string]any {
 			return map[string]any{"prompt": prompt, "provider": "fake"}
 		},
@@ -210,10 +210,10 @@ apps = false
 
 // Compile-time checks that the CLI adapters are mesh adapters.
 var (
-	_ adapter.Adapter = (*cliadapter.Adapter[claudecode.Request])(nil)
-	_ adapter.Adapter = (*cliadapter.Adapter[codex.Request])(nil)
-	_ adapter.Adapter = (*cliadapter.Adapter[geminicli.Request])(nil)
-	_ adapter.Adapter = (*cliadapter.Adapter[pi.Request])(nil)
+	_ adapter.Adapter = (*cli.Adapter[claudecode.Request])(nil)
+	_ adapter.Adapter = (*cli.Adapter[codex.Request])(nil)
+	_ adapter.Adapter = (*cli.Adapter[gemini.Request])(nil)
+	_ adapter.Adapter = (*cli.Adapter[pi.Request])(nil)
 )
 
 // harness is the mesh, the fake and a client shared by the CLIs' subtests.
@@ -355,9 +355,9 @@ const tempHomeAttempts = 3
 // tried exactly the policy's number of times, counted at the fake model
 // API. A runner that is not root cannot create a file the CLI accepts: it
 // must fail the run with the typed error instead, having called the API
-// not once, unless root has provisioned geminicli.SharedSettingsDir.
+// not once, unless root has provisioned gemini.SharedSettingsDir.
 func TestCLIGeminiTempHome(t *testing.T) {
-	i := slices.IndexFunc(clis, func(c cliCase) bool { return c.name == geminicli.Name })
+	i := slices.IndexFunc(clis, func(c cliCase) bool { return c.name == gemini.Name })
 	c := clis[i]
 	if _, err := exec.LookPath(c.binary); err != nil {
 		t.Fatalf("%s not on PATH (%s); `make e2e-cli` installs the pinned CLIs into .cache/cli", c.binary, c.hint)
@@ -511,7 +511,7 @@ func (h *harness) start(t *testing.T, c cliCase, profileName, conv, prompt strin
 	}
 	id, err := cl.Submit(ctx, wire.RunRequest{
 		Tenant: tenant, Principal: "e2e", Profile: profileName, Request: b,
-		Runtime:      map[string]any{cliadapter.RuntimeWorkspace: c.name},
+		Runtime:      map[string]any{cli.RuntimeWorkspace: c.name},
 		Conversation: conv, DeadlineMS: runDeadline.Milliseconds(),
 	})
 	if err != nil {

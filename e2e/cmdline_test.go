@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/fakemodel"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/fakemodel"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/anthropic"
-	"github.com/agentmesh/agentmesh/pkg/openai"
-	"github.com/agentmesh/agentmesh/pkg/remote"
-	"github.com/agentmesh/agentmesh/pkg/secret"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

@@ -20,8 +20,8 @@ cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
 CACHE=${E2E_CLI_CACHE:-.cache/cli}
-# Keep in step with the adapters' Version constants (pkg/claudecode,
-# pkg/codex, pkg/geminicli, pkg/pi).
+# Keep in step with the adapters' Version constants (pkg/adapter/cli/claudecode,
+# pkg/adapter/cli/codex, pkg/adapter/cli/gemini, pkg/adapter/cli/pi).
 PACKAGES=(
 	@anthropic-ai/claude-code@2.1.197
 	@openai/codex@0.171.0

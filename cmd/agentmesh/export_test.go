@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory/trajectorytest"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/trajectory/trajectorytest"
 )
 
 // TestUpExportFlow is the README's export flow through the CLI: enable,

@@ -29,10 +29,10 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exports"
-	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
@@ -1141,7 +1141,7 @@ func TestDeployPermissions(t *testing.T) {
 		// the creator's permissions (nats-io/nats-server#8274), and the
 		// consumer would live in the mesh's account, delivering into its
 		// subjects. The tenant's consumer creates reach the router's proxy
-		// (pkg/consumerproxy) instead, which refuses them with a JetStream
+		// (pkg/router/consumerproxy) instead, which refuses them with a JetStream
 		// error and never forwards them.
 		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "hi"}))
 		if err != nil {

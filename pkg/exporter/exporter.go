@@ -4,8 +4,8 @@
 // An exporter follows every write of the run records through a durable
 // consumer shared by all exporters (runs.Store.Follow). For a record that
 // is terminal and stamped consented, it reads the run's events from seq 1,
-// builds the trajectory (pkg/trajectory) through the tenant's redaction
-// (pkg/redact: the built-in detectors and the tenant's rules, watched so a
+// builds the trajectory (pkg/exporter/trajectory) through the tenant's redaction
+// (pkg/exporter/redact: the built-in detectors and the tenant's rules, watched so a
 // change applies without a restart), and stores it in three steps: an
 // unstored export record naming the object, the bytes, then the record
 // marked stored with its expiry. A crash between the steps leaves either
@@ -30,13 +30,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/consent"
+	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory"
+	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/trajectory"
-	"github.com/agentmesh/agentmesh/pkg/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exporter/redact"
+	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
-	"github.com/agentmesh/agentmesh/pkg/redact"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/trajectory"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -21,7 +21,7 @@ var ErrNotFound = errors.New("export not found")
 var ErrChanged = errors.New("export record changed since it was read")
 
 // Bytes is what the records need of the trajectory store
-// (pkg/trajstore.Store): deleting a name that is absent is success.
+// (pkg/exporter/trajstore.Store): deleting a name that is absent is success.
 type Bytes interface {
 	Delete(ctx context.Context, name string) error
 	Exists(ctx context.Context, name string) (bool, error)

@@ -12,13 +12,13 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
-	"github.com/agentmesh/agentmesh/pkg/codex"
-	"github.com/agentmesh/agentmesh/pkg/geminicli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/pi"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -91,14 +91,14 @@ func argvLog(t *testing.T, path string) [][]string {
 func TestSessionsThroughEachCLIAdapter(t *testing.T) {
 	type cliCase struct {
 		name, dir string
-		build     func(cliadapter.Config) (adapter.Adapter, error)
+		build     func(cli.Config) (adapter.Adapter, error)
 		model     string
 	}
 	cases := []cliCase{
-		{claudecode.Name, "claude", func(c cliadapter.Config) (adapter.Adapter, error) { return claudecode.New(c) }, "claude-sonnet-4-5"},
-		{codex.Name, "codex", func(c cliadapter.Config) (adapter.Adapter, error) { return codex.New(c) }, "gpt-5.5"},
-		{geminicli.Name, "gemini", func(c cliadapter.Config) (adapter.Adapter, error) { return geminicli.New(c) }, "gemini-2.5-flash"},
-		{pi.Name, "pi", func(c cliadapter.Config) (adapter.Adapter, error) { return pi.New(c) }, "fake-model"},
+		{claudecode.Name, "claude-code", func(c cli.Config) (adapter.Adapter, error) { return claudecode.New(c) }, "claude-sonnet-4-5"},
+		{codex.Name, "codex", func(c cli.Config) (adapter.Adapter, error) { return codex.New(c) }, "gpt-5.5"},
+		{gemini.Name, "gemini", func(c cli.Config) (adapter.Adapter, error) { return gemini.New(c) }, "gemini-2.5-flash"},
+		{pi.Name, "pi", func(c cli.Config) (adapter.Adapter, error) { return pi.New(c) }, "fake-model"},
 	}
 	for _, cc := range cases {
 		t.Run(cc.name, func(t *testing.T) {
@@ -108,7 +108,7 @@ func TestSessionsThroughEachCLIAdapter(t *testing.T) {
 				t.Fatal(err)
 			}
 			logPath := filepath.Join(t.TempDir(), "argv.log")
-			a, err := cc.build(cliadapter.Config{
+			a, err := cc.build(cli.Config{
 				Binary: os.Args[0], InstallHint: "the test binary",
 				EnvSet: map[string]string{
 					fakeCLILog: logPath, fakeCLIFirst: filepath.Join(transcripts, "S1"),

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/serve"
@@ -41,14 +41,14 @@ const testCredentialEnv = "AGENTMESH_TEST_OPENAI_KEY"
 
 // remoteMesh runs the mesh on profiles for fixture, openai (credential from
 // testCredentialEnv) and ollama, both remote ones served by fixture servers.
-func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *fixtureserver.Server) {
+func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *replay.Server) {
 	t.Helper()
-	oa, err := fixtureserver.Start("../../testdata/remote/openai")
+	oa, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { oa.Close() })
-	ol, err := fixtureserver.Start("../../testdata/remote/ollama")
+	ol, err := replay.Start("../../testdata/remote/ollama")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package mesh_test
 
 // Fault tests (issue 9, acceptance 1): real runner processes, killed with
 // SIGKILL or asked to cancel, running a fake agent CLI through the real
-// claude-code adapter and pkg/proc. Each test runs AGENTMESH_CHAOS_TRIALS
+// claude-code adapter and pkg/adapter/cli/proc. Each test runs AGENTMESH_CHAOS_TRIALS
 // runs (default faultDefaultTrials; make chaos runs 100), in rounds of up
 // to faultBatch at once, and logs one line
 //
@@ -34,12 +34,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/proc"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -276,7 +276,7 @@ func newFaultMesh(t *testing.T, ackWait, leaseTTL time.Duration) *faultMesh {
 	t.Helper()
 	m := &faultMesh{t: t, srv: natstest.RunJetStream(t), dir: t.TempDir(), profiles: t.TempDir(),
 		state: filepath.Join(t.TempDir(), "groups"), logs: t.TempDir(), ackWait: ackWait}
-	transcript, err := filepath.Abs("../../testdata/cli/claude/S1.stdout.ndjson")
+	transcript, err := filepath.Abs("../../testdata/cli/claude-code/S1.stdout.ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ policy: {max_attempts: 3, max_active: %d}
 	}
 	// The router validates requests with its own copy of the adapter; it
 	// never runs the CLI.
-	a, err := claudecode.New(cliadapter.Config{Binary: os.Args[0]})
+	a, err := claudecode.New(cli.Config{Binary: os.Args[0]})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
@@ -19,7 +20,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 	"github.com/agentmesh/agentmesh/pkg/topology"
-	"github.com/agentmesh/agentmesh/pkg/trajstore"
 )
 
 // Config selects and configures the services to run.

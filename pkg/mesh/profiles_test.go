@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/serve"
@@ -29,18 +29,18 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 	const keyA, keyB = "sk-test-profile-a-41c7", "sk-test-profile-b-9e02"
 	t.Setenv("AGENTMESH_TEST_KEY_A", keyA)
 	t.Setenv("AGENTMESH_TEST_KEY_B", keyB)
-	srvA, err := fixtureserver.Start("../../testdata/remote/openai")
+	srvA, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srvA.Close() })
-	srvB, err := fixtureserver.Start("../../testdata/remote/openai")
+	srvB, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srvB.Close() })
 	const pricing = "pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n"
-	profile := func(name, model string, srv *fixtureserver.Server, env string) string {
+	profile := func(name, model string, srv *replay.Server, env string) string {
 		return fmt.Sprintf("schema: 1\nname: %s\nadapter: openai\ntransport: remote\nmodel: %s\nbase_url: %s/text\nallow_loopback: true\ncredential_env: %s\n%s",
 			name, model, srv.URL(), env, pricing)
 	}
@@ -69,7 +69,7 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 		t.Helper()
 		for _, s := range []struct {
 			name       string
-			srv        *fixtureserver.Server
+			srv        *replay.Server
 			key, model string
 			want       int
 		}{{"A", srvA, keyA, "gpt-5.5", wantA}, {"B", srvB, keyB, "gpt-5.4", wantB}} {

@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/anthropic"
-	"github.com/agentmesh/agentmesh/pkg/fixtureserver"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -43,7 +43,7 @@ func allText(evs []wire.Event) string {
 // another model and the router restarts: the conversation stays on its
 // pinned model. Nothing checkpoint-only ever appears in an event.
 func TestRemoteToolRoundTripThroughTheMesh(t *testing.T) {
-	fs, err := fixtureserver.Start("../../testdata/remote/openai")
+	fs, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestRemoteToolRoundTripThroughTheMesh(t *testing.T) {
 }
 
 func TestAnthropicSignedThinkingStaysInTheCheckpoint(t *testing.T) {
-	fs, err := fixtureserver.Start("../../testdata/remote/anthropic")
+	fs, err := replay.Start("../../testdata/remote/anthropic")
 	if err != nil {
 		t.Fatal(err)
 	}

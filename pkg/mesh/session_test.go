@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/fixture"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"

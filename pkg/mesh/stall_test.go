@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -44,12 +44,12 @@ func hangingCLI(pidFile, transcript string) int {
 
 func TestStalledCLIEndsWithStallError(t *testing.T) {
 	srv := natstest.RunJetStream(t)
-	transcripts, err := filepath.Abs("../../testdata/cli/claude")
+	transcripts, err := filepath.Abs("../../testdata/cli/claude-code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pidFile := filepath.Join(t.TempDir(), "pids")
-	a, err := claudecode.New(cliadapter.Config{
+	a, err := claudecode.New(cli.Config{
 		Binary: os.Args[0], InstallHint: "the test binary",
 		EnvSet: map[string]string{
 			fakeCLILog: filepath.Join(t.TempDir(), "argv.log"), fakeCLIHang: pidFile,

@@ -13,7 +13,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentmesh/agentmesh/pkg/safehttp"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/safehttp"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.yaml.in/yaml/v3"
@@ -270,7 +270,7 @@ func (p *Profile) check(where string) []error {
 }
 
 // checkBaseURL judges a remote profile's base_url by the policy its
-// adapter's client will dial with (pkg/safehttp): http or https, a host,
+// adapter's client will dial with (pkg/adapter/remote/safehttp): http or https, a host,
 // no userinfo, and no refused address or name (private, link-local,
 // metadata, ...); loopback only with allow_loopback. The URL itself is not
 // repeated in the error: it may carry what should not be logged.

@@ -5,7 +5,7 @@
 // its tenant and run id but cannot be decoded or validated ends rejected
 // with its typed error on the run's events; only one naming no run at all
 // is dropped. It also answers cancel requests (control.go) and, through
-// pkg/consumerproxy, tenants' consumer creates on the events stream.
+// pkg/router/consumerproxy, tenants' consumer creates on the events stream.
 package router
 
 import (
@@ -21,10 +21,10 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/consent"
-	"github.com/agentmesh/agentmesh/pkg/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/router/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"

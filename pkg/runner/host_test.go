@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
-	"github.com/agentmesh/agentmesh/pkg/fixture"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // not above the CLI's teardown (kill grace plus stderr drain), naming the
 // variable; an in-process adapter tears down at once and takes the minimum.
 func TestRunnerRefusesTimersShorterThanTheTeardown(t *testing.T) {
-	cli, err := claudecode.New(cliadapter.Config{Binary: "claude", InstallHint: "-", Grace: 5 * time.Second})
+	cli, err := claudecode.New(cli.Config{Binary: "claude", InstallHint: "-", Grace: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

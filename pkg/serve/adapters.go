@@ -11,21 +11,21 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/anthropic"
-	"github.com/agentmesh/agentmesh/pkg/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/cliadapter"
-	"github.com/agentmesh/agentmesh/pkg/codex"
-	"github.com/agentmesh/agentmesh/pkg/fixture"
-	"github.com/agentmesh/agentmesh/pkg/geminicli"
-	"github.com/agentmesh/agentmesh/pkg/nlip"
-	"github.com/agentmesh/agentmesh/pkg/ollama"
-	"github.com/agentmesh/agentmesh/pkg/openai"
-	"github.com/agentmesh/agentmesh/pkg/pi"
-	"github.com/agentmesh/agentmesh/pkg/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/nlip"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/ollama"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/remote"
 	"github.com/agentmesh/agentmesh/pkg/runner"
-	"github.com/agentmesh/agentmesh/pkg/secret"
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
@@ -56,8 +56,8 @@ var builders = map[string]func(AdapterConfig, *profile.Profile) (adapter.Adapter
 	codex.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
 		return codex.New(c.cliConfig(codex.DefaultConfig(), p))
 	},
-	geminicli.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
-		return geminicli.New(c.cliConfig(geminicli.DefaultConfig(), p))
+	gemini.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
+		return gemini.New(c.cliConfig(gemini.DefaultConfig(), p))
 	},
 	pi.Name: func(c AdapterConfig, p *profile.Profile) (adapter.Adapter, error) {
 		return pi.New(c.cliConfig(pi.DefaultConfig(), p))
@@ -108,7 +108,7 @@ func remoteBuilder(name string, decl remote.Declaration, build func(remote.Confi
 // cliConfig is a CLI adapter's configuration: the adapter's defaults, then
 // what the operator's profile says (binary, install hint, the child's
 // environment), then the workspace root.
-func (c AdapterConfig) cliConfig(cfg cliadapter.Config, p *profile.Profile) cliadapter.Config {
+func (c AdapterConfig) cliConfig(cfg cli.Config, p *profile.Profile) cli.Config {
 	if p != nil {
 		if p.Binary != "" {
 			cfg.Binary = p.Binary

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/anthropic"
-	"github.com/agentmesh/agentmesh/pkg/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"

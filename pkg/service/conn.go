@@ -170,7 +170,7 @@ func Register(nc *nats.Conn, name, description string, metadata map[string]strin
 // subject that is not a JetStream one and without a Status header.
 // nats-server 2.15 lets whoever may create a consumer make it push into
 // any subject (nats-io/nats-server#8274); tenants' creates go through the
-// router's proxy (pkg/consumerproxy), which refuses push consumers, and
+// router's proxy (pkg/router/consumerproxy), which refuses push consumers, and
 // this is the second line: what such a consumer delivers carries a $JS.ACK
 // reply, or none and a Status header (its heartbeats), and is dropped here
 // unanswered.

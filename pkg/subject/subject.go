@@ -91,7 +91,7 @@ func (n Names) TenantEvents(tenant string) string { return n.subj("agentmesh.eve
 
 // ConsumerCreateProxy is where a tenant's request to create a consumer on
 // the events stream, filtered to filter, reaches the router's
-// consumer-create proxy (pkg/consumerproxy): the account import maps the
+// consumer-create proxy (pkg/router/consumerproxy): the account import maps the
 // tenant's $JS.<api>.CONSUMER.CREATE.<events>.<consumer>.<filter> here,
 // keeping the tokens in order.
 func (n Names) ConsumerCreateProxy(tenant, consumer, filter string) string {

@@ -59,7 +59,7 @@ type Config struct {
 
 // ExportsConfig configures the expiry of trajectory exports.
 type ExportsConfig struct {
-	// Store holds the trajectories' bytes (pkg/trajstore).
+	// Store holds the trajectories' bytes (pkg/exporter/trajstore).
 	Store exports.Bytes
 	// Every is how often the exports are swept (default 1m; also once at
 	// start).

@@ -1,0 +1,90 @@
+// Package codex provides the Codex CLI adapter: the typed request, the
+// `codex exec --json` command grammar, resumption through
+// `codex exec resume <thread_id>`, and the parser that maps the CLI's JSONL
+// events onto the chunk stream of shared/DESIGN.md §1. The grammar was
+// captured from @openai/codex 0.171.0 (shared/cli-transcripts/codex; copies
+// in testdata/cli/codex).
+//
+// # Operator setup
+//
+// Codex reads its model provider from $CODEX_HOME/config.toml, which is the
+// operator's file, never written by the adapter. It must select a provider
+// and define it, with the API key's environment variable named by env_key:
+//
+//	model = "gpt-5.5"
+//	model_provider = "myprovider"
+//	[model_providers.myprovider]
+//	name = "myprovider"
+//	base_url = "https://api.example.com/v1"
+//	env_key = "OPENAI_API_KEY"
+//	wire_api = "responses"
+//	[features]
+//	plugins = false   # else Codex reaches out to github.com at startup
+//
+// The child sees only the base variables of pkg/adapter/cli/proc (PATH, HOME, LANG,
+// LC_ALL, TZ, TMPDIR, TERM, USER) and the names in Config.EnvAllow.
+// DefaultConfig allows exactly:
+//
+//	CODEX_HOME      the config and session directory (default $HOME/.codex)
+//	OPENAI_API_KEY  the provider key: list instead whatever env_key names
+//	                (the transcripts use FAKE_OPENAI_API_KEY)
+//
+// Codex needs nothing else; a base URL lives in config.toml.
+//
+// # Request
+//
+// The request is a msgpack map decoded strictly (Decode):
+//
+//	prompt                   string  required: the last argv element, after "--"
+//	model                    string  optional: -m; empty uses the pinned model (adapter.Call.Model)
+//	sandbox                  string  optional: "workspace-write" (default) or "read-only";
+//	                                 -s on a new thread, -c sandbox_mode="..." on resume
+//	developer_instructions   string  optional: -c developer_instructions="..." (new thread only)
+//	model_instructions_file  string  optional, relative to the workspace:
+//	                                 -c model_instructions_file="<abs>" (new thread only)
+//	resume_thread_id         string  optional UUID: codex exec resume <id> (the resume field)
+//
+// danger-full-access is refused: the model's tools would escape the
+// workspace the runner contains. On resume Codex keeps the instructions the
+// thread started with and ignores new ones, so the two instruction fields
+// are not passed then.
+//
+// # Retries
+//
+// Codex retries a failed model request on its own (five stream reconnects
+// by default, each with up to four HTTP retries). Those are settings of the
+// selected provider, model_providers.<id>.stream_max_retries and
+// request_max_retries, and Codex refuses them for a built-in provider such
+// as "openai". The adapter reads config.toml (read only) and, when the
+// selected provider is defined there under a bare-key id, passes
+//
+//	-c model_providers.<id>.request_max_retries=0
+//	-c model_providers.<id>.stream_max_retries=<MaxAttempts-1>
+//
+// so one model call makes at most MaxAttempts requests and the mesh's
+// attempt policy, not an inner loop, bounds them. With a built-in
+// provider, or no readable config, the CLI's own defaults apply.
+//
+// # Sessions
+//
+// The adapter is resumable with resume field "resume_thread_id". The
+// parser publishes thread.started's thread_id as metadata.session_id on a
+// system chunk; a later run with resume_thread_id runs
+// `codex exec resume --json ... <thread_id> -- <prompt>` in the workspace
+// (exec resume accepts neither -C nor -s) and Codex confirms the same id.
+//
+// # Usage
+//
+// turn.completed's usage is cumulative over the whole thread. For a new
+// thread that is exactly the run's usage. For a resumed thread the parser
+// subtracts the thread's previous total, read before the run from the last
+// token_count record of the thread's rollout file
+// ($CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread_id>.jsonl, which
+// resuming requires anyway). When that total cannot be read the result
+// carries no usage rather than a wrong one; two runs resuming one thread at
+// once can each see the other's tokens. Token classes are disjoint:
+// input_tokens is uncached input, cache_read_tokens and cache_write_tokens
+// the cached parts, output_tokens the visible output and reasoning_tokens
+// the reasoning part of Codex's output count. Codex reports no cost, no
+// model name and no turn count.
+package codex

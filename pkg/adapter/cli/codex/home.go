@@ -1,0 +1,305 @@
+package codex
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+)
+
+// home finds the child's CODEX_HOME from the environment the child will
+// get (the allow-listed runner variables and the fixed ones) and reads
+// what the adapter needs from it. It only reads.
+type home struct {
+	allow []string
+	set   map[string]string
+}
+
+// dir is the child's CODEX_HOME: the variable, else $HOME/.codex, or ""
+// when neither is known as an absolute path.
+func (h home) dir() string {
+	var codexHome, userHome string
+	for _, kv := range proc.AllowEnv(h.allow, h.set) {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case EnvCodexHome:
+			codexHome = v
+		case "HOME":
+			userHome = v
+		}
+	}
+	switch {
+	case codexHome != "":
+		if filepath.IsAbs(codexHome) {
+			return codexHome
+		}
+		return "" // relative to the child's cwd: not ours to guess
+	case filepath.IsAbs(userHome):
+		return filepath.Join(userHome, ".codex")
+	}
+	return ""
+}
+
+// maxConfig bounds the config.toml the adapter reads.
+const maxConfig = 1 << 20
+
+// provider is the id of the model provider config.toml selects, when the
+// file itself defines it under a bare key; otherwise "" and no retry
+// override is passed (Codex refuses one for a built-in provider and for an
+// undefined id, and cannot address a dotted one).
+func (h home) provider() string {
+	d := h.dir()
+	if d == "" {
+		return ""
+	}
+	f, err := os.Open(filepath.Join(d, "config.toml"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
+	if err != nil || len(b) > maxConfig {
+		return ""
+	}
+	return providerFromConfig(b)
+}
+
+var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// providerFromConfig scans TOML for the selected model provider: the
+// top-level model_provider, or the one of [profiles.<profile>] when a
+// top-level profile selects it. It returns it only if a
+// [model_providers.<id>] table (or a dotted or inline key under
+// model_providers) defines it. Lines inside multi-line strings, arrays and
+// inline tables are skipped, so their text is never read as a table
+// header. It is a scanner for these few keys, not a TOML parser; anything
+// it does not understand leaves the id undefined, and the only cost of
+// that is the CLI's default retries.
+func providerFromConfig(b []byte) string {
+	var (
+		table     []string
+		inArray   bool // inside a [[array of tables]]
+		selected  string
+		profile   string
+		byProfile = map[string]string{}
+		defined   = map[string]bool{}
+		skipUntil string // closing delimiter of a multi-line string in progress
+		depth     int    // open brackets of a multi-line value in progress
+	)
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
+		if skipUntil != "" {
+			if strings.Contains(line, skipUntil) {
+				skipUntil = ""
+			}
+			continue
+		}
+		if depth > 0 {
+			depth += bracketDelta(line)
+			continue
+		}
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if strings.HasPrefix(line, "[[") {
+			inArray, table = true, nil
+			continue
+		}
+		if line[0] == '[' {
+			var path []string
+			ok := false
+			if end := strings.IndexByte(line, ']'); end > 0 {
+				path, ok = keyPath(line[1:end])
+			}
+			if !ok {
+				inArray, table = true, nil // unreadable: ignore what follows
+				continue
+			}
+			inArray, table = false, path
+			if len(path) >= 2 && path[0] == "model_providers" {
+				defined[path[1]] = true
+			}
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		key, ok := keyPath(k)
+		v = strings.TrimSpace(v)
+		switch {
+		case strings.HasPrefix(v, `"""`) && !strings.Contains(v[3:], `"""`):
+			skipUntil = `"""`
+		case strings.HasPrefix(v, `'''`) && !strings.Contains(v[3:], `'''`):
+			skipUntil = `'''`
+		case strings.HasPrefix(v, "[") || strings.HasPrefix(v, "{"):
+			depth = bracketDelta(v)
+		}
+		if !ok || inArray {
+			continue
+		}
+		full := append(append([]string(nil), table...), key...)
+		if len(full) >= 2 && full[0] == "model_providers" {
+			defined[full[1]] = true
+		}
+		s, isString := tomlString(v)
+		switch {
+		case !isString:
+		case len(full) == 1 && full[0] == "model_provider":
+			selected = s
+		case len(full) == 1 && full[0] == "profile":
+			profile = s
+		case len(full) == 3 && full[0] == "profiles" && full[2] == "model_provider":
+			byProfile[full[1]] = s
+		}
+	}
+	if p, ok := byProfile[profile]; profile != "" && ok {
+		selected = p
+	}
+	if selected == "" || !defined[selected] || !bareKeyRE.MatchString(selected) {
+		return ""
+	}
+	return selected
+}
+
+// keyPath splits a TOML key (bare, quoted or dotted) into its parts.
+func keyPath(s string) ([]string, bool) {
+	var out []string
+	s = strings.TrimSpace(s)
+	for s != "" {
+		var part string
+		switch s[0] {
+		case '"', '\'':
+			end := strings.IndexByte(s[1:], s[0])
+			if end < 0 {
+				return nil, false
+			}
+			part, s = s[1:1+end], s[2+end:]
+		default:
+			end := strings.IndexAny(s, ". \t")
+			if end < 0 {
+				end = len(s)
+			}
+			part, s = s[:end], s[end:]
+			if !bareKeyRE.MatchString(part) {
+				return nil, false
+			}
+		}
+		out = append(out, part)
+		s = strings.TrimSpace(s)
+		if s == "" {
+			break
+		}
+		if s[0] != '.' {
+			return nil, false
+		}
+		s = strings.TrimSpace(s[1:])
+		if s == "" {
+			return nil, false
+		}
+	}
+	return out, len(out) > 0
+}
+
+// tomlString reads a one-line TOML string value, ignoring a trailing
+// comment. Escapes are not needed for an id: a value that uses one is not
+// read.
+func tomlString(v string) (string, bool) {
+	if len(v) < 2 || (v[0] != '"' && v[0] != '\'') || strings.HasPrefix(v, `"""`) || strings.HasPrefix(v, `'''`) {
+		return "", false
+	}
+	end := strings.IndexByte(v[1:], v[0])
+	if end < 0 {
+		return "", false
+	}
+	s, rest := v[1:1+end], strings.TrimSpace(v[2+end:])
+	if strings.Contains(s, `\`) || (rest != "" && rest[0] != '#') {
+		return "", false
+	}
+	return s, true
+}
+
+// bracketDelta counts [ and { less ] and } outside strings and comments.
+func bracketDelta(s string) int {
+	n := 0
+	var quote byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote == '"' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == '#':
+			return n
+		case c == '[' || c == '{':
+			n++
+		case c == ']' || c == '}':
+			n--
+		}
+	}
+	return n
+}
+
+// threadTotal is the thread's cumulative usage before this run: the last
+// token_count record of its rollout file, or nil when there is no single
+// readable one.
+func (h home) threadTotal(threadID string) *counts {
+	d := h.dir()
+	if d == "" || !isUUID(threadID) {
+		return nil
+	}
+	matches, err := filepath.Glob(filepath.Join(d, "sessions", "*", "*", "*", "rollout-*-"+threadID+".jsonl"))
+	if err != nil || len(matches) != 1 {
+		return nil
+	}
+	f, err := os.Open(matches[0])
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	return lastTotal(f)
+}
+
+// lastTotal scans a rollout for its last
+// {"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{...}}}}.
+func lastTotal(r io.Reader) *counts {
+	var last *counts
+	br := bufio.NewReaderSize(r, 64<<10)
+	marker := []byte(`"token_count"`)
+	for {
+		line, err := br.ReadBytes('\n')
+		if bytes.Contains(line, marker) {
+			var rec struct {
+				Type    string `json:"type"`
+				Payload struct {
+					Type string `json:"type"`
+					Info *struct {
+						Total map[string]any `json:"total_token_usage"`
+					} `json:"info"`
+				} `json:"payload"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Type == "event_msg" && rec.Payload.Type == "token_count" &&
+				rec.Payload.Info != nil && rec.Payload.Info.Total != nil {
+				if c, err := countsOf(rec.Payload.Info.Total); err == nil {
+					last = &c
+				} else {
+					return nil // a record we cannot read: no baseline rather than a wrong one
+				}
+			}
+		}
+		if err != nil {
+			return last
+		}
+	}
+}

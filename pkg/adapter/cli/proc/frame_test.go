@@ -1,0 +1,305 @@
+package proc_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+)
+
+// chunkReader returns at most n bytes per Read, so a value (and a rune)
+// arrives in pieces.
+type chunkReader struct {
+	b []byte
+	n int
+}
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), r.n, len(r.b))
+	copy(p, r.b[:k])
+	r.b = r.b[k:]
+	return k, nil
+}
+
+// frames is what a Decoder made of an input: its maps, and how it ended.
+type frames struct {
+	maps []map[string]any
+	end  string // "eof", "incomplete", "not a map", "syntax", "other: …"
+	tail string
+}
+
+func decodeFrames(r io.Reader) (frames, error) {
+	var f frames
+	dec := proc.NewDecoder(r)
+	for {
+		m, err := dec.Next()
+		if err == nil {
+			if m == nil {
+				return f, errors.New("Next returned a nil map and no error")
+			}
+			f.maps = append(f.maps, m)
+			continue
+		}
+		if m != nil {
+			return f, fmt.Errorf("Next returned the map %v with the error %v", m, err)
+		}
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case err == io.EOF:
+			f.end = "eof"
+			// A clean end stays clean.
+			if m, err := dec.Next(); m != nil || err != io.EOF {
+				return f, fmt.Errorf("Next after EOF = %v, %v", m, err)
+			}
+		case errors.Is(err, proc.ErrIncomplete):
+			f.end, f.tail = "incomplete", string(dec.Tail())
+			if len(bytes.TrimSpace(dec.Tail())) == 0 {
+				return f, fmt.Errorf("incomplete with an empty tail: %v", err)
+			}
+		case errors.Is(err, proc.ErrNotMap):
+			f.end = "not a map"
+		case errors.As(err, &syn):
+			f.end = "syntax"
+		case errors.As(err, &typ):
+			f.end = "type"
+		default:
+			return f, fmt.Errorf("unexpected error %T: %v", err, err)
+		}
+		return f, nil
+	}
+}
+
+func TestDecoder(t *testing.T) {
+	tests := []struct {
+		name     string
+		in       string
+		want     []string
+		wantEnd  string
+		wantTail string
+	}{
+		{name: "empty", in: "", wantEnd: "eof"},
+		{name: "ndjson", in: "{\"a\":1}\n{\"b\":2}\n", want: []string{`{"a":1}`, `{"b":2}`}, wantEnd: "eof"},
+		{name: "concatenated", in: `{"a":1}{"b":2}{}`, want: []string{`{"a":1}`, `{"b":2}`, `{}`}, wantEnd: "eof"},
+		{name: "whitespace", in: "\n\r\n \t{\"a\":1}  \n\n{\"b\":2}\n\n ", want: []string{`{"a":1}`, `{"b":2}`}, wantEnd: "eof"},
+		{name: "utf-8", in: `{"t":"日本語 🎉 é"}`, want: []string{`{"t":"日本語 🎉 é"}`}, wantEnd: "eof"},
+		{name: "braces in strings", in: `{"t":"}{\"{"}{"u":"]["}`, want: []string{`{"t":"}{\"{"}`, `{"u":"]["}`}, wantEnd: "eof"},
+		{name: "scalar", in: "{\"a\":1}\n42\n{\"b\":2}", want: []string{`{"a":1}`}, wantEnd: "not a map"},
+		{name: "null", in: "null", wantEnd: "not a map"},
+		{name: "array", in: `[{"a":1}]`, wantEnd: "not a map"},
+		{name: "string", in: `"x"`, wantEnd: "not a map"},
+		{name: "incomplete", in: "{\"a\":1}\n  {\"b\":[1,", want: []string{`{"a":1}`}, wantEnd: "incomplete", wantTail: `{"b":[1,`},
+		{name: "incomplete string", in: `{"a":"x`, wantEnd: "incomplete", wantTail: `{"a":"x`},
+		{name: "incomplete scalar", in: `{"a":1}fals`, want: []string{`{"a":1}`}, wantEnd: "incomplete", wantTail: "fals"},
+		{name: "incomplete rune", in: "{\"a\":\"\xe6\x97", wantEnd: "incomplete", wantTail: "{\"a\":\"\xe6\x97"},
+		{name: "syntax", in: "{\"a\":1}\n{\"a\" 1}", want: []string{`{"a":1}`}, wantEnd: "syntax"},
+		{name: "text line", in: "warning: deprecated\n", wantEnd: "syntax"},
+		{name: "stray close", in: `{"a":1}}`, want: []string{`{"a":1}`}, wantEnd: "syntax"},
+		{name: "number out of range", in: `{"n":1e999}`, wantEnd: "type"},
+	}
+	for _, tt := range tests {
+		for _, n := range []int{1, 2, 3, 7, 4096} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, n), func(t *testing.T) {
+				got, err := decodeFrames(&chunkReader{b: []byte(tt.in), n: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []map[string]any
+				for _, s := range tt.want {
+					var m map[string]any
+					if err := json.Unmarshal([]byte(s), &m); err != nil {
+						t.Fatal(err)
+					}
+					want = append(want, m)
+				}
+				if !reflect.DeepEqual(got.maps, want) {
+					t.Errorf("maps = %v, want %v", got.maps, want)
+				}
+				if got.end != tt.wantEnd || got.tail != tt.wantTail {
+					t.Errorf("end %q tail %q, want %q tail %q", got.end, got.tail, tt.wantEnd, tt.wantTail)
+				}
+			})
+		}
+	}
+}
+
+// TestDecoderIncremental: a value is returned as soon as its last byte has
+// been read, without waiting for more input.
+func TestDecoderIncremental(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	dec := proc.NewDecoder(pr)
+	done := make(chan error, 1)
+	go func() {
+		_, err := pw.Write([]byte(`{"a":"日`))
+		if err == nil {
+			_, err = pw.Write([]byte(`本"}`))
+		}
+		done <- err // and then nothing more until the reader is closed
+	}()
+	m, err := dec.Next()
+	if err != nil || m["a"] != "日本" {
+		t.Fatalf("Next = %v, %v", m, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDecoderReadError: a failing reader's error comes back as is.
+func TestDecoderReadError(t *testing.T) {
+	errRead := errors.New("read failed")
+	dec := proc.NewDecoder(io.MultiReader(strings.NewReader(`{"a":1}{"b"`), iotest.ErrReader(errRead)))
+	if m, err := dec.Next(); err != nil || m["a"] != float64(1) {
+		t.Fatalf("first Next = %v, %v", m, err)
+	}
+	if _, err := dec.Next(); !errors.Is(err, errRead) {
+		t.Errorf("err = %v, want %v", err, errRead)
+	}
+}
+
+// fuzzSeedDir holds the framing seeds: real transcript lines and framing
+// edge cases. Go reads a target's own corpus only from
+// pkg/adapter/cli/proc/testdata/fuzz/FuzzDecoder; ours sits with the other fixtures.
+var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "proc")
+
+func FuzzDecoder(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, k := range []uint8{0, 1, 6, 255} {
+			f.Add(b, k)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, k uint8) {
+		// Read sizes from 1 to 256 bytes, derived from the input.
+		got, err := decodeFrames(&chunkReader{b: b, n: int(k) + 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Framing never depends on how the bytes were split into reads.
+		whole, err := decodeFrames(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, whole) {
+			t.Fatalf("reads of %d bytes gave %+v, one read gave %+v", int(k)+1, got, whole)
+		}
+	})
+}
+
+// benchInput is the Claude Code S2 transcript (a tool round trip) repeated
+// to about 8 MiB.
+func benchInput(b *testing.B) []byte {
+	b.Helper()
+	line, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", "proc", "claude-S2.stdout.ndjson"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return bytes.Repeat(line, 8<<20/len(line)+1)
+}
+
+// BenchmarkDecoder measures framing throughput against encoding/json's
+// Decoder decoding the same bytes into map[string]any, in the same run,
+// taking turns at going first. ns/op is the two together; the metrics are
+// each one's MB/s and their ratio (above 1: the Decoder is faster).
+func BenchmarkDecoder(b *testing.B) {
+	in := benchInput(b)
+	ours := func() int {
+		n := 0
+		dec := proc.NewDecoder(bytes.NewReader(in))
+		for {
+			_, err := dec.Next()
+			if err == io.EOF {
+				return n
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+	}
+	std := func() int {
+		n := 0
+		jd := json.NewDecoder(bytes.NewReader(in))
+		for {
+			var m map[string]any
+			err := jd.Decode(&m)
+			if err == io.EOF {
+				return n
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+	}
+	var oursT, stdT time.Duration
+	timed := func(f func() int, d *time.Duration) int {
+		start := time.Now()
+		n := f()
+		*d += time.Since(start)
+		return n
+	}
+	i := 0
+	for b.Loop() {
+		var a, c int
+		if i%2 == 0 {
+			a, c = timed(ours, &oursT), timed(std, &stdT)
+		} else {
+			c, a = timed(std, &stdT), timed(ours, &oursT)
+		}
+		if a != c || a == 0 {
+			b.Fatalf("Decoder framed %d objects, json.Decoder %d", a, c)
+		}
+		i++
+	}
+	mb := float64(len(in)) * float64(i) / 1e6
+	b.ReportMetric(mb/oursT.Seconds(), "proc-MB/s")
+	b.ReportMetric(mb/stdT.Seconds(), "json-MB/s")
+	b.ReportMetric(stdT.Seconds()/oursT.Seconds(), "proc/json-speed")
+}
+
+// Decoding a stream of concatenated and newline-delimited objects.
+func ExampleDecoder() {
+	dec := proc.NewDecoder(strings.NewReader("{\"type\":\"a\"}{\"type\":\"b\"}\n\n{\"type\":\"c\"}\n{\"type\":"))
+	for {
+		m, err := dec.Next()
+		if err == io.EOF {
+			break
+		}
+		if errors.Is(err, proc.ErrIncomplete) {
+			fmt.Printf("incomplete tail %s\n", dec.Tail())
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			break
+		}
+		fmt.Println(m["type"])
+	}
+	// Output:
+	// a
+	// b
+	// c
+	// incomplete tail {"type":
+}

@@ -1,0 +1,142 @@
+package proc_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+)
+
+// lexAny reads any value with the Lexer's reads into what encoding/json
+// makes of it in an interface; lexAnyBytes reads its strings with
+// StringBytes.
+func lexAny(l *proc.Lexer) any { return lexValue(l, false) }
+
+func lexAnyBytes(l *proc.Lexer) any { return lexValue(l, true) }
+
+func lexValue(l *proc.Lexer, asBytes bool) any {
+	switch l.Peek() {
+	case '{':
+		m := map[string]any{}
+		for k := range l.Members() {
+			m[string(k)] = lexValue(l, asBytes)
+		}
+		return m
+	case '[':
+		a := []any{}
+		for range l.Elements() {
+			a = append(a, lexValue(l, asBytes))
+		}
+		return a
+	case '"':
+		if asBytes {
+			return string(l.StringBytes())
+		}
+		return l.String()
+	case 't', 'f':
+		return l.Bool()
+	case 'n':
+		l.Null()
+		return nil
+	}
+	f, _ := l.Number()
+	return f
+}
+
+// lexMatches checks the Lexer's contract on b: where it reads b, it reads
+// what encoding/json reads, and where encoding/json fails, so does it.
+// Skip and Raw must agree with the full read.
+func lexMatches(t *testing.T, b []byte) {
+	t.Helper()
+	var want any
+	jerr := json.Unmarshal(b, &want)
+	l := proc.NewLexer(b)
+	got := lexAny(&l)
+	ok := l.End()
+	if jerr != nil && ok {
+		t.Fatalf("%q: Lexer read %#v, encoding/json failed: %v", b, got, jerr)
+	}
+	if ok && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: Lexer read %#v, encoding/json %#v", b, got, want)
+	}
+	lb := proc.NewLexer(b)
+	if gotBytes := lexAnyBytes(&lb); lb.End() != ok || ok && !reflect.DeepEqual(gotBytes, got) {
+		t.Fatalf("%q: with StringBytes the Lexer read %#v (ok %t), with String %#v (ok %t)", b, gotBytes, lb.Ok(), got, ok)
+	}
+	s := proc.NewLexer(b)
+	s.Skip()
+	if sok := s.End(); jerr != nil && sok {
+		t.Fatalf("%q: Skip read what encoding/json rejects (%v)", b, jerr)
+	} else if ok && !sok {
+		t.Fatalf("%q: Skip failed on what the full read took", b)
+	}
+	r := proc.NewLexer(b)
+	raw := r.Raw()
+	if r.End() && !bytes.Equal(bytes.TrimSpace(raw), bytes.TrimSpace(b)) {
+		t.Fatalf("%q: Raw = %q", b, raw)
+	}
+}
+
+func TestLexer(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     string
+		wantOk bool
+	}{
+		{name: "object", in: `{"a":1,"b":[true,false,null],"c":{"d":"e"}}`, wantOk: true},
+		{name: "escapes", in: `{"s":"a\"b\\c\/d\b\f\n\r\t\u00e9\u65e5\ud83c\udf89"}`, wantOk: true},
+		{name: "utf-8", in: `{"t":"日本語 🎉 é"}`, wantOk: true},
+		{name: "numbers", in: `[0,-0,1,-1,12.5,1e3,-2.5E-3,123456789012345,1234567890123456789]`, wantOk: true},
+		{name: "duplicate names", in: `{"a":1,"a":2}`, wantOk: true},
+		{name: "whitespace", in: " \n{ \"a\" : [ 1 , 2 ] }\t", wantOk: true},
+		{name: "lone surrogate", in: `{"s":"\ud800"}`},
+		{name: "invalid utf-8", in: "{\"s\":\"\xff\"}"},
+		{name: "escaped name", in: `{"\u0061":1}`},
+		{name: "out of range", in: `{"n":1e999}`},
+		{name: "leading zero", in: `{"n":01}`},
+		{name: "trailing comma", in: `{"a":1,}`},
+		{name: "control byte", in: "{\"s\":\"a\nb\"}"},
+		{name: "bad escape", in: `{"s":"\x"}`},
+		{name: "cut", in: `{"a":`},
+		{name: "trailing data", in: `{}{}`},
+		{name: "bare word", in: `{"a":nul}`},
+		{name: "long ascii", in: `{"s":"abcdefghijklmnopqrstuvwxyz0123456789","t":"0123456\"789abcdefghij\\klmnop"}`, wantOk: true},
+		{name: "long utf-8", in: `{"s":"abcdefghé日本語abcdefghijklmnop🎉abcdefgh"}`, wantOk: true},
+		{name: "long control byte", in: "{\"s\":\"abcdefghijklm\tnopqrstuvwxyz\"}"},
+		{name: "long invalid utf-8", in: "{\"s\":\"abcdefghijklmnopq\xffrstuvwxyz\"}"},
+		{name: "long cut", in: `{"s":"abcdefghijklmnopqrstuvwxyz`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lexMatches(t, []byte(tt.in))
+			l := proc.NewLexer([]byte(tt.in))
+			lexAny(&l)
+			if got := l.End(); got != tt.wantOk {
+				t.Errorf("Ok = %t, want %t", got, tt.wantOk)
+			}
+		})
+	}
+}
+
+// FuzzLexer checks the Lexer against encoding/json (lexMatches) on the
+// framing seeds and what the fuzzer makes of them.
+func FuzzLexer(f *testing.F) {
+	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
+	if err != nil || len(seeds) == 0 {
+		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
+	}
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			f.Add(line)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { lexMatches(t, b) })
+}

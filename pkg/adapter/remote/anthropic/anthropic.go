@@ -1,0 +1,259 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/sse"
+	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// Name is the adapter key: the pin's provider and the work subject's last
+// token.
+const Name = "anthropic"
+
+// The provider's API as this adapter speaks it.
+const (
+	// DefaultBaseURL is the provider's API root; a profile's base_url
+	// replaces it (a proxy, a gateway, the fixture server).
+	DefaultBaseURL = "https://api.anthropic.com"
+	// CredentialEnv is the credential variable the shipped profile names
+	// in credential_env.
+	CredentialEnv = "ANTHROPIC_API_KEY"
+	// APIVersion is sent as the anthropic-version header.
+	APIVersion = "2023-06-01"
+	// MessagesPath is the streaming endpoint, under the base URL.
+	MessagesPath = "/v1/messages"
+)
+
+// Capabilities is the adapter's immutable declaration: remote, not
+// resumable (a conversation continues through its checkpoint, not a
+// session id), emitting tool events (client tool calls as tool_use; the
+// web search server tool as a tool_use and its tool_result in one
+// stream) and reporting usage.
+func Capabilities() wire.Capabilities {
+	return wire.Capabilities{Transport: wire.TransportRemote, EmitsToolEvents: true, ReportsUsage: true}
+}
+
+// MaxPricedContext is the largest context window one price covers: a
+// request of more than 200,000 input tokens (the 1M-context beta of Claude
+// Sonnet 4 and 4.5) is billed at Anthropic's long-context rates, which a
+// single rate per token class cannot express, so a profile may advertise
+// no more (decision 11).
+const MaxPricedContext = 200_000
+
+// TokenClasses returns the token classes of the result's usage (see the
+// package doc's Usage): input, output, cache_read, cache_write and
+// reasoning (thinking tokens, when the provider itemizes them).
+func TokenClasses() []string {
+	return []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheWrite, cost.Reasoning}
+}
+
+// Declaration is the adapter's whole declaration, which remote.Unavailable
+// makes in its place when the profile's credential is unset.
+func Declaration() remote.Declaration {
+	return remote.Declaration{Capabilities: Capabilities(), TokenClasses: TokenClasses(), MaxPricedContext: MaxPricedContext}
+}
+
+// Adapter streams Anthropic Messages. It is safe for concurrent use; each
+// Stream call has its own HTTP client.
+type Adapter struct {
+	cfg remote.Config
+}
+
+// New returns the adapter for cfg after checking its base URL (scheme and
+// SSRF policy); an empty cfg.BaseURL means DefaultBaseURL. An empty
+// cfg.Credential sends no x-api-key header (a gateway that adds it); a
+// profile whose credential variable is unset is remote.Unavailable
+// instead, chosen by the registry, not here.
+func New(cfg remote.Config) (adapter.Adapter, error) {
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return &Adapter{cfg: cfg}, nil
+}
+
+// Name returns Name.
+func (a *Adapter) Name() string { return Name }
+
+// Capabilities returns Capabilities().
+func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities() }
+
+// TokenClasses returns TokenClasses() (adapter.TokenClasses).
+func (a *Adapter) TokenClasses() []string { return TokenClasses() }
+
+// MaxPricedContext returns MaxPricedContext (adapter.PricedContext).
+func (a *Adapter) MaxPricedContext() int { return MaxPricedContext }
+
+// RuntimeKeys returns nil: the adapter takes no runtime-only keys.
+func (a *Adapter) RuntimeKeys() []string { return nil }
+
+// Validate decodes the request strictly (Decode) and returns a Request.
+func (a *Adapter) Validate(b []byte) (any, error) {
+	req, err := Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// Stream runs one attempt: it joins the request to the conversation's
+// checkpoint, sends one streaming request and maps the provider's events
+// onto chunks (see the package documentation). It never retries: a
+// failure before any response is remote.Do's typed error, retryable only
+// for a connect failure or the attempt cap; every later failure is not
+// retryable. At message_stop it calls call.SaveCheckpoint with the
+// conversation including this turn, then yields the result chunk. Breaking
+// out of the loop or ctx ending closes the connection before Stream
+// returns.
+func (a *Adapter) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
+	return func(yield func(wire.Chunk, error) bool) {
+		stopped := false
+		emit := func(c wire.Chunk) bool {
+			stopped = !yield(c, nil)
+			return !stopped
+		}
+		if err := a.stream(ctx, call, emit); err != nil && !stopped {
+			yield(wire.Chunk{}, err)
+		}
+	}
+}
+
+func (a *Adapter) stream(ctx context.Context, call adapter.Call, emit func(wire.Chunk) bool) error {
+	req, ok := call.Request.(Request)
+	if !ok {
+		return validationf("the call's request is a %T, not an %s request", call.Request, Name)
+	}
+	model := call.Model
+	switch {
+	case req.Model != "" && model != "" && req.Model != model:
+		return validationf("field \"model\": %q differs from the pinned model %q", req.Model, model)
+	case model == "":
+		model = req.Model
+	}
+	if model == "" {
+		return validationf("no model: the run is not pinned to one and the request names none")
+	}
+	pl, err := newPlan(req, model, call.Checkpoint)
+	if err != nil {
+		return err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL(MessagesPath), bytes.NewReader(pl.body))
+	if err != nil {
+		return wire.Errorf(wire.ProviderTransportError, "%s: %v", Name, err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	hreq.Header.Set("anthropic-version", APIVersion)
+	if !a.cfg.Credential.Empty() {
+		hreq.Header.Set("x-api-key", a.cfg.Credential.Reveal())
+	}
+	resp, err := remote.Do(ctx, a.cfg, Name, hreq)
+	if err != nil {
+		return reclassify(err)
+	}
+	defer resp.Close()
+	if mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type")); err != nil || mt != "text/event-stream" {
+		return protocolf("the response is %q, not an event stream", resp.Header.Get("Content-Type"))
+	}
+
+	p := newParser(pl.tools, pl.webSearch, model)
+	return readStream(ctx, resp.Body, p, func() error { return a.save(call, pl, p) }, emit)
+}
+
+// readStream reads the event stream body into p and emits the chunks in
+// order. onStop runs at message_stop, before the result chunk is emitted.
+// It returns nil at the end of the message, after an error event's chunk,
+// or when emit returns false; ctx's error when ctx ends; otherwise the
+// attempt's typed, non-retryable error.
+func readStream(ctx context.Context, body io.Reader, p *parser, onStop func() error, emit func(wire.Chunk) bool) error {
+	events := sse.NewReader(body)
+	for {
+		ev, err := events.Next()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err == io.EOF:
+			return p.end()
+		case errors.Is(err, sse.ErrTooLarge):
+			return protocolf("%v", err)
+		default:
+			// The response had begun: a broken stream is never retried.
+			return wire.Errorf(wire.ProviderTransportError, "%s: the stream broke off: %v", Name, err)
+		}
+		chunks, err := p.event(ev.Event, ev.Data)
+		if err != nil {
+			return err
+		}
+		if p.stopped {
+			if err := onStop(); err != nil {
+				return err
+			}
+		}
+		for _, c := range chunks {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !emit(c) {
+				return nil
+			}
+		}
+		if p.done() {
+			return nil
+		}
+	}
+}
+
+// save records the conversation with this turn's assistant message.
+func (a *Adapter) save(call adapter.Call, pl *plan, p *parser) error {
+	if call.SaveCheckpoint == nil {
+		return nil
+	}
+	next := pl.next
+	if content := p.assistantTurn(); content != nil {
+		next.Messages = append(next.Messages, turn{Role: "assistant", Content: content})
+	}
+	next.MessageID, next.StopReason = p.messageID, p.stopReason
+	b, err := wire.Marshal(next)
+	if err != nil {
+		return wire.Errorf(wire.ProviderError, "%s: the conversation's state cannot be checkpointed: %v", Name, err)
+	}
+	call.SaveCheckpoint(b)
+	return nil
+}
+
+// reclassify refines remote.Do's status errors with what only this
+// provider's bodies say: its context-window wordings beyond the shared
+// ones, and billing_error (HTTP 402, credit exhausted) as a quota error.
+// A 5xx stays ProviderError whatever its body says (remote.StatusError).
+func reclassify(err error) error {
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Class != wire.ProviderError || strings.HasPrefix(we.Message, Name+": HTTP 5") {
+		return err
+	}
+	c := we.Class
+	switch {
+	case contextText(we.Message):
+		c = wire.ProviderContextError
+	case bytes.Contains([]byte(we.Message), []byte("billing_error")):
+		c = wire.ProviderQuotaError
+	default:
+		return err
+	}
+	out := *we
+	out.Class = c
+	return &out
+}

@@ -1,0 +1,141 @@
+package openai_test
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// runPolicy is the runner's attempt policy (DESIGN §4), written out so the
+// adapter's classification can be seen driving it: retry a retryable
+// error before the first chunk, at most maxAttempts times; anything else
+// ends the run. It returns the attempts made and the last outcome.
+func runPolicy(t *testing.T, a adapter.Adapter, maxAttempts int) (int, []wire.Chunk, error) {
+	t.Helper()
+	for n := 1; ; n++ {
+		c := call(t, a, map[string]any{"prompt": conformance.Prompt})
+		c.Attempt, c.MaxAttempts = n, maxAttempts
+		chunks, err := collect(t, a, c)
+		var we *wire.Error
+		if len(chunks) == 0 && errors.As(err, &we) && we.Retryable && n < maxAttempts {
+			continue
+		}
+		return n, chunks, err
+	}
+}
+
+func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.Adapter {
+	t.Helper()
+	a, err := openai.New(remote.Config{BaseURL: baseURL, AllowLoopback: true, Credential: secret.New(credential), AttemptTimeout: timeout}, openai.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestAttempts is acceptance 4 at the adapter: connect refusal and the
+// attempt cap before any response are retryable and retried up to
+// max_attempts; an HTTP 500 or 401 is not; a failure after the first chunk
+// is not.
+func TestAttempts(t *testing.T) {
+	srv := startServer(t)
+
+	// A loopback port nobody listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + ln.Addr().String() + "/v1"
+	ln.Close()
+
+	// A server that accepts and never answers.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		silent.Close()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+
+	tests := []struct {
+		name         string
+		a            adapter.Adapter
+		wantAttempts int
+		wantChunks   bool
+		want         wire.Class
+	}{
+		{name: "connect_refused", a: remoteAdapter(t, refused, time.Second), wantAttempts: 3, want: wire.ProviderTransportError},
+		{name: "attempt_cap", a: remoteAdapter(t, "http://"+silent.Addr().String()+"/v1", 150*time.Millisecond), wantAttempts: 3, want: wire.ProviderTransportError},
+		{name: "http_500", a: newAdapter(t, srv, "http-500", openai.Options{}), wantAttempts: 1, want: wire.ProviderError},
+		{name: "http_401", a: newAdapter(t, srv, "http-401", openai.Options{}), wantAttempts: 1, want: wire.ProviderAuthError},
+		{name: "cut_after_output", a: newAdapter(t, srv, "cut", openai.Options{}), wantAttempts: 1, wantChunks: true, want: wire.ProviderTransportError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n, chunks, err := runPolicy(t, tt.a, 3)
+			if n != tt.wantAttempts {
+				t.Errorf("%d attempts, want %d (err %v)", n, tt.wantAttempts, err)
+			}
+			if got, _ := class(err); got != tt.want {
+				t.Errorf("err = %v, want class %s", err, tt.want)
+			}
+			if (len(chunks) > 0) != tt.wantChunks {
+				t.Errorf("%d chunks before the failure", len(chunks))
+			}
+		})
+	}
+	if n := len(requestsOf(srv, "cut")); n != 1 {
+		t.Errorf("the cut stream was requested %d times: a failure after output must not be replayed", n)
+	}
+	if n := len(requestsOf(srv, "http-500")); n != 1 {
+		t.Errorf("the 500 was requested %d times", n)
+	}
+}
+
+// TestUnavailable: without its credential the profile's adapter is the
+// closed one, with the same declaration.
+func TestUnavailable(t *testing.T) {
+	a := openai.Unavailable("OPENAI_API_KEY")
+	if a.Name() != openai.Name || a.Capabilities() != openai.Capabilities {
+		t.Errorf("Unavailable declares %s %+v", a.Name(), a.Capabilities())
+	}
+	if _, err := a.Validate(encode(t, map[string]any{"prompt": "hi"})); !errors.Is(err, wire.ProviderUnavailable) {
+		t.Errorf("Validate: %v", err)
+	}
+}
+
+// TestNewChecksBaseURL: an unsafe base URL fails before any client exists.
+func TestNewChecksBaseURL(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:8080/v1", "ftp://api.openai.com/v1", "http://169.254.169.254/v1", "http://[::1]/v1"} {
+		if _, err := openai.New(remote.Config{BaseURL: u}, openai.Options{}); !errors.Is(err, wire.ProfileError) {
+			t.Errorf("New(%q): err = %v, want ProfileError", u, err)
+		}
+	}
+}
