@@ -23,26 +23,6 @@ var (
 
 type request struct{ Prompt string }
 
-// newFrame returns a remote adapter whose attempt is attempt.
-func newFrame(t *testing.T, attempt func(ctx context.Context, req request, call adapter.Call, emit remote.Emit) error) adapter.Adapter {
-	t.Helper()
-	a, err := remote.New(remote.Spec[request]{
-		Name:        "api",
-		Declaration: remote.Declaration{Capabilities: caps, TokenClasses: []string{"input", "output"}, MaxPricedContext: 1000},
-		Decode: func(b []byte) (request, error) {
-			if len(b) == 0 {
-				return request{}, wire.Errorf(wire.AgenticRequestValidationError, "empty request")
-			}
-			return request{Prompt: string(b)}, nil
-		},
-		Attempt: attempt,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
 // script is an attempt that emits all its chunks, one call each, whatever
 // emit answers, then returns err; it records the first error emit
 // answered.
@@ -61,12 +41,15 @@ func (s *script) attempt(_ context.Context, _ request, _ adapter.Call, emit remo
 	return s.err
 }
 
+// outcome is what the consumer of a Stream saw: its chunks, the last
+// error and how many errors were yielded.
 type outcome struct {
 	chunks []wire.Chunk
 	err    error
 	errs   int
 }
 
+// collect ranges over a's Stream, breaking after chunk i when stop(i).
 func collect(ctx context.Context, a adapter.Adapter, call adapter.Call, stop func(i int) bool) outcome {
 	var o outcome
 	for c, err := range a.Stream(ctx, call) {
@@ -81,6 +64,26 @@ func collect(ctx context.Context, a adapter.Adapter, call adapter.Call, stop fun
 		}
 	}
 	return o
+}
+
+// newFrame returns a remote adapter whose attempt is attempt.
+func newFrame(t *testing.T, attempt func(ctx context.Context, req request, call adapter.Call, emit remote.Emit) error) adapter.Adapter {
+	t.Helper()
+	a, err := remote.New(remote.Spec[request]{
+		Name:        "api",
+		Declaration: remote.Declaration{Capabilities: caps, TokenClasses: []string{"input", "output"}, MaxPricedContext: 1000},
+		Decode: func(b []byte) (request, error) {
+			if len(b) == 0 {
+				return request{}, wire.Errorf(wire.AgenticRequestValidationError, "empty request")
+			}
+			return request{Prompt: string(b)}, nil
+		},
+		Attempt: attempt,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func call(t *testing.T, a adapter.Adapter) adapter.Call {
