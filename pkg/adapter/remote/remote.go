@@ -1,9 +1,11 @@
 // Package remote is what every remote adapter shares (DESIGN §4 "Remote
-// safety", D5 "Remote adapter"): the operator's configuration from the
-// profile, one SSRF-safe client per logical request, the per-attempt cap,
-// the one classification of transport failures (retryable only before any
-// response) and of HTTP status errors (never retryable here), and the
-// closed adapter a remote profile without its credential becomes.
+// safety", D5 "Remote adapter"): the frame each API adapter is built on
+// (Spec, whose streams pass the stream rules at one boundary), the
+// operator's configuration from the profile, one SSRF-safe client per
+// logical request, the per-attempt cap, the one classification of
+// transport failures (retryable only before any response) and of HTTP
+// status errors (*StatusError, never retryable here), and the closed
+// adapter a remote profile without its credential becomes.
 package remote
 
 import (
