@@ -207,28 +207,28 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 			}
 		}
 		p := a.spec.NewParser(req, call)
-		g := guard{yield: yield}
+		g := adapter.NewGuard(yield) // the stream rules every adapter's chunks obey
 		if lp, ok := p.(LineParser); ok {
-			a.streamLines(ctx, ps, lp, &g)
+			a.streamLines(ctx, ps, lp, g)
 			return
 		}
 		for ev, err := range proc.Stream(ctx, ps) {
 			if err != nil {
-				g.fail(err)
+				g.Fail(err)
 				return
 			}
 			chunks, err := p.Event(ev)
-			if !g.emit(chunks) {
+			if !g.Emit(chunks...) {
 				return
 			}
 			if err != nil {
-				g.fail(err)
+				g.Fail(err)
 				return
 			}
 		}
 		chunks, err := p.End()
-		if g.emit(chunks) && err != nil {
-			g.fail(err)
+		if g.Emit(chunks...) && err != nil {
+			g.Fail(err)
 		}
 	}
 }
@@ -237,36 +237,36 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 // not JSON after all ends the stream as proc.Stream would end it: the child
 // is torn down, then the protocol error naming its stdout is the last
 // value.
-func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *guard) {
+func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *adapter.Guard) {
 	var bad *DecodeError
 	for b, err := range proc.StreamRaw(ctx, ps) {
 		if err != nil {
-			g.fail(err)
+			g.Fail(err)
 			return
 		}
 		chunks, err := Feed(p, b)
 		if errors.As(err, &bad) {
 			break // proc tears the child down before the loop ends
 		}
-		if !g.emit(chunks) {
+		if !g.Emit(chunks...) {
 			return
 		}
 		if err != nil {
-			g.fail(err)
+			g.Fail(err)
 			return
 		}
 	}
 	if bad != nil {
 		if ctx.Err() != nil {
-			g.fail(context.Cause(ctx))
+			g.Fail(context.Cause(ctx))
 		} else {
-			g.fail(proc.ProtocolError(ps.Binary, bad.Err))
+			g.Fail(proc.ProtocolError(ps.Binary, bad.Err))
 		}
 		return
 	}
 	chunks, err := p.End()
-	if g.emit(chunks) && err != nil {
-		g.fail(err)
+	if g.Emit(chunks...) && err != nil {
+		g.Fail(err)
 	}
 }
 
@@ -293,52 +293,4 @@ func Feed(p Parser, b []byte) ([]wire.Chunk, error) {
 		return nil, &DecodeError{Err: err}
 	}
 	return p.Event(ev)
-}
-
-// guard enforces the stream rules every parser must obey, so a parser bug
-// surfaces as a protocol error instead of a contract violation: nothing
-// after an error chunk, at most one result and nothing after it, type and
-// is_error agreeing.
-type guard struct {
-	yield   func(wire.Chunk, error) bool
-	result  bool
-	stopped bool
-}
-
-// emit yields chunks and reports whether the stream may go on.
-func (g *guard) emit(chunks []wire.Chunk) bool {
-	for _, c := range chunks {
-		if g.stopped {
-			return false
-		}
-		switch {
-		case !c.Type.Valid():
-			return g.fail(wire.Errorf(wire.ProviderProtocolError, "parser produced chunk type %q", c.Type))
-		case (c.Type == wire.ChunkError) != c.IsError && c.Type != wire.ChunkToolResult:
-			return g.fail(wire.Errorf(wire.ProviderProtocolError, "parser produced a %s chunk with is_error=%t", c.Type, c.IsError))
-		case g.result && c.Type != wire.ChunkError:
-			return g.fail(wire.Errorf(wire.ProviderProtocolError, "%s chunk after the result", c.Type))
-		}
-		if c.Type == wire.ChunkResult {
-			g.result = true
-		}
-		if !g.yield(c, nil) {
-			g.stopped = true
-			return false
-		}
-		if c.Type == wire.ChunkError {
-			g.stopped = true // exactly one error chunk, and nothing after it
-			return false
-		}
-	}
-	return !g.stopped
-}
-
-// fail yields err as the stream's end, unless the stream already ended.
-func (g *guard) fail(err error) bool {
-	if !g.stopped {
-		g.stopped = true
-		g.yield(wire.Chunk{}, err)
-	}
-	return false
 }

@@ -1,20 +1,20 @@
 // Package remote is what every remote adapter shares (DESIGN §4 "Remote
-// safety", D5 "Remote adapter"): the operator's configuration from the
-// profile, one SSRF-safe client per logical request, the per-attempt cap,
-// the one classification of transport failures (retryable only before any
-// response) and of HTTP status errors (never retryable here), and the
-// closed adapter a remote profile without its credential becomes.
+// safety", D5 "Remote adapter"): the frame each API adapter is built on
+// (Spec, whose streams pass the stream rules at one boundary), the
+// operator's configuration from the profile, one SSRF-safe client per
+// logical request, the per-attempt cap, the one classification of
+// transport failures (retryable only before any response) and of HTTP
+// status errors (*StatusError, never retryable here), and the closed
+// adapter a remote profile without its credential becomes.
 package remote
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"iter"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -26,9 +26,6 @@ import (
 
 // DefaultAttemptTimeout is the record's per-attempt cap.
 const DefaultAttemptTimeout = 60 * time.Second
-
-// maxErrorBody bounds how much of an error response is read.
-const maxErrorBody = 64 << 10
 
 // Config is a remote adapter's operator configuration, from its profile.
 type Config struct {
@@ -83,8 +80,9 @@ func (r *Response) Close() error {
 // returns the open response for a 2xx status. A failure before the
 // response arrives (connect refused, DNS, timeout of the attempt cap) is a
 // retryable ProviderTransportError; a refused destination is a
-// non-retryable ProviderTransportError; any other status is StatusError's
-// typed, non-retryable error. ctx bounds the whole exchange, body included.
+// non-retryable ProviderTransportError; any other status is a
+// *StatusError, typed and not retryable. ctx bounds the whole exchange,
+// body included.
 func Do(ctx context.Context, c Config, provider string, req *http.Request) (*Response, error) {
 	if _, err := safehttp.CheckURL(req.URL.String(), c.policy()); err != nil {
 		return nil, wire.Errorf(wire.ProviderTransportError, "%s: %v", provider, err)
@@ -110,9 +108,37 @@ func Do(ctx context.Context, c Config, provider string, req *http.Request) (*Res
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer func() { cancel(nil); client.CloseIdleConnections() }()
 		defer resp.Body.Close()
-		return nil, StatusError(provider, resp)
+		return nil, NewStatusError(provider, resp)
 	}
 	return &Response{Response: resp, client: client, stop: func() bool { cancel(nil); return true }}, nil
+}
+
+// Post sends body, a JSON request, to url (c.URL of the endpoint) as one
+// attempt's POST through Do, asking for the media type accept; header
+// holds the provider's own headers (its credential, an API version). It
+// returns what Do returns; a url that makes no request is a ProfileError.
+func Post(ctx context.Context, c Config, provider, url, accept string, body []byte, header http.Header) (*Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, wire.Errorf(wire.ProfileError, "%s: request: %v", provider, err)
+	}
+	for k, vs := range header {
+		for _, v := range vs {
+			req.Header.Add(k, v)
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	return Do(ctx, c, provider, req)
+}
+
+// Bearer is the header that sends c's credential as a bearer token, for
+// Post; nil when c has no credential.
+func (c Config) Bearer() http.Header {
+	if c.Credential.Empty() {
+		return nil
+	}
+	return http.Header{"Authorization": {"Bearer " + c.Credential.Reveal()}}
 }
 
 var errAttemptCap = errors.New("attempt cap reached before a response")
@@ -129,72 +155,6 @@ func transportError(ctx context.Context, provider string, err, cause error) erro
 		return wire.Errorf(wire.ProviderTransportError, "%s: no response within the attempt cap", provider).Retry()
 	}
 	return wire.Errorf(wire.ProviderTransportError, "%s: %v", provider, err).Retry()
-}
-
-// StatusError types a non-2xx response by its status first: 401/403
-// auth; 429 and 529 (overloaded) quota; 413 context; any other 5xx
-// ProviderError whatever its text says (the model API's server failure,
-// the class every adapter gives it, README "Error classes"); for another
-// 4xx, a message saying overloaded quota, a context-length message
-// context, anything else ProviderError. Never retryable. The message
-// carries the provider's own error text, bounded and redacted.
-func StatusError(provider string, resp *http.Response) *wire.Error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	msg := errorText(body)
-	class := wire.ProviderError
-	low := strings.ToLower(msg)
-	switch {
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		class = wire.ProviderAuthError
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == 529:
-		class = wire.ProviderQuotaError
-	case resp.StatusCode >= 500:
-		class = wire.ProviderError
-	case strings.Contains(low, "overloaded"):
-		class = wire.ProviderQuotaError
-	case resp.StatusCode == http.StatusRequestEntityTooLarge || strings.Contains(low, "context length") ||
-		strings.Contains(low, "context_length") || strings.Contains(low, "prompt is too long") || strings.Contains(low, "maximum context") ||
-		strings.Contains(low, "context window") || strings.Contains(low, "context limit"):
-		class = wire.ProviderContextError
-	}
-	return wire.Errorf(class, "%s: HTTP %d: %s", provider, resp.StatusCode, msg)
-}
-
-// errorText finds the provider's message in an error body ({"error":
-// {"message"}}, {"error": "..."}, {"message": "..."}), else the raw text.
-func errorText(body []byte) string {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-		Detail  json.RawMessage `json:"detail"` // FastAPI servers (the NLIP reference)
-	}
-	if json.Unmarshal(body, &v) == nil {
-		var inner struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		}
-		if json.Unmarshal(v.Error, &inner) == nil && inner.Message != "" {
-			if inner.Type != "" {
-				return inner.Type + ": " + inner.Message
-			}
-			return inner.Message
-		}
-		var s string
-		if json.Unmarshal(v.Error, &s) == nil && s != "" {
-			return s
-		}
-		if v.Message != "" {
-			return v.Message
-		}
-		if json.Unmarshal(v.Detail, &s) == nil && s != "" {
-			return s
-		}
-	}
-	s := strings.TrimSpace(string(body))
-	if s == "" {
-		return "(empty body)"
-	}
-	return s
 }
 
 // Declaration is what a remote adapter declares about itself, and what
@@ -220,15 +180,12 @@ type Declaration struct {
 // else breaks, and choosing it fails with ProviderUnavailable before
 // anything starts. It is safe for concurrent use.
 func Unavailable(name string, d Declaration, credentialEnv string) adapter.Adapter {
-	d.RuntimeKeys = slices.Clone(d.RuntimeKeys)
-	d.TokenClasses = slices.Clone(d.TokenClasses)
-	return &unavailable{name: name, decl: d, env: credentialEnv}
+	return &unavailable{declared: declare(name, d), env: credentialEnv}
 }
 
 type unavailable struct {
-	name string
-	decl Declaration
-	env  string
+	declared
+	env string
 }
 
 var (
@@ -236,11 +193,6 @@ var (
 	_ adapter.PricedContext = (*unavailable)(nil)
 )
 
-func (u *unavailable) Name() string                    { return u.name }
-func (u *unavailable) Capabilities() wire.Capabilities { return u.decl.Capabilities }
-func (u *unavailable) RuntimeKeys() []string           { return slices.Clone(u.decl.RuntimeKeys) }
-func (u *unavailable) TokenClasses() []string          { return slices.Clone(u.decl.TokenClasses) }
-func (u *unavailable) MaxPricedContext() int           { return u.decl.MaxPricedContext }
 func (u *unavailable) err() *wire.Error {
 	return wire.Errorf(wire.ProviderUnavailable, "%s is unavailable: its credential variable %s is not set", u.name, u.env)
 }

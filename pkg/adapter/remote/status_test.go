@@ -37,7 +37,7 @@ func TestStatusError(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}
-			got := remote.StatusError("api", resp)
+			got := remote.NewStatusError("api", resp).Err
 			if got.Class != tt.want || got.Retryable {
 				t.Fatalf("StatusError(%d %s) = %v (retryable %t), want %s, not retryable", tt.status, tt.body, got, got.Retryable, tt.want)
 			}

@@ -1,11 +1,9 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"iter"
 	"mime"
 	"net/http"
 	"strings"
@@ -40,9 +38,7 @@ const (
 // session id), emitting tool events (client tool calls as tool_use; the
 // web search server tool as a tool_use and its tool_result in one
 // stream) and reporting usage.
-func Capabilities() wire.Capabilities {
-	return wire.Capabilities{Transport: wire.TransportRemote, EmitsToolEvents: true, ReportsUsage: true}
-}
+var Capabilities = wire.Capabilities{Transport: wire.TransportRemote, EmitsToolEvents: true, ReportsUsage: true}
 
 // MaxPricedContext is the largest context window one price covers: a
 // request of more than 200,000 input tokens (the 1M-context beta of Claude
@@ -61,20 +57,16 @@ func TokenClasses() []string {
 // Declaration is the adapter's whole declaration, which remote.Unavailable
 // makes in its place when the profile's credential is unset.
 func Declaration() remote.Declaration {
-	return remote.Declaration{Capabilities: Capabilities(), TokenClasses: TokenClasses(), MaxPricedContext: MaxPricedContext}
+	return remote.Declaration{Capabilities: Capabilities, TokenClasses: TokenClasses(), MaxPricedContext: MaxPricedContext}
 }
 
-// Adapter streams Anthropic Messages. It is safe for concurrent use; each
-// Stream call has its own HTTP client.
-type Adapter struct {
-	cfg remote.Config
-}
-
-// New returns the adapter for cfg after checking its base URL (scheme and
-// SSRF policy); an empty cfg.BaseURL means DefaultBaseURL. An empty
-// cfg.Credential sends no x-api-key header (a gateway that adds it); a
-// profile whose credential variable is unset is remote.Unavailable
-// instead, chosen by the registry, not here.
+// New returns the adapter for cfg, built on the remote frame
+// (remote.Spec): safe for concurrent use, each Stream call with its own
+// HTTP client. It checks the base URL first (scheme and SSRF policy); an
+// empty cfg.BaseURL means DefaultBaseURL. An empty cfg.Credential sends no
+// x-api-key header (a gateway that adds it); a profile whose credential
+// variable is unset is remote.Unavailable instead, chosen by the registry,
+// not here.
 func New(cfg remote.Config) (adapter.Adapter, error) {
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = DefaultBaseURL
@@ -82,60 +74,23 @@ func New(cfg remote.Config) (adapter.Adapter, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	return &Adapter{cfg: cfg}, nil
+	c := &client{cfg: cfg}
+	return remote.New(remote.Spec[Request]{Name: Name, Declaration: Declaration(), Decode: Decode, Attempt: c.attempt})
 }
 
-// Name returns Name.
-func (a *Adapter) Name() string { return Name }
-
-// Capabilities returns Capabilities().
-func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities() }
-
-// TokenClasses returns TokenClasses() (adapter.TokenClasses).
-func (a *Adapter) TokenClasses() []string { return TokenClasses() }
-
-// MaxPricedContext returns MaxPricedContext (adapter.PricedContext).
-func (a *Adapter) MaxPricedContext() int { return MaxPricedContext }
-
-// RuntimeKeys returns nil: the adapter takes no runtime-only keys.
-func (a *Adapter) RuntimeKeys() []string { return nil }
-
-// Validate decodes the request strictly (Decode) and returns a Request.
-func (a *Adapter) Validate(b []byte) (any, error) {
-	req, err := Decode(b)
-	if err != nil {
-		return nil, err
-	}
-	return req, nil
+// client sends one profile's attempts.
+type client struct {
+	cfg remote.Config
 }
 
-// Stream runs one attempt: it joins the request to the conversation's
-// checkpoint, sends one streaming request and maps the provider's events
-// onto chunks (see the package documentation). It never retries: a
-// failure before any response is remote.Do's typed error, retryable only
-// for a connect failure or the attempt cap; every later failure is not
-// retryable. At message_stop it calls call.SaveCheckpoint with the
-// conversation including this turn, then yields the result chunk. Breaking
-// out of the loop or ctx ending closes the connection before Stream
-// returns.
-func (a *Adapter) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
-	return func(yield func(wire.Chunk, error) bool) {
-		stopped := false
-		emit := func(c wire.Chunk) bool {
-			stopped = !yield(c, nil)
-			return !stopped
-		}
-		if err := a.stream(ctx, call, emit); err != nil && !stopped {
-			yield(wire.Chunk{}, err)
-		}
-	}
-}
-
-func (a *Adapter) stream(ctx context.Context, call adapter.Call, emit func(wire.Chunk) bool) error {
-	req, ok := call.Request.(Request)
-	if !ok {
-		return validationf("the call's request is a %T, not an %s request", call.Request, Name)
-	}
+// attempt is the frame's Spec.Attempt: it joins the request to the
+// conversation's checkpoint, sends one streaming request and maps the
+// provider's events onto chunks (see the package documentation). It never
+// retries: a failure before any response is remote.Do's typed error,
+// retryable only for a connect failure or the attempt cap; every later
+// failure is not retryable. At message_stop it calls call.SaveCheckpoint
+// with the conversation including this turn, then emits the result chunk.
+func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
 	model := call.Model
 	switch {
 	case req.Model != "" && model != "" && req.Model != model:
@@ -150,17 +105,11 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, emit func(wire.
 	if err != nil {
 		return err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL(MessagesPath), bytes.NewReader(pl.body))
-	if err != nil {
-		return wire.Errorf(wire.ProviderTransportError, "%s: %v", Name, err)
+	header := http.Header{"Anthropic-Version": {APIVersion}}
+	if !c.cfg.Credential.Empty() {
+		header.Set("x-api-key", c.cfg.Credential.Reveal())
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	hreq.Header.Set("anthropic-version", APIVersion)
-	if !a.cfg.Credential.Empty() {
-		hreq.Header.Set("x-api-key", a.cfg.Credential.Reveal())
-	}
-	resp, err := remote.Do(ctx, a.cfg, Name, hreq)
+	resp, err := remote.Post(ctx, c.cfg, Name, c.cfg.URL(MessagesPath), "text/event-stream", pl.body, header)
 	if err != nil {
 		return reclassify(err)
 	}
@@ -170,15 +119,15 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, emit func(wire.
 	}
 
 	p := newParser(pl.tools, pl.webSearch, model)
-	return readStream(ctx, resp.Body, p, func() error { return a.save(call, pl, p) }, emit)
+	return readStream(ctx, resp.Body, p, func() error { return save(call, pl, p) }, emit)
 }
 
 // readStream reads the event stream body into p and emits the chunks in
 // order. onStop runs at message_stop, before the result chunk is emitted.
-// It returns nil at the end of the message, after an error event's chunk,
-// or when emit returns false; ctx's error when ctx ends; otherwise the
-// attempt's typed, non-retryable error.
-func readStream(ctx context.Context, body io.Reader, p *parser, onStop func() error, emit func(wire.Chunk) bool) error {
+// It returns nil at the end of the message or after an error event's
+// chunk, emit's error as soon as emit returns one, ctx's error when ctx
+// ends during a read, otherwise the attempt's typed, non-retryable error.
+func readStream(ctx context.Context, body io.Reader, p *parser, onStop func() error, emit remote.Emit) error {
 	events := sse.NewReader(body)
 	for {
 		ev, err := events.Next()
@@ -203,13 +152,8 @@ func readStream(ctx context.Context, body io.Reader, p *parser, onStop func() er
 				return err
 			}
 		}
-		for _, c := range chunks {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if !emit(c) {
-				return nil
-			}
+		if err := emit(chunks...); err != nil {
+			return err
 		}
 		if p.done() {
 			return nil
@@ -218,7 +162,7 @@ func readStream(ctx context.Context, body io.Reader, p *parser, onStop func() er
 }
 
 // save records the conversation with this turn's assistant message.
-func (a *Adapter) save(call adapter.Call, pl *plan, p *parser) error {
+func save(call adapter.Call, pl *plan, p *parser) error {
 	if call.SaveCheckpoint == nil {
 		return nil
 	}
@@ -238,22 +182,17 @@ func (a *Adapter) save(call adapter.Call, pl *plan, p *parser) error {
 // reclassify refines remote.Do's status errors with what only this
 // provider's bodies say: its context-window wordings beyond the shared
 // ones, and billing_error (HTTP 402, credit exhausted) as a quota error.
-// A 5xx stays ProviderError whatever its body says (remote.StatusError).
+// A 5xx stays ProviderError whatever its body says (remote.NewStatusError).
 func reclassify(err error) error {
-	var we *wire.Error
-	if !errors.As(err, &we) || we.Class != wire.ProviderError || strings.HasPrefix(we.Message, Name+": HTTP 5") {
+	var se *remote.StatusError
+	if !errors.As(err, &se) || se.Err.Class != wire.ProviderError || se.StatusCode >= 500 {
 		return err
 	}
-	c := we.Class
 	switch {
-	case contextText(we.Message):
-		c = wire.ProviderContextError
-	case bytes.Contains([]byte(we.Message), []byte("billing_error")):
-		c = wire.ProviderQuotaError
-	default:
-		return err
+	case contextText(se.Err.Message):
+		return se.WithClass(wire.ProviderContextError)
+	case strings.Contains(se.Err.Message, "billing_error"):
+		return se.WithClass(wire.ProviderQuotaError)
 	}
-	out := *we
-	out.Class = c
-	return &out
+	return err
 }

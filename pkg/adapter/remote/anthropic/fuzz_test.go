@@ -45,8 +45,8 @@ func FuzzAnthropicStream(f *testing.F) {
 		stops := 0
 		err := readStream(context.Background(), bytes.NewReader(data), p,
 			func() error { stops++; return nil },
-			func(c wire.Chunk) bool { chunks = append(chunks, c); return true })
-		for _, problem := range conformance.Check(Capabilities(), chunks, err, conformance.Ran) {
+			func(cs ...wire.Chunk) error { chunks = append(chunks, cs...); return nil })
+		for _, problem := range conformance.Check(Capabilities, chunks, err, conformance.Ran) {
 			t.Errorf("stream rule: %s", problem)
 		}
 		if err != nil {

@@ -185,7 +185,7 @@ func (p *parser) messageStart(ev event) ([]wire.Chunk, error) {
 	if m.Model != "" {
 		p.model = m.Model
 	}
-	caps := Capabilities()
+	caps := Capabilities
 	return []wire.Chunk{{Type: wire.ChunkSystem, Metadata: wire.Metadata{Provider: Name, Model: p.model, Capabilities: &caps}}}, nil
 }
 

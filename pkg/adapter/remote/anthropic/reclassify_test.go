@@ -27,7 +27,7 @@ func TestReclassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := reclassify(remote.StatusError(Name, &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}))
+			err := reclassify(remote.NewStatusError(Name, &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}))
 			if got := wire.AsError(err); got.Class != tt.want {
 				t.Fatalf("reclassify = %v, want %s", got, tt.want)
 			}

@@ -1,13 +1,9 @@
 package nlip
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
-	"iter"
-	"net/http"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
@@ -38,18 +34,12 @@ var Capabilities = wire.Capabilities{Transport: wire.TransportRemote}
 // token classes: NLIP reports no usage.
 func Declaration() remote.Declaration { return remote.Declaration{Capabilities: Capabilities} }
 
-// Adapter is the nlip adapter. It is safe for concurrent use; each Stream
-// call has its own HTTP client.
-type Adapter struct {
-	cfg remote.Config
-}
-
-var _ adapter.Adapter = (*Adapter)(nil)
-
 // New returns the adapter for the agent at cfg.BaseURL, the agent's full
-// URL (nothing is appended). The URL is checked before any client exists:
-// http or https, and an address the SSRF policy allows; a missing URL is a
-// ProfileError. cfg.Credential, when set, is sent as a bearer token.
+// URL (nothing is appended), built on the remote frame (remote.Spec): safe
+// for concurrent use, each Stream call with its own HTTP client. The URL is
+// checked before any client exists: http or https, and an address the
+// SSRF policy allows; a missing URL is a ProfileError. cfg.Credential, when
+// set, is sent as a bearer token.
 func New(cfg remote.Config) (adapter.Adapter, error) {
 	if cfg.BaseURL == "" {
 		return nil, wire.Errorf(wire.ProfileError, "nlip: the agent URL (base_url) is missing")
@@ -57,24 +47,14 @@ func New(cfg remote.Config) (adapter.Adapter, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	return &Adapter{cfg: cfg}, nil
+	c := &client{cfg: cfg}
+	return remote.New(remote.Spec[Request]{Name: Name, Declaration: Declaration(), Decode: Decode, Attempt: c.attempt})
 }
 
-// Name implements adapter.Adapter.
-func (a *Adapter) Name() string { return Name }
-
-// Capabilities implements adapter.Adapter.
-func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
-
-// TokenClasses implements adapter.TokenClasses: none, NLIP reports no
-// usage.
-func (a *Adapter) TokenClasses() []string { return nil }
-
-// RuntimeKeys implements adapter.Adapter: none.
-func (a *Adapter) RuntimeKeys() []string { return nil }
-
-// Validate implements adapter.Adapter with Decode.
-func (a *Adapter) Validate(b []byte) (any, error) { return Decode(b) }
+// client sends one profile's attempts.
+type client struct {
+	cfg remote.Config
+}
 
 // checkpointVersion is the version of the state this adapter saves.
 const checkpointVersion = 1
@@ -86,40 +66,25 @@ type checkpoint struct {
 	Conversation string `msgpack:"conversation"`
 }
 
-// Stream runs one attempt: it posts the prompt as an NLIP text message
-// (with the conversation's token, when the conversation goes on) to the
-// agent URL; when the response headers arrive it yields the system chunk,
-// then reads the whole JSON answer, maps it (Parse) and yields its
-// projection (Chunks, or FailureChunk for an answer with error parts). It
-// blocks while ranged over; breaking out of the loop or ctx ending closes
-// the attempt's client. call.MaxAttempts <= 0, a missing prompt and a model
-// other than the pinned one are AgenticRequestValidationErrors before
-// anything is sent. A failure before the response (connect refused, the
-// attempt cap) is a retryable ProviderTransportError; an HTTP error status
-// is remote.StatusError's typed, non-retryable error; after the system
-// chunk a body cut short is a non-retryable ProviderTransportError and a
-// body that is not a mappable NLIP message a ProviderProtocolError. On
-// success it saves the conversation token with call.SaveCheckpoint, before
-// the result chunk.
-func (a *Adapter) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
-	return func(yield func(wire.Chunk, error) bool) {
-		if err := a.stream(ctx, call, yield); err != nil && !errors.Is(err, errStopped) {
-			yield(wire.Chunk{}, err)
-		}
-	}
-}
-
-var errStopped = errors.New("consumer stopped")
-
-func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire.Chunk, error) bool) error {
+// attempt is the frame's Spec.Attempt: it posts the prompt as an NLIP
+// text message (with the conversation's token, when the conversation goes
+// on) to the agent URL; when the response headers arrive it emits the
+// system chunk, then reads the whole JSON answer, maps it (Parse) and
+// emits its projection (Chunks, or FailureChunk for an answer with error
+// parts). call.MaxAttempts <= 0, a missing prompt and a model other than
+// the pinned one are AgenticRequestValidationErrors before anything is
+// sent. A failure before the response (connect refused, the attempt cap)
+// is a retryable ProviderTransportError; an HTTP error status is a
+// *remote.StatusError, typed and not retryable; after the system chunk a
+// body cut short is a non-retryable ProviderTransportError and a body that
+// is not a mappable NLIP message a ProviderProtocolError. On success it
+// saves the conversation token with call.SaveCheckpoint, before the result
+// chunk.
+func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
 	if call.MaxAttempts <= 0 {
 		// The record's helper made no request and returned an empty
 		// result for max_retries <= 0; here it is a validation error.
 		return wire.Errorf(wire.AgenticRequestValidationError, "nlip: max_attempts is %d; it must be > 0", call.MaxAttempts)
-	}
-	req, ok := call.Request.(Request)
-	if !ok {
-		return wire.Errorf(wire.AgenticRequestValidationError, "nlip: the call's request is %T, not an nlip.Request from Validate", call.Request)
 	}
 	if req.Prompt == "" {
 		return wire.Errorf(wire.AgenticRequestValidationError, "nlip request: field \"prompt\": required, a non-empty string")
@@ -144,23 +109,14 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 	if err != nil {
 		return wire.Errorf(wire.AgenticRequestValidationError, "nlip: encode the message: %v", err)
 	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.BaseURL, bytes.NewReader(body))
-	if err != nil {
-		return wire.Errorf(wire.ProfileError, "nlip: %v", err)
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "application/json")
-	if !a.cfg.Credential.Empty() {
-		httpReq.Header.Set("Authorization", "Bearer "+a.cfg.Credential.Reveal())
-	}
-	resp, err := remote.Do(ctx, a.cfg, Name, httpReq)
+	resp, err := remote.Post(ctx, c.cfg, Name, c.cfg.BaseURL, "application/json", body, c.cfg.Bearer())
 	if err != nil {
 		return err
 	}
 	defer resp.Close()
 	// The agent answered: the system chunk is the attempt's first output,
 	// as for every remote adapter, and from here on nothing is retried.
-	if err := emit(ctx, yield, SystemChunk(model)); err != nil {
+	if err := emit(SystemChunk(model)); err != nil {
 		return err
 	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseSize+1))
@@ -177,7 +133,7 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 		return err
 	}
 	if failure != nil {
-		return emit(ctx, yield, FailureChunk(failure))
+		return emit(FailureChunk(failure))
 	}
 	if res.Context == "" {
 		res.Context = cp.Conversation // the agent did not repeat it: the conversation keeps it
@@ -189,19 +145,5 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 		}
 		call.SaveCheckpoint(state)
 	}
-	return emit(ctx, yield, Chunks(res)...)
-}
-
-// emit yields chunks in order, stopping at the consumer's break or the
-// run's end (a cancelled run gets its cancellation, no further chunk).
-func emit(ctx context.Context, yield func(wire.Chunk, error) bool, chunks ...wire.Chunk) error {
-	for _, c := range chunks {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if !yield(c, nil) {
-			return errStopped
-		}
-	}
-	return nil
+	return emit(Chunks(res)...)
 }

@@ -1,13 +1,10 @@
 package ollama
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"iter"
-	"net/http"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
@@ -46,18 +43,11 @@ func Declaration() remote.Declaration {
 	return remote.Declaration{Capabilities: Capabilities, TokenClasses: TokenClasses()}
 }
 
-// Adapter is the ollama adapter. It is safe for concurrent use; each Stream
-// call has its own HTTP client.
-type Adapter struct {
-	cfg remote.Config
-}
-
-var _ adapter.Adapter = (*Adapter)(nil)
-
-// New returns the adapter for cfg. The base URL is checked first (http or
-// https, SSRF-safe; a local Ollama needs AllowLoopback). Ollama takes no
-// credential: a set one is a ProfileError rather than a secret silently
-// unused.
+// New returns the adapter for cfg, built on the remote frame
+// (remote.Spec): safe for concurrent use, each Stream call with its own
+// HTTP client. The base URL is checked first (http or https, SSRF-safe; a
+// local Ollama needs AllowLoopback). Ollama takes no credential: a set one
+// is a ProfileError rather than a secret silently unused.
 func New(cfg remote.Config) (adapter.Adapter, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
@@ -65,23 +55,14 @@ func New(cfg remote.Config) (adapter.Adapter, error) {
 	if !cfg.Credential.Empty() {
 		return nil, wire.Errorf(wire.ProfileError, "ollama takes no credential; remove credential_env from its profile")
 	}
-	return &Adapter{cfg: cfg}, nil
+	c := &client{cfg: cfg}
+	return remote.New(remote.Spec[Request]{Name: Name, Declaration: Declaration(), Decode: Decode, Attempt: c.attempt})
 }
 
-// Name implements adapter.Adapter.
-func (a *Adapter) Name() string { return Name }
-
-// Capabilities implements adapter.Adapter.
-func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
-
-// TokenClasses implements adapter.TokenClasses with TokenClasses().
-func (a *Adapter) TokenClasses() []string { return TokenClasses() }
-
-// RuntimeKeys implements adapter.Adapter: none.
-func (a *Adapter) RuntimeKeys() []string { return nil }
-
-// Validate implements adapter.Adapter with Decode.
-func (a *Adapter) Validate(b []byte) (any, error) { return Decode(b) }
+// client sends one profile's attempts.
+type client struct {
+	cfg remote.Config
+}
 
 // chatRequest is the /api/chat body.
 type chatRequest struct {
@@ -104,35 +85,19 @@ type chatFunction struct {
 	Parameters  map[string]any `json:"parameters"`
 }
 
-// Stream runs one attempt: it sends the conversation so far plus this
-// request's turn to /api/chat with stream=true and maps the NDJSON body to
-// chunks (Parser). It blocks while ranged over; breaking out of the loop or
-// ctx ending closes the connection and the attempt's client. A problem
-// with the request against the conversation (unanswered or unknown tool
-// calls, invalid pending arguments, a changed system message, a model
-// other than the pinned one) is an AgenticRequestValidationError before
-// anything is sent. A failure before the response (connect refused, the
-// attempt cap) is a retryable ProviderTransportError; an HTTP error status
-// is remote.StatusError's typed, non-retryable error; after the response
-// headers, the system chunk is the first output and every later failure
-// is terminal. On success it saves the extended history with
-// call.SaveCheckpoint, before the result chunk.
-func (a *Adapter) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
-	return func(yield func(wire.Chunk, error) bool) {
-		if err := a.stream(ctx, call, yield); err != nil && !errors.Is(err, errStopped) {
-			yield(wire.Chunk{}, err)
-		}
-	}
-}
-
-// errStopped: the consumer broke out of the loop.
-var errStopped = errors.New("consumer stopped")
-
-func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire.Chunk, error) bool) error {
-	req, ok := call.Request.(Request)
-	if !ok {
-		return wire.Errorf(wire.AgenticRequestValidationError, "ollama: the call's request is %T, not an ollama.Request from Validate", call.Request)
-	}
+// attempt is the frame's Spec.Attempt: it sends the conversation so far
+// plus this request's turn to /api/chat with stream=true and maps the
+// NDJSON body to chunks (Parser). A problem with the request against the
+// conversation (unanswered or unknown tool calls, invalid pending
+// arguments, a changed system message, a model other than the pinned one)
+// is an AgenticRequestValidationError before anything is sent. A failure
+// before the response (connect refused, the attempt cap) is a retryable
+// ProviderTransportError; an HTTP error status is a *remote.StatusError,
+// typed and not retryable; after the response headers, the system chunk is
+// the first output and every later failure is terminal. On success it
+// saves the extended history with call.SaveCheckpoint, before the result
+// chunk.
+func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
 	model := call.Model
 	switch {
 	case req.Model != "" && model != "" && req.Model != model:
@@ -155,20 +120,14 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 	if err != nil {
 		return wire.Errorf(wire.AgenticRequestValidationError, "ollama: encode the request: %v", err)
 	}
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL(ChatPath), bytes.NewReader(body))
-	if err != nil {
-		return wire.Errorf(wire.ProfileError, "ollama: %v", err)
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "application/x-ndjson")
-	resp, err := remote.Do(ctx, a.cfg, Name, httpReq)
+	resp, err := remote.Post(ctx, c.cfg, Name, c.cfg.URL(ChatPath), "application/x-ndjson", body, nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Close()
 
 	caps := Capabilities
-	if err := emit(ctx, yield, wire.Chunk{Type: wire.ChunkSystem, Metadata: wire.Metadata{Provider: Name, Model: model, Capabilities: &caps}}); err != nil {
+	if err := emit(wire.Chunk{Type: wire.ChunkSystem, Metadata: wire.Metadata{Provider: Name, Model: model, Capabilities: &caps}}); err != nil {
 		return err
 	}
 	tracked := &readTracker{r: resp.Body}
@@ -186,11 +145,8 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 		if err != nil {
 			return err
 		}
-		if err := emit(ctx, yield, chunks...); err != nil {
-			return err
-		}
-		if p.Failed() {
-			return nil // nothing after a provider-declared failure
+		if err := emit(chunks...); err != nil {
+			return err // after the error chunk too: nothing follows it
 		}
 	}
 	if ctx.Err() != nil {
@@ -207,22 +163,7 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 		}
 		call.SaveCheckpoint(state)
 	}
-	return emit(ctx, yield, final...)
-}
-
-// emit yields chunks in order, stopping at the consumer's break or at the
-// run's end: objects already buffered are not yielded after a cancel, the
-// cancellation is.
-func emit(ctx context.Context, yield func(wire.Chunk, error) bool, chunks ...wire.Chunk) error {
-	for _, c := range chunks {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if !yield(c, nil) {
-			return errStopped
-		}
-	}
-	return nil
+	return emit(final...)
 }
 
 func chatBody(model string, msgs []message, tools []toolschema.Tool, req Request) chatRequest {

@@ -75,7 +75,7 @@ const includeEncrypted = "reasoning.encrypted_content"
 
 // body builds the request for the conversation st (its last items being the
 // new turn) and the request's options.
-func (a *Adapter) body(st *state, req Request) ([]byte, error) {
+func (c *client) body(st *state, req Request) ([]byte, error) {
 	r := apiRequest{
 		Model:           st.Model,
 		Instructions:    st.Instructions,
@@ -86,7 +86,7 @@ func (a *Adapter) body(st *state, req Request) ([]byte, error) {
 		Stream:          true,
 		Include:         []string{includeEncrypted},
 	}
-	if req.Temperature != nil && !a.noTemperature[st.Model] {
+	if req.Temperature != nil && !c.noTemperature[st.Model] {
 		r.Temperature = req.Temperature
 	}
 	for _, t := range st.Tools {

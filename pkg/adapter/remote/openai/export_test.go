@@ -13,16 +13,11 @@ import (
 func ParseStream(body io.Reader, model string, tools []string) ([]wire.Chunk, error) {
 	p := newParser(model, aliases(tools))
 	var chunks []wire.Chunk
-	var final error
-	p.run(context.Background(), body, func() error { return nil }, func(c wire.Chunk, err error) bool {
-		if err != nil {
-			final = err
-			return false
-		}
-		chunks = append(chunks, c)
-		return true
+	err := p.read(context.Background(), body, func() error { return nil }, func(cs ...wire.Chunk) error {
+		chunks = append(chunks, cs...)
+		return nil
 	})
-	return chunks, final
+	return chunks, err
 }
 
 // Alias is the provider-safe function name of a canonical tool name.

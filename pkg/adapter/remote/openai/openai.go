@@ -1,14 +1,10 @@
 package openai
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
-	"iter"
 	"mime"
-	"net/http"
-	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
@@ -62,14 +58,15 @@ type Options struct {
 	NoTemperatureModels []string
 }
 
-// Adapter is the OpenAI Responses adapter. It is immutable and safe for
-// concurrent use; each Stream call owns its own HTTP client.
-type Adapter struct {
+// client sends one profile's attempts. It is immutable.
+type client struct {
 	cfg           remote.Config
 	noTemperature map[string]bool
 }
 
-// New returns the adapter for cfg, whose base URL (the API root, e.g.
+// New returns the adapter for cfg, built on the remote frame
+// (remote.Spec): immutable and safe for concurrent use, each Stream call
+// with its own HTTP client. The base URL (the API root, e.g.
 // https://api.openai.com/v1) is checked first; it starts nothing. An empty
 // cfg.Credential sends no Authorization header (a proxy that adds its
 // own); a profile whose credential variable is unset should be registered
@@ -78,11 +75,11 @@ func New(cfg remote.Config, opts Options) (adapter.Adapter, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	a := &Adapter{cfg: cfg, noTemperature: map[string]bool{}}
+	c := &client{cfg: cfg, noTemperature: map[string]bool{}}
 	for _, m := range opts.NoTemperatureModels {
-		a.noTemperature[m] = true
+		c.noTemperature[m] = true
 	}
-	return a, nil
+	return remote.New(remote.Spec[Request]{Name: Name, Declaration: Declaration(), Decode: Decode, Attempt: c.attempt})
 }
 
 // Unavailable is the closed adapter an openai profile becomes when its
@@ -92,169 +89,104 @@ func Unavailable(credentialEnv string) adapter.Adapter {
 	return remote.Unavailable(Name, Declaration(), credentialEnv)
 }
 
-// Name returns Name.
-func (a *Adapter) Name() string { return Name }
-
-// Capabilities returns Capabilities.
-func (a *Adapter) Capabilities() wire.Capabilities { return Capabilities }
-
-// TokenClasses returns TokenClasses() (adapter.TokenClasses).
-func (a *Adapter) TokenClasses() []string { return TokenClasses() }
-
-// MaxPricedContext returns MaxPricedContext (adapter.PricedContext).
-func (a *Adapter) MaxPricedContext() int { return MaxPricedContext }
-
-// RuntimeKeys returns none: the adapter takes no runtime-only keys.
-func (a *Adapter) RuntimeKeys() []string { return nil }
-
-// Validate decodes a request strictly (see Decode) and returns a Request.
-func (a *Adapter) Validate(b []byte) (any, error) { return Decode(b) }
-
-// Stream runs one attempt: one POST {base_url}/responses with stream=true
-// and store=false, its server-sent events mapped onto chunks. It does not
-// retry: a connect failure or the attempt cap before the response is a
-// retryable ProviderTransportError from remote.Do, an HTTP error status is
-// typed and not retryable, and a failure after the response began (a cut
-// connection, a malformed event) is a non-retryable
-// ProviderTransportError or ProviderProtocolError. A provider-declared
-// failure (error, response.failed) is the one error chunk, and the last.
+// attempt is the frame's Spec.Attempt: one POST {base_url}/responses
+// with stream=true and store=false, its server-sent events mapped onto
+// chunks. It does not retry: a connect failure or the attempt cap before
+// the response is a retryable ProviderTransportError from remote.Do, an
+// HTTP error status is a *remote.StatusError, typed and not retryable, and
+// a failure after the response began (a cut connection, a malformed event)
+// is a non-retryable ProviderTransportError or ProviderProtocolError. A
+// provider-declared failure (error, response.failed) is the one error
+// chunk, and the last.
 //
 // call.Checkpoint, when set, is the conversation this run continues; at
 // the end of a successful response the new conversation is handed to
-// call.SaveCheckpoint before the result chunk is yielded.
-func (a *Adapter) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
-	return func(yield func(wire.Chunk, error) bool) {
-		st, req, err := a.prepare(call)
-		if err != nil {
-			yield(wire.Chunk{}, err)
-			return
-		}
-		body, err := a.body(&st, req)
-		if err != nil {
-			yield(wire.Chunk{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: encode: %v", Name, err))
-			return
-		}
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.cfg.URL(ResponsesPath), bytes.NewReader(body))
-		if err != nil {
-			yield(wire.Chunk{}, wire.Errorf(wire.ProfileError, "%s: request: %v", Name, err))
-			return
-		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "text/event-stream")
-		if !a.cfg.Credential.Empty() {
-			hreq.Header.Set("Authorization", "Bearer "+a.cfg.Credential.Reveal())
-		}
-		resp, err := remote.Do(ctx, a.cfg, Name, hreq)
-		if err != nil {
-			yield(wire.Chunk{}, statusClass(err))
-			return
-		}
-		defer resp.Close()
-		if ct := resp.Header.Get("Content-Type"); ct != "" {
-			if mt, _, _ := mime.ParseMediaType(ct); mt != "text/event-stream" {
-				yield(wire.Chunk{}, protocolf("the response is %.64q, not an event stream", ct))
-				return
-			}
-		}
-		p := newParser(call.Model, aliases(st.toolNames()))
-		p.run(ctx, resp.Body, func() error {
-			if call.SaveCheckpoint == nil {
-				return nil
-			}
-			saved, err := p.save(st)
-			if err == nil {
-				call.SaveCheckpoint(saved)
-			}
-			return err
-		}, yield)
+// call.SaveCheckpoint before the result chunk is emitted.
+func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
+	st, err := prepare(req, call)
+	if err != nil {
+		return err
 	}
+	body, err := c.body(&st, req)
+	if err != nil {
+		return wire.Errorf(wire.AgenticRequestValidationError, "%s request: encode: %v", Name, err)
+	}
+	resp, err := remote.Post(ctx, c.cfg, Name, c.cfg.URL(ResponsesPath), "text/event-stream", body, c.cfg.Bearer())
+	if err != nil {
+		return err
+	}
+	defer resp.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "text/event-stream" {
+			return protocolf("the response is %.64q, not an event stream", ct)
+		}
+	}
+	p := newParser(call.Model, aliases(st.toolNames()))
+	return p.read(ctx, resp.Body, func() error {
+		if call.SaveCheckpoint == nil {
+			return nil
+		}
+		saved, err := p.save(st)
+		if err == nil {
+			call.SaveCheckpoint(saved)
+		}
+		return err
+	}, emit)
 }
 
-// run reads the response's events from body and yields their chunks, then
-// the final error if any. completed runs when a successful response ends,
-// before its result chunk is yielded; its error ends the stream instead.
-func (p *parser) run(ctx context.Context, body io.Reader, completed func() error, yield func(wire.Chunk, error) bool) {
+// read reads the response's events from body and emits their chunks. It
+// returns nil once the response reached its terminal event, emit's error
+// as soon as emit returns one, else the attempt's failure. completed runs
+// when a successful response ends, before its result chunk is emitted;
+// its error ends the stream instead.
+func (p *parser) read(ctx context.Context, body io.Reader, completed func() error, emit remote.Emit) error {
 	events := sse.NewReader(body)
 	for {
 		if ctx.Err() != nil {
-			yield(wire.Chunk{}, context.Cause(ctx))
-			return
+			return context.Cause(ctx)
 		}
 		ev, err := events.Next()
 		if err != nil {
-			yield(wire.Chunk{}, readError(ctx, err))
-			return
+			return readError(ctx, err)
 		}
 		chunks, end, err := p.feed(ev)
 		if err != nil {
-			yield(wire.Chunk{}, err)
-			return
+			return err
 		}
 		if end && p.completed {
 			if err := completed(); err != nil {
-				yield(wire.Chunk{}, err)
-				return
+				return err
 			}
 		}
-		for _, c := range chunks {
-			if !yield(c, nil) {
-				return
-			}
-		}
-		if end {
-			return
+		if err := emit(chunks...); err != nil || end {
+			return err
 		}
 	}
 }
 
 // prepare checks the request against the pin and the conversation and
 // returns the conversation with the request's turn appended.
-func (a *Adapter) prepare(call adapter.Call) (state, Request, error) {
-	var req Request
-	switch r := call.Request.(type) {
-	case Request:
-		req = r
-	case *Request:
-		if r != nil {
-			req = *r
-		}
-	default:
-		return state{}, req, wire.Errorf(wire.AgenticHandlerError, "%s: call request is %T, want openai.Request", Name, call.Request)
-	}
+func prepare(req Request, call adapter.Call) (state, error) {
 	if call.Model == "" {
-		return state{}, req, wire.Errorf(wire.ProfileError, "%s: no pinned model", Name)
+		return state{}, wire.Errorf(wire.ProfileError, "%s: no pinned model", Name)
 	}
 	if req.Model != "" && req.Model != call.Model {
-		return state{}, req, wire.Errorf(wire.AgenticRequestValidationError, "%s request: field \"model\": %.64q is not the pinned model %.64q", Name, req.Model, call.Model)
+		return state{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: field \"model\": %.64q is not the pinned model %.64q", Name, req.Model, call.Model)
 	}
 	st := state{V: stateVersion, Model: call.Model}
 	if len(call.Checkpoint) > 0 {
 		var err error
 		if st, err = decodeState(call.Checkpoint); err != nil {
-			return state{}, req, err
+			return state{}, err
 		}
 		if st.Model != call.Model {
-			return state{}, req, wire.Errorf(wire.PinMismatch, "%s: the conversation ran on %.64q, the run is pinned to %.64q", Name, st.Model, call.Model)
+			return state{}, wire.Errorf(wire.PinMismatch, "%s: the conversation ran on %.64q, the run is pinned to %.64q", Name, st.Model, call.Model)
 		}
 	}
 	if err := st.continueWith(req); err != nil {
-		return state{}, req, err
+		return state{}, err
 	}
-	return st, req, nil
-}
-
-// statusClass retypes the HTTP 400 the Responses API answers an over-long
-// input with ("Your input exceeds the context window of this model",
-// code context_length_exceeded), which remote.StatusError leaves a plain
-// ProviderError: its text matches none of remote's context-length phrases
-// and the code is not part of the message. Everything else passes as is.
-func statusClass(err error) error {
-	var we *wire.Error
-	if errors.As(err, &we) && we.Class == wire.ProviderError && strings.Contains(we.Message, "HTTP 400:") &&
-		strings.Contains(strings.ToLower(we.Message), "context window") {
-		return wire.Errorf(wire.ProviderContextError, "%s", we.Message)
-	}
-	return err
+	return st, nil
 }
 
 // readError types a failure to read the next event: the run's own end
