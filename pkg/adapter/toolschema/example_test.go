@@ -16,5 +16,5 @@ func ExampleValidate() {
 	fmt.Println(toolschema.Validate(schema, map[string]any{"path": 7.0}))
 	// Output:
 	// <nil>
-	// tool arguments do not match the schema: $.path: want string, got float64
+	// tool arguments do not match the schema: #/path: got number, want string
 }
