@@ -1,7 +1,6 @@
 package toolschema
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 
@@ -39,10 +38,10 @@ var toolKeys = []string{"name", "description", "input_schema"}
 // Tools reads field k of d, the tools of a remote adapter's request: a list
 // of maps {name, description, input_schema}, each with a non-empty name
 // that r.Name accepts, an optional string description, and an input schema
-// that r.Schema and CheckSchema accept and JSON can express; no two tools
-// share a name, or an alias under r.Alias. Every problem is recorded on d,
-// naming the element; then the result is nil. Absent or nil it returns nil,
-// an empty list an empty, non-nil slice. It does no I/O.
+// that r.Schema and CheckSchema accept; no two tools share a name, or an
+// alias under r.Alias. Every problem is recorded on d, naming the element;
+// then the result is nil. Absent or nil it returns nil, an empty list an
+// empty, non-nil slice. It does no I/O.
 func Tools(d *reqfield.Decoder, k string, r Rules) []Tool {
 	items := d.Maps(k)
 	if items == nil {
@@ -81,9 +80,6 @@ func Tools(d *reqfield.Decoder, k string, r Rules) []Tool {
 			}
 			if err := CheckSchema(schema); err != nil {
 				problem("input_schema: %v", err)
-			}
-			if _, err := json.Marshal(schema); err != nil {
-				problem("input_schema: not expressible as JSON: %v", err)
 			}
 		}
 		if nameOK && name != "" {

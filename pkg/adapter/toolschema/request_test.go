@@ -2,6 +2,7 @@ package toolschema_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,7 +72,10 @@ func TestTools(t *testing.T) {
 		{name: "empty name, schema not a map", in: map[string]any{"tools": []any{map[string]any{"name": "", "input_schema": "x"}}},
 			wantErr: `field "tools"[0]: name: required, a non-empty string; field "tools"[0]: input_schema: want a map (a JSON schema), got a string`},
 		{name: "unenforceable schema", in: map[string]any{"tools": []any{map[string]any{"name": "a", "input_schema": map[string]any{"type": "objekt"}}}},
-			wantErr: `field "tools"[0]: input_schema: tool arguments do not match the schema: schema: $: unknown type "objekt"`},
+			wantErr: `field "tools"[0]: input_schema: not a usable JSON Schema (draft 2020-12): #/type: 'anyOf' failed ` +
+				`[value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string'; got string, want array]`},
+		{name: "schema not JSON", in: map[string]any{"tools": []any{map[string]any{"name": "a", "input_schema": map[string]any{"maximum": math.NaN()}}}},
+			wantErr: `field "tools"[0]: input_schema: not a usable JSON Schema (draft 2020-12): #: not expressible as JSON: json: unsupported value: NaN`},
 		{name: "declared twice", in: map[string]any{"tools": []any{tool("a"), tool("b"), tool("a")}},
 			wantErr: `field "tools"[2]: name "a": declared twice`},
 		{name: "rules", rules: upper, in: map[string]any{"tools": []any{tool("a b"), tool("a"), tool("A"),

@@ -1,9 +1,20 @@
 // Package toolschema validates tool arguments against the tool's JSON
-// schema centrally, so a provider's lenient (non-strict) tool mode can
-// never let malformed arguments reach a tool. It implements the subset of
-// JSON Schema that tool definitions use: type (one or a list), properties,
-// required, additionalProperties (bool), items, enum, const, minimum,
-// maximum, minLength, maxLength, minItems, maxItems, anyOf, oneOf.
+// Schema centrally, so a provider's lenient (non-strict) tool mode can
+// never let malformed arguments reach a tool.
+//
+// A tool schema is JSON Schema draft 2020-12, compiled and enforced by
+// github.com/santhosh-tekuri/jsonschema/v6: every keyword of the draft
+// is enforced, and format is an assertion, not just an annotation. A
+// schema the library cannot compile is refused when the request is read
+// (CheckSchema), never silently half-enforced. Three rules on top of the
+// draft:
+//   - a $schema, if given, must name draft 2020-12;
+//   - a $ref may point only within the schema (such as "#/$defs/name"):
+//     nothing is loaded from a file or the network;
+//   - pattern and format "regex" use Go's regexp syntax (RE2), so a
+//     pattern with lookaround or backreferences does not compile.
+//
+// A format the library does not know is not enforced.
 //
 // It also reads the tools and tool_results fields that every remote
 // adapter's request shares (Tools, Results), so they are checked, and their
@@ -11,19 +22,25 @@
 package toolschema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"reflect"
 	"slices"
-	"sort"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
-// ErrInvalid is matched by every validation failure.
+// ErrInvalid is matched by every validation failure (an *ArgumentsError).
 var ErrInvalid = errors.New("tool arguments do not match the schema")
+
+// ErrSchema is matched by every schema that cannot be compiled (a
+// *SchemaError).
+var ErrSchema = errors.New("not a usable JSON Schema (draft 2020-12)")
 
 // Tool is a tool as a request declares it.
 type Tool struct {
@@ -32,223 +49,230 @@ type Tool struct {
 	Schema      map[string]any `msgpack:"input_schema" json:"input_schema"`
 }
 
-// Validate checks args against schema and returns every problem, each
-// naming its path, joined into one error matching ErrInvalid.
-func Validate(schema map[string]any, args map[string]any) error {
-	v := validator{}
-	v.check("$", schema, any(args))
-	if len(v.problems) == 0 {
+// Problem is one thing wrong with a schema or with the arguments checked
+// against one.
+type Problem struct {
+	// Location is a JSON Pointer, in its URI fragment form, into the
+	// schema (for a SchemaError) or the arguments (for an ArgumentsError):
+	// "#" is the whole document, "#/properties/path" a member of it.
+	Location string
+	// Reason says what is wrong there, in the validator's words.
+	Reason string
+}
+
+func (p Problem) String() string { return p.Location + ": " + p.Reason }
+
+// SchemaError is a tool schema that cannot be compiled, so no arguments
+// could be checked against it. It matches ErrSchema.
+type SchemaError struct {
+	// Problems lists what is wrong, ordered by location; never empty.
+	Problems []Problem
+}
+
+func (e *SchemaError) Error() string { return ErrSchema.Error() + ": " + joinProblems(e.Problems) }
+
+// Is reports whether target is ErrSchema.
+func (e *SchemaError) Is(target error) bool { return target == ErrSchema }
+
+// ArgumentsError is tool arguments that do not satisfy the tool's schema.
+// It matches ErrInvalid.
+type ArgumentsError struct {
+	// Problems lists every violation, ordered by location; never empty.
+	Problems []Problem
+}
+
+func (e *ArgumentsError) Error() string { return ErrInvalid.Error() + ": " + joinProblems(e.Problems) }
+
+// Is reports whether target is ErrInvalid.
+func (e *ArgumentsError) Is(target error) bool { return target == ErrInvalid }
+
+// maxProblems bounds the problems an error message lists, and maxReason
+// the length of one reason (a reason may quote the value at fault), so an
+// error sent back to a caller stays small.
+const (
+	maxProblems = 16
+	maxReason   = 256
+)
+
+func joinProblems(ps []Problem) string {
+	var b strings.Builder
+	for i, p := range ps {
+		if i == maxProblems {
+			fmt.Fprintf(&b, "; and %d more", len(ps)-maxProblems)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
+// Schema is a compiled tool schema. It is safe for concurrent use.
+type Schema struct{ s *jsonschema.Schema }
+
+// base is the URL the compiler knows a tool schema by. Its scheme is
+// fetched by nothing, and every reference resolves against it, so one
+// that is not to a place within the schema names a URL of its own, which
+// the loader refuses.
+const base = "agentmesh:///schema.json"
+
+// refuseLoads is the compiler's loader: it loads nothing, so a $ref or
+// $schema outside the schema fails the compilation. The compiler serves
+// the meta-schemas of the drafts it knows from its own embedded copies
+// before it asks a loader.
+type refuseLoads struct{}
+
+func (refuseLoads) Load(url string) (any, error) { return nil, errOutside }
+
+var errOutside = errors.New("outside the schema")
+
+// Compile compiles schema, checking it against the draft 2020-12
+// meta-schema and resolving its references. A schema that cannot be
+// compiled gives a *SchemaError naming every problem. It does no I/O,
+// and the schema map is not retained (Compile works on a copy).
+func Compile(schema map[string]any) (*Schema, error) {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, &SchemaError{Problems: []Problem{{Location: "#", Reason: "not expressible as JSON: " + err.Error()}}}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b)) // numbers as json.Number, as the compiler wants
+	if err != nil {
+		return nil, &SchemaError{Problems: []Problem{{Location: "#", Reason: err.Error()}}}
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.UseLoader(refuseLoads{})
+	if err := c.AddResource(base, doc); err != nil {
+		return nil, compileError(err)
+	}
+	s, err := c.Compile(base)
+	if err != nil {
+		return nil, compileError(err)
+	}
+	if s.DraftVersion != 2020 {
+		return nil, &SchemaError{Problems: []Problem{{Location: "#/$schema",
+			Reason: fmt.Sprintf("%.128q names another draft; omit $schema, or give %q", schema["$schema"], jsonschema.Draft2020.String())}}}
+	}
+	return &Schema{s: s}, nil
+}
+
+// Validate checks args against s and returns every violation, each naming
+// its location in args, as an *ArgumentsError; nil if there is none.
+// Numbers may be any Go integer or float type, or json.Number.
+func (s *Schema) Validate(args map[string]any) error {
+	err := s.s.Validate(any(args))
+	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(v.problems, "; "))
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return &ArgumentsError{Problems: []Problem{{Location: "#", Reason: err.Error()}}}
+	}
+	return &ArgumentsError{Problems: sorted(problems(ve, nil))}
 }
 
-// CheckSchema reports a schema this package cannot enforce (an unknown
-// type name, a malformed keyword), so a bad tool definition fails when the
-// request is validated, not when the tool is called.
+// Validate compiles schema and checks args against it: a *SchemaError if
+// schema does not compile, else what (*Schema).Validate gives. To check
+// several calls of one tool, Compile once and call (*Schema).Validate.
+func Validate(schema map[string]any, args map[string]any) error {
+	s, err := Compile(schema)
+	if err != nil {
+		return err
+	}
+	return s.Validate(args)
+}
+
+// CheckSchema reports, as a *SchemaError, a schema Compile refuses, so a
+// bad tool definition fails when the request is validated, not when the
+// tool is called. It does no I/O.
 func CheckSchema(schema map[string]any) error {
-	var problems []string
-	var walk func(path string, s map[string]any)
-	walk = func(path string, s map[string]any) {
-		for _, t := range typeNames(s["type"]) {
-			if !knownTypes[t] {
-				problems = append(problems, fmt.Sprintf("%s: unknown type %q", path, t))
-			}
-		}
-		if p, ok := s["properties"]; ok {
-			props, ok := p.(map[string]any)
-			if !ok {
-				problems = append(problems, path+": properties is not an object")
-			}
-			for k, sub := range props {
-				if m, ok := sub.(map[string]any); ok {
-					walk(path+"."+k, m)
-				} else {
-					problems = append(problems, fmt.Sprintf("%s.%s: schema is not an object", path, k))
-				}
-			}
-		}
-		if it, ok := s["items"].(map[string]any); ok {
-			walk(path+"[]", it)
-		}
-	}
-	walk("$", schema)
-	if len(problems) > 0 {
-		sort.Strings(problems)
-		return fmt.Errorf("%w: schema: %s", ErrInvalid, strings.Join(problems, "; "))
-	}
-	return nil
+	_, err := Compile(schema)
+	return err
 }
 
-var knownTypes = map[string]bool{"object": true, "array": true, "string": true, "number": true, "integer": true, "boolean": true, "null": true}
-
-type validator struct{ problems []string }
-
-func (v *validator) bad(path, format string, args ...any) {
-	v.problems = append(v.problems, path+": "+fmt.Sprintf(format, args...))
+// compileError words an error of the compiler as a *SchemaError.
+func compileError(err error) *SchemaError {
+	var (
+		sve  *jsonschema.SchemaValidationError
+		ve   *jsonschema.ValidationError
+		load *jsonschema.LoadURLError
+	)
+	switch {
+	case errors.As(err, &sve) && errors.As(sve.Err, &ve):
+		return &SchemaError{Problems: sorted(problems(ve, nil))}
+	case errors.As(err, &load) && errors.Is(load.Err, errOutside):
+		return &SchemaError{Problems: []Problem{{Location: "#",
+			Reason: fmt.Sprintf("%.128q is outside the schema: a $ref may point only within it (such as \"#/$defs/name\"), and nothing is loaded from a file or the network",
+				strings.TrimPrefix(load.URL, "agentmesh://"))}}}
+	}
+	// Other errors (a $ref to a pointer or anchor the schema lacks, a
+	// duplicate $id) name the place as a URL: the base stripped, what is
+	// left is a pointer into the schema.
+	return &SchemaError{Problems: []Problem{{Location: "#", Reason: strings.ReplaceAll(err.Error(), base, "")}}}
 }
 
-func typeNames(t any) []string {
-	switch t := t.(type) {
-	case string:
-		return []string{t}
-	case []any:
-		out := make([]string, 0, len(t))
-		for _, e := range t {
-			if s, ok := e.(string); ok {
-				out = append(out, s)
+// printer words the validator's messages in English; its POSIX variant
+// writes numbers as JSON does, without grouping (4096, not 4,096).
+var printer = message.NewPrinter(language.MustParse("en-US-POSIX"))
+
+// problems appends the violations e records, leaf by leaf. A failure that
+// only groups others (the whole schema, a $ref, allOf) gives its causes;
+// one whose causes are alternatives that each failed (anyOf, oneOf, not,
+// contains) gives itself, with its causes in brackets.
+func problems(e *jsonschema.ValidationError, out []Problem) []Problem {
+	switch e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Reference, *kind.Group, *kind.AllOf:
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				out = problems(c, out)
+			}
+			return out
+		}
+	}
+	p := Problem{Location: pointer(e.InstanceLocation), Reason: e.ErrorKind.LocalizedString(printer)}
+	if len(e.Causes) > 0 {
+		var alts []string
+		for _, c := range sorted(problems(&jsonschema.ValidationError{ErrorKind: &kind.Group{}, Causes: e.Causes}, nil)) {
+			if c.Location == p.Location {
+				alts = append(alts, c.Reason)
+			} else {
+				alts = append(alts, c.String())
 			}
 		}
-		return out
+		p.Reason += " [" + strings.Join(alts, "; ") + "]"
 	}
-	return nil
+	p.Reason = truncate(p.Reason)
+	return append(out, p)
 }
 
-func number(x any) (float64, bool) {
-	switch n := x.(type) {
-	case float64:
-		return n, true
-	case float32:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case int8:
-		return float64(n), true
-	case int16:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case uint8:
-		return float64(n), true
-	case uint16:
-		return float64(n), true
-	case uint32:
-		return float64(n), true
-	case uint64:
-		return float64(n), true
-	case json.Number:
-		f, err := n.Float64()
-		return f, err == nil
+// pointer is the JSON Pointer of tokens in its URI fragment form.
+func pointer(tokens []string) string {
+	var b strings.Builder
+	b.WriteByte('#')
+	for _, t := range tokens {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1"))
 	}
-	return 0, false
+	return b.String()
 }
 
-func isType(t string, x any) bool {
-	switch t {
-	case "object":
-		_, ok := x.(map[string]any)
-		return ok
-	case "array":
-		_, ok := x.([]any)
-		return ok
-	case "string":
-		_, ok := x.(string)
-		return ok
-	case "boolean":
-		_, ok := x.(bool)
-		return ok
-	case "null":
-		return x == nil
-	case "number":
-		_, ok := number(x)
-		return ok
-	case "integer":
-		f, ok := number(x)
-		return ok && f == math.Trunc(f)
+func truncate(s string) string {
+	if len(s) <= maxReason {
+		return s
 	}
-	return false
+	cut := maxReason
+	for cut > 0 && s[cut]&0xC0 == 0x80 { // not inside a UTF-8 sequence
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
-func (v *validator) check(path string, s map[string]any, x any) {
-	if types := typeNames(s["type"]); len(types) > 0 && !slices.ContainsFunc(types, func(t string) bool { return isType(t, x) }) {
-		v.bad(path, "want %s, got %T", strings.Join(types, " or "), x)
-		return
-	}
-	if enum, ok := s["enum"].([]any); ok && !slices.ContainsFunc(enum, func(e any) bool { return equal(e, x) }) {
-		v.bad(path, "%v is not one of %v", x, enum)
-	}
-	if c, ok := s["const"]; ok && !equal(c, x) {
-		v.bad(path, "%v is not %v", x, c)
-	}
-	for _, kw := range []string{"anyOf", "oneOf"} {
-		alts, ok := s[kw].([]any)
-		if !ok {
-			continue
-		}
-		matches := 0
-		for _, a := range alts {
-			if m, ok := a.(map[string]any); ok {
-				sub := validator{}
-				sub.check(path, m, x)
-				if len(sub.problems) == 0 {
-					matches++
-				}
-			}
-		}
-		if matches == 0 || (kw == "oneOf" && matches > 1) {
-			v.bad(path, "matches %d of the %s alternatives", matches, kw)
-		}
-	}
-	if f, ok := number(x); ok {
-		if lo, ok := number(s["minimum"]); ok && f < lo {
-			v.bad(path, "%v is below the minimum %v", f, lo)
-		}
-		if hi, ok := number(s["maximum"]); ok && f > hi {
-			v.bad(path, "%v is above the maximum %v", f, hi)
-		}
-	}
-	switch x := x.(type) {
-	case string:
-		n := float64(utf8.RuneCountInString(x))
-		if lo, ok := number(s["minLength"]); ok && n < lo {
-			v.bad(path, "shorter than %v characters", lo)
-		}
-		if hi, ok := number(s["maxLength"]); ok && n > hi {
-			v.bad(path, "longer than %v characters", hi)
-		}
-	case []any:
-		if lo, ok := number(s["minItems"]); ok && float64(len(x)) < lo {
-			v.bad(path, "fewer than %v items", lo)
-		}
-		if hi, ok := number(s["maxItems"]); ok && float64(len(x)) > hi {
-			v.bad(path, "more than %v items", hi)
-		}
-		if items, ok := s["items"].(map[string]any); ok {
-			for i, e := range x {
-				v.check(fmt.Sprintf("%s[%d]", path, i), items, e)
-			}
-		}
-	case map[string]any:
-		props, _ := s["properties"].(map[string]any)
-		for _, r := range typeNames(s["required"]) {
-			if _, ok := x[r]; !ok {
-				v.bad(path, "missing required property %q", r)
-			}
-		}
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			sub, ok := props[k].(map[string]any)
-			if !ok {
-				if ap, set := s["additionalProperties"].(bool); set && !ap {
-					v.bad(path, "unknown property %q", k)
-				}
-				continue
-			}
-			v.check(path+"."+k, sub, x[k])
-		}
-	}
-}
-
-func equal(a, b any) bool {
-	if fa, ok := number(a); ok {
-		fb, ok := number(b)
-		return ok && fa == fb
-	}
-	return reflect.DeepEqual(a, b)
+// sorted orders ps by location, stably: the validator visits an object's
+// properties in map order.
+func sorted(ps []Problem) []Problem {
+	slices.SortStableFunc(ps, func(a, b Problem) int { return strings.Compare(a.Location, b.Location) })
+	return ps
 }

@@ -470,7 +470,7 @@ func TestContinuationValidation(t *testing.T) {
 		wantText   string
 	}{
 		{"invalid arguments", invalid, model, map[string]any{"tool_results": []any{result(id)}},
-			wire.AgenticRequestValidationError, "$.max_bytes: 4096 is above the maximum 1024"},
+			wire.AgenticRequestValidationError, "#/max_bytes: maximum: got 4096, want 1024"},
 		{"missing result", valid, model, map[string]any{"prompt": "go on"},
 			wire.AgenticRequestValidationError, "awaits the results of the tool calls " + id},
 		{"unknown id", valid, model, map[string]any{"tool_results": []any{result(id), result("toolu_nope")}},

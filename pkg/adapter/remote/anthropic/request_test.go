@@ -63,7 +63,7 @@ func TestDecode(t *testing.T) {
 		{name: "schema not an object schema", in: map[string]any{"prompt": "hi", "tools": []any{map[string]any{"name": "x", "input_schema": map[string]any{"type": "string"}}}},
 			wantErr: []string{"only schemas of type object"}},
 		{name: "schema unenforceable", in: map[string]any{"prompt": "hi", "tools": []any{map[string]any{"name": "x", "input_schema": schema("strin")}}},
-			wantErr: []string{`unknown type "strin"`}},
+			wantErr: []string{`input_schema: not a usable JSON Schema (draft 2020-12): #/properties/q/type: `}},
 		{name: "duplicate tool", in: map[string]any{"prompt": "hi", "tools": []any{tool("x"), tool("x")}},
 			wantErr: []string{`field "tools"[1]: name "x": declared twice`}},
 		{name: "alias collision", in: map[string]any{"prompt": "hi", "tools": []any{tool("fs.read_file"), tool("fs_read_file_2055dfb0")}},

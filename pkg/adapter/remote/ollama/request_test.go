@@ -54,7 +54,7 @@ func TestDecode(t *testing.T) {
 			map[string]any{"name": "c", "input_schema": schema, "strict": true},
 			map[string]any{"name": "d", "input_schema": schema}, map[string]any{"name": "d", "input_schema": schema},
 			"e"}},
-			wantErr: []string{`field "tools"[0]: name: required`, `field "tools"[1]: input_schema: `, `unknown type "objekt"`,
+			wantErr: []string{`field "tools"[0]: name: required`, `field "tools"[1]: input_schema: `, `not a usable JSON Schema (draft 2020-12): #/type: `,
 				`field "tools"[2]: input_schema: required`, `field "tools"[3]: unknown field "strict"`,
 				`field "tools"[5]: name "d": declared twice`, `field "tools"[6]: want a map`}},
 		{name: "bad results", in: map[string]any{"tool_results": []any{

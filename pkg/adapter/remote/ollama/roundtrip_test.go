@@ -207,7 +207,7 @@ func TestInvalidToolArguments(t *testing.T) {
 	o := run(t, a, map[string]any{"tool_results": []any{
 		map[string]any{"tool_id": "call_k3b9x0qe", "output": "21"}, map[string]any{"tool_id": "call_p7o2gz50", "output": "17"}}},
 		first.checkpoint)
-	if !errors.Is(o.err, wire.AgenticRequestValidationError) || !strings.Contains(o.err.Error(), `unknown property "unit"`) {
+	if !errors.Is(o.err, wire.AgenticRequestValidationError) || !strings.Contains(o.err.Error(), `#: additional properties 'unit' not allowed`) {
 		t.Errorf("err = %v, want the schema violation", o.err)
 	}
 	// A call of a tool that was never declared is refused the same way.

@@ -46,7 +46,7 @@ func TestDecode(t *testing.T) {
 		{name: "tool_schema_not_object", in: map[string]any{"prompt": "hi", "tools": []any{map[string]any{"name": "a", "input_schema": map[string]any{"type": "string"}}}},
 			wantErr: []string{`the root must be an object schema`}},
 		{name: "tool_schema_bad_type", in: map[string]any{"prompt": "hi", "tools": []any{map[string]any{"name": "a", "input_schema": map[string]any{"type": "object",
-			"properties": map[string]any{"x": map[string]any{"type": "str"}}}}}}, wantErr: []string{`unknown type "str"`}},
+			"properties": map[string]any{"x": map[string]any{"type": "str"}}}}}}, wantErr: []string{`input_schema: not a usable JSON Schema (draft 2020-12): #/properties/x/type: `}},
 		{name: "tool_duplicate", in: map[string]any{"prompt": "hi", "tools": []any{tool("fs.read"), tool("fs.read")}}, wantErr: []string{`field "tools"[1]: name "fs.read": declared twice`}},
 		{name: "tool_alias_collision", in: map[string]any{"prompt": "hi", "tools": []any{tool("fs.read"), tool("fs_read")}},
 			wantErr: []string{`field "tools"[1]: name "fs_read": collides with tool "fs.read", both would reach the provider as "fs_read"`}},

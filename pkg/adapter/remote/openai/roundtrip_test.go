@@ -202,7 +202,7 @@ func TestInvalidToolArgumentsRejected(t *testing.T) {
 		if !errors.Is(err, wire.AgenticRequestValidationError) || len(chunks) != 0 {
 			t.Fatalf("is_error=%t: chunks %d, err %v; want AgenticRequestValidationError and no chunk", isErr, len(chunks), err)
 		}
-		if !strings.Contains(err.Error(), "above the maximum 1024") || !strings.Contains(err.Error(), toolCallID) {
+		if !strings.Contains(err.Error(), "#/max_bytes: maximum: got 4096, want 1024") || !strings.Contains(err.Error(), toolCallID) {
 			t.Errorf("err = %v; want it to name the call and the violated bound", err)
 		}
 	}
