@@ -2,13 +2,14 @@
 // Schema centrally, so a provider's lenient (non-strict) tool mode can
 // never let malformed arguments reach a tool.
 //
-// A tool schema is JSON Schema draft 2020-12, compiled and enforced by
+// A tool schema is JSON Schema draft 2020-12 unless its $schema names
+// another draft the library knows (4, 6, 7, 2019-09: tool schemas made
+// with zod and sent by MCP servers often name draft-07), compiled and enforced by
 // github.com/santhosh-tekuri/jsonschema/v6: every keyword of the draft
 // is enforced, and format is an assertion, not just an annotation. A
 // schema the library cannot compile is refused when the request is read
-// (CheckSchema), never silently half-enforced. Three rules on top of the
+// (CheckSchema), never silently half-enforced. Two rules on top of the
 // draft:
-//   - a $schema, if given, must name draft 2020-12;
 //   - a $ref may point only within the schema (such as "#/$defs/name"):
 //     nothing is loaded from a file or the network;
 //   - pattern and format "regex" use Go's regexp syntax (RE2), so a
@@ -151,10 +152,6 @@ func Compile(schema map[string]any) (*Schema, error) {
 	s, err := c.Compile(base)
 	if err != nil {
 		return nil, compileError(err)
-	}
-	if s.DraftVersion != 2020 {
-		return nil, &SchemaError{Problems: []Problem{{Location: "#/$schema",
-			Reason: fmt.Sprintf("%.128q names another draft; omit $schema, or give %q", schema["$schema"], jsonschema.Draft2020.String())}}}
 	}
 	return &Schema{s: s}, nil
 }

@@ -156,8 +156,7 @@ func TestCheckSchema(t *testing.T) {
 			want: []toolschema.Problem{{Location: "#", Reason: `"https://example.com/tools/other.json" is outside the schema: a $ref may point only within it (such as "#/$defs/name"), and nothing is loaded from a file or the network`}}},
 		{name: "meta-schema over the network", in: map[string]any{"$schema": "https://example.com/meta", "type": "object"},
 			want: []toolschema.Problem{{Location: "#", Reason: `"https://example.com/meta" is outside the schema: a $ref may point only within it (such as "#/$defs/name"), and nothing is loaded from a file or the network`}}},
-		{name: "another draft", in: map[string]any{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
-			want: []toolschema.Problem{{Location: "#/$schema", Reason: `"http://json-schema.org/draft-07/schema#" names another draft; omit $schema, or give "https://json-schema.org/draft/2020-12/schema"`}}},
+		{name: "draft-07 named", in: map[string]any{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "definitions": map[string]any{"n": map[string]any{"type": "integer"}}, "properties": map[string]any{"n": map[string]any{"$ref": "#/definitions/n"}}}},
 		{name: "not JSON", in: map[string]any{"minimum": math.Inf(1)},
 			want: []toolschema.Problem{{Location: "#", Reason: "not expressible as JSON: json: unsupported value: +Inf"}}},
 	}
@@ -269,4 +268,23 @@ func BenchmarkValidate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDraft07 checks that a schema naming draft-07 is compiled as draft-07
+// and enforced: its definitions are reached through $ref.
+func TestDraft07(t *testing.T) {
+	s := map[string]any{
+		"$schema":     "http://json-schema.org/draft-07/schema#",
+		"type":        "object",
+		"definitions": map[string]any{"n": map[string]any{"type": "integer", "minimum": 1}},
+		"properties":  map[string]any{"n": map[string]any{"$ref": "#/definitions/n"}},
+	}
+	if err := toolschema.Validate(s, map[string]any{"n": 2}); err != nil {
+		t.Fatalf("valid arguments refused: %v", err)
+	}
+	for _, bad := range []any{0, "two"} {
+		if err := toolschema.Validate(s, map[string]any{"n": bad}); !errors.Is(err, toolschema.ErrInvalid) {
+			t.Errorf("n=%v: err = %v, want ErrInvalid", bad, err)
+		}
+	}
 }
