@@ -1,7 +1,7 @@
 package main
 
 // The operator's trajectory export commands: consent, redaction rules and
-// exports (DESIGN §7). They talk to the mesh's JetStream directly, so they
+// exports (docs/contract.md §7). They talk to the mesh's JetStream directly, so they
 // need the mesh account's credentials, not a tenant's; redaction check is
 // offline.
 

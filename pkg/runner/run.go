@@ -455,7 +455,7 @@ func (r *run) price(u wire.Usage) string {
 }
 
 // confirmSession stores a resumable adapter's confirmed, non-empty session
-// id under the run's conversation (D3). Only a published system chunk
+// id under the run's conversation (docs/contract.md §6). Only a published system chunk
 // confirms an id, and nothing here ever erases one.
 func (r *run) confirmSession(ctx context.Context, id string) {
 	if id == "" || r.work.Conversation == "" || !r.a.Capabilities().Resumable || id == r.session {
