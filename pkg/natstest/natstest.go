@@ -3,7 +3,9 @@
 package natstest
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -16,19 +18,58 @@ import (
 // store in a temporary directory; it is shut down when the test ends.
 func RunJetStream(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
+	s, err := start(t.TempDir())
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("natstest: server not ready")
-	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	return s
+}
+
+// Start is RunJetStream and Connect for code that has no testing.TB,
+// such as an Example: the server's store is a new temporary directory,
+// and stop closes the connection, shuts the server down, waits for it and
+// removes the directory. The caller calls stop once.
+func Start() (nc *nats.Conn, js jetstream.JetStream, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "natstest")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("natstest: %w", err)
+	}
+	s, err := start(dir)
+	if err == nil {
+		nc, err = nats.Connect(s.ClientURL())
+		if err != nil {
+			s.Shutdown()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, fmt.Errorf("natstest: %w", err)
+	}
+	stop = func() { nc.Close(); s.Shutdown(); s.WaitForShutdown(); os.RemoveAll(dir) }
+	if js, err = jetstream.New(nc); err != nil {
+		stop()
+		return nil, nil, nil, fmt.Errorf("natstest: jetstream: %w", err)
+	}
+	return nc, js, stop, nil
+}
+
+// start starts a JetStream server on a random loopback port with its
+// store in dir and waits until it takes connections.
+func start(dir string) (*server.Server, error) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: dir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("server not ready")
+	}
+	return s, nil
 }
 
 // Connect opens a connection and a JetStream context to s, closed when the
