@@ -19,12 +19,9 @@ import (
 func ExampleWriter() {
 	ctx := context.Background()
 	names := subject.Names{}
-	_, js, stop, err := natstest.Start()
-	if err == nil {
-		defer stop()
-		err = topology.Ensure(ctx, js, topology.Config{Names: names})
-	}
-	if err != nil {
+	_, js, stop := natstest.Start()
+	defer stop()
+	if err := topology.Ensure(ctx, js, topology.Config{Names: names}); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -46,7 +43,7 @@ func ExampleWriter() {
 	tail, _ := log.Tail(ctx, "acme", "run-1")
 	fmt.Println("before the end:", tail.Runner, "attempt", tail.Attempt, "has output", tail.HasOutput())
 
-	err = stale.Terminal(ctx, wire.Status{State: wire.StateCancelled})
+	err := stale.Terminal(ctx, wire.Status{State: wire.StateCancelled})
 	fmt.Println("stale writer:", errors.Is(err, events.ErrFenced))
 	fmt.Println("succeeded:", runner.Terminal(ctx, wire.Status{State: wire.StateSucceeded, Summary: &wire.Summary{Chunks: 4}}))
 	_, err = log.Open(ctx, "acme", "run-1")

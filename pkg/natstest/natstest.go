@@ -26,32 +26,30 @@ func RunJetStream(t testing.TB) *server.Server {
 	return s
 }
 
-// Start is RunJetStream and Connect for code that has no testing.TB,
-// such as an Example: the server's store is a new temporary directory,
-// and stop closes the connection, shuts the server down, waits for it and
-// removes the directory. The caller calls stop once.
-func Start() (nc *nats.Conn, js jetstream.JetStream, stop func(), err error) {
+// Start is RunJetStream and Connect for code that has no testing.TB, an
+// Example: the server's store is a new temporary directory, and stop
+// closes the connection, shuts the server down, waits for it and removes
+// the directory. The caller calls stop once. Start panics if the server
+// cannot start or be reached, since such code has no test to fail.
+func Start() (nc *nats.Conn, js jetstream.JetStream, stop func()) {
 	dir, err := os.MkdirTemp("", "natstest")
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("natstest: %w", err)
+		panic(fmt.Sprintf("natstest: %v", err))
 	}
 	s, err := start(dir)
 	if err == nil {
-		nc, err = nats.Connect(s.ClientURL())
+		if nc, err = nats.Connect(s.ClientURL()); err == nil {
+			js, err = jetstream.New(nc)
+		}
 		if err != nil {
 			s.Shutdown()
 		}
 	}
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, nil, nil, fmt.Errorf("natstest: %w", err)
+		panic(fmt.Sprintf("natstest: %v", err))
 	}
-	stop = func() { nc.Close(); s.Shutdown(); s.WaitForShutdown(); os.RemoveAll(dir) }
-	if js, err = jetstream.New(nc); err != nil {
-		stop()
-		return nil, nil, nil, fmt.Errorf("natstest: jetstream: %w", err)
-	}
-	return nc, js, stop, nil
+	return nc, js, func() { nc.Close(); s.Shutdown(); s.WaitForShutdown(); os.RemoveAll(dir) }
 }
 
 // start starts a JetStream server on a random loopback port with its

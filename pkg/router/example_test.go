@@ -24,23 +24,20 @@ import (
 // a runner claims it from; one naming no profile the mesh has ends
 // rejected with a typed error. No runner runs here, so the work waits.
 func Example() {
-	nc, js, stop, err := natstest.Start()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	nc, js, stop := natstest.Start()
 	defer stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	if err := topology.Ensure(ctx, js, topology.Config{Names: d.Names}); err != nil {
-		fmt.Println(err)
-		return
-	}
 	fx, _ := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
 	adapters, _ := adapter.NewRegistry(fx)
-	r, err := router.New(ctx, d, profile.Builtin(), adapters, router.Config{})
+	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := topology.Ensure(ctx, js, topology.Config{Names: d.Names})
+	var r *router.Router
+	if err == nil {
+		r, err = router.New(ctx, d, profile.Builtin(), adapters, router.Config{})
+	}
 	if err != nil {
 		fmt.Println(err)
 		return

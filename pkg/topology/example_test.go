@@ -13,11 +13,7 @@ import (
 // Every service calls Ensure at start; the first creates the resources,
 // the others find them as they are. Here a deployment prefixed "acme".
 func ExampleEnsure() {
-	_, js, stop, err := natstest.Start()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	_, js, stop := natstest.Start()
 	defer stop()
 	ctx := context.Background()
 
