@@ -210,7 +210,7 @@ func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) [
 			case !errors.As(err, &we):
 				bad("the stream ended with an untyped error %T %q (a failure must be a *wire.Error)", err, err)
 			case !we.Class.Known():
-				bad("the stream ended with error class %q, which is not a known error class (docs/contract.md §1.5)", we.Class)
+				bad("the stream ended with error class %q, which is not a class of docs/contract.md §1.5", we.Class)
 			}
 			if errorAt >= 0 {
 				bad("an error %q follows the error chunk; nothing may follow it", err)
