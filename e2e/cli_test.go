@@ -295,7 +295,7 @@ func TestCLI(t *testing.T) {
 			Model: c.model, Binary: c.binary, InstallHint: c.hint, MaxAttempts: retryAttempts,
 		})
 	}
-	// One adapter and model has one profile per registry (decision 1), so
+	// One adapter and model has one profile per registry (docs/contract.md §10.1), so
 	// the retry profiles run on a mesh of their own.
 	reg, err := profile.New(profiles...)
 	if err != nil {

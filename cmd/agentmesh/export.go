@@ -1,7 +1,7 @@
 package main
 
 // The operator's trajectory export commands: consent, redaction rules and
-// exports (DESIGN §7). They talk to the mesh's JetStream directly, so they
+// exports (docs/contract.md §7). They talk to the mesh's JetStream directly, so they
 // need the mesh account's credentials, not a tenant's; redaction check is
 // offline.
 
@@ -33,14 +33,14 @@ type opsConn struct {
 	names subject.Names
 }
 
-func (f *clientFlags) ops() (*opsConn, error) {
-	nc, _, err := f.connect()
+func (c *clientFlags) ops() (*opsConn, error) {
+	nc, _, err := c.connect()
 	if err != nil {
 		return nil, err
 	}
 	var js jetstream.JetStream
-	if f.apiPrefix != "" {
-		js, err = jetstream.NewWithAPIPrefix(nc, f.apiPrefix)
+	if c.apiPrefix != "" {
+		js, err = jetstream.NewWithAPIPrefix(nc, c.apiPrefix)
 	} else {
 		js, err = jetstream.New(nc)
 	}
@@ -48,7 +48,7 @@ func (f *clientFlags) ops() (*opsConn, error) {
 		nc.Close()
 		return nil, usageErr("jetstream: %v", err)
 	}
-	return &opsConn{nc: nc, js: js, names: subject.Names{Prefix: f.prefix}}, nil
+	return &opsConn{nc: nc, js: js, names: subject.Names{Prefix: c.prefix}}, nil
 }
 
 // subcommand runs the subcommand args[0] of name from subs.

@@ -47,7 +47,7 @@ type Call struct {
 type Adapter interface {
 	// Name is the adapter key (the pin's provider and the work subject's last token).
 	Name() string
-	// Capabilities is the immutable declaration of DESIGN §1.
+	// Capabilities is the immutable declaration of docs/contract.md §1.4.
 	Capabilities() wire.Capabilities
 	// RuntimeKeys lists the runtime-only keys the adapter accepts.
 	RuntimeKeys() []string
@@ -94,7 +94,7 @@ type TokenClasses interface {
 // request by its size beyond some context (tier pricing): MaxPricedContext
 // is the largest context window, in tokens, that one immutable rate per
 // token class covers. A profile of the adapter may not advertise a larger
-// context_window (decision 11). 0 means no bound.
+// context_window (docs/contract.md §10.11). 0 means no bound.
 type PricedContext interface {
 	MaxPricedContext() int
 }

@@ -1,5 +1,5 @@
 // Package consent keeps the principals' trajectory export grants in the
-// agentmesh_consent bucket, one entry per <tenant>.<principal> (DESIGN §7).
+// agentmesh_consent bucket, one entry per <tenant>.<principal> (docs/contract.md §7).
 //
 // A grant is prospective: the router stamps a run with the decision it
 // reads when it accepts the run, with the revision of the entry that made

@@ -1,5 +1,5 @@
 // Package exporter turns ended, consented runs into redacted,
-// content-addressed trajectories (DESIGN §7).
+// content-addressed trajectories (docs/contract.md §7).
 //
 // An exporter follows every write of the run records through a durable
 // consumer shared by all exporters (runs.Store.Follow). For a record that

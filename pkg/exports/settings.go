@@ -1,6 +1,6 @@
 // Package exports keeps the records of exported trajectories in the
 // agentmesh_exports bucket and sweeps the expired ones in two phases
-// (DESIGN §7): list the expired records, delete their bytes, then delete
+// (docs/contract.md §7): list the expired records, delete their bytes, then delete
 // the records. It also reads the operator's export settings.
 package exports
 

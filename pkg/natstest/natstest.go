@@ -3,7 +3,9 @@
 package natstest
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -16,19 +18,56 @@ import (
 // store in a temporary directory; it is shut down when the test ends.
 func RunJetStream(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-	})
+	s, err := start(t.TempDir())
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("natstest: server not ready")
-	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
 	return s
+}
+
+// Start is RunJetStream and Connect for code that has no testing.TB, an
+// Example: the server's store is a new temporary directory, and stop
+// closes the connection, shuts the server down, waits for it and removes
+// the directory. The caller calls stop once. Start panics if the server
+// cannot start or be reached, since such code has no test to fail.
+func Start() (nc *nats.Conn, js jetstream.JetStream, stop func()) {
+	dir, err := os.MkdirTemp("", "natstest")
+	if err != nil {
+		panic(fmt.Sprintf("natstest: %v", err))
+	}
+	s, err := start(dir)
+	if err == nil {
+		if nc, err = nats.Connect(s.ClientURL()); err == nil {
+			js, err = jetstream.New(nc)
+		}
+		if err != nil {
+			s.Shutdown()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(fmt.Sprintf("natstest: %v", err))
+	}
+	return nc, js, func() { nc.Close(); s.Shutdown(); s.WaitForShutdown(); os.RemoveAll(dir) }
+}
+
+// start starts a JetStream server on a random loopback port with its
+// store in dir and waits until it takes connections.
+func start(dir string) (*server.Server, error) {
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: dir, NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("server not ready")
+	}
+	return s, nil
 }
 
 // Connect opens a connection and a JetStream context to s, closed when the

@@ -21,7 +21,7 @@ import (
 //     (adapter.TokenClasses; none when it declares reports_usage false),
 //     "0" being a price;
 //   - context_window is no larger than what one price covers when the
-//     adapter declares that bound (adapter.PricedContext, decision 11).
+//     adapter declares that bound (adapter.PricedContext, docs/contract.md §10.11).
 //
 // Every problem is reported, joined; each matches ErrInvalid and names the
 // profile's file, the field and why. Call it at startup, after building

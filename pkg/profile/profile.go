@@ -50,7 +50,7 @@ type Profile struct {
 	AllowLoopback bool   `yaml:"allow_loopback,omitempty" msgpack:"allow_loopback"`
 	CredentialEnv string `yaml:"credential_env,omitempty" msgpack:"credential_env"`
 	// OmitTemperature: the model rejects the temperature sampling
-	// parameter, so the adapter leaves it out (OpenAI decision 13).
+	// parameter, so the adapter leaves it out (docs/contract.md §10.13).
 	OmitTemperature bool `yaml:"omit_temperature,omitempty" msgpack:"omit_temperature"`
 
 	Policy Policy `yaml:"policy,omitempty" msgpack:"policy"`
@@ -141,7 +141,7 @@ func New(profiles ...Profile) (*Registry, error) {
 		p := new(Profile)
 		*p = profiles[i] // the caller's slice stays as it was
 		// A field left out takes its default; one a document gives as 0
-		// is refused by check, naming the file and the field (DESIGN §4:
+		// is refused by check, naming the file and the field (docs/contract.md §4.5:
 		// a policy number <= 0 is a validation error).
 		if p.Policy.MaxAttempts == 0 && !p.given["policy.max_attempts"] {
 			p.Policy.MaxAttempts = p.MaxAttempts
@@ -164,7 +164,7 @@ func New(profiles ...Profile) (*Registry, error) {
 			bad(p, "name", "profile %s is also defined in %s", p.Name, other.where())
 			continue
 		}
-		// A pin names only provider and model (decision 1), so two
+		// A pin names only provider and model (docs/contract.md §10.1), so two
 		// profiles offering one model on one adapter would make it
 		// ambiguous which profile a pin holds.
 		id := identity{p.Adapter, p.Model}

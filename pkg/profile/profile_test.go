@@ -87,7 +87,7 @@ func TestLoadRejects(t *testing.T) {
 		{name: "private base_url", in: map[string]string{"r.yaml": remote + "base_url: https://10.1.2.3/v1\n"}, wantFile: "r.yaml", wantField: "base_url", want: "private"},
 		{name: "resumable without resume_field", in: map[string]string{"x.yaml": base + "capabilities: {resumable: true}\n"}, wantFile: "x.yaml", wantField: "capabilities.resume_field"},
 		{name: "negative attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got -1"},
-		// An explicit 0 is refused, not taken for "absent" (DESIGN §4).
+		// An explicit 0 is refused, not taken for "absent" (docs/contract.md §4.5).
 		{name: "zero attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: 0}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got 0"},
 		{name: "zero attempts in block style", in: map[string]string{"x.yaml": base + "policy:\n  max_active: 2\n  max_attempts: 0\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0, got 0"},
 		{name: "null attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: null}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0"},

@@ -557,7 +557,7 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	return wk, p, nil
 }
 
-// pinned applies a conversation's checkpoint pin (DESIGN §5): a run that
+// pinned applies a conversation's checkpoint pin (docs/contract.md §5): a run that
 // continues a conversation runs on the pinned provider and model with the
 // pinned pricing, never on a fresh alias resolution. A pin whose model is
 // gone from the profiles, or a request resolving to another provider,
@@ -587,7 +587,7 @@ func (r *Router) pinned(ctx context.Context, tenant, conversation string, p *pro
 }
 
 // injectSession puts the conversation's stored session id into the
-// adapter's resume field (D3): only for a resumable adapter, only when the
+// adapter's resume field (docs/contract.md §6): only for a resumable adapter, only when the
 // request is part of a conversation, and never over a caller's own value,
 // which wins. It returns the request to validate and the session it resumes.
 func (r *Router) injectSession(ctx context.Context, tenant string, rr *wire.RunRequest, caps wire.Capabilities) ([]byte, string, error) {

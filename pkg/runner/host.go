@@ -2,8 +2,9 @@
 // for its adapters through the pool's shared durable consumers, admits at
 // most max_active runs per adapter per process, and drives each run through
 // its adapter with a deadline, cancellation, a lease heartbeat, retry before
-// first output, ack at the first-output boundary, a gapless per-run seq and
-// exactly one fenced terminal status.
+// first output and never after it, the work acked only once the run's end
+// is recorded, a gapless per-run seq and exactly one fenced terminal status
+// (docs/contract.md §4.5, §4.6).
 package runner
 
 import (

@@ -388,6 +388,8 @@ func (r *run) recoverAdapter(err *error) {
 
 // stream drives the adapter, publishing what it yields. It returns the
 // attempt's failure, or the provider's error chunk.
+//
+//lint:ignore ST1008 failure is a second outcome (the provider's error chunk), not a value qualified by streamErr
 func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, call adapter.Call) (streamErr error, failure *wire.Chunk) {
 	defer r.recoverAdapter(&streamErr)
 	// The stall watchdog looks at when the adapter last yielded, rather
@@ -453,7 +455,7 @@ func (r *run) price(u wire.Usage) string {
 }
 
 // confirmSession stores a resumable adapter's confirmed, non-empty session
-// id under the run's conversation (D3). Only a published system chunk
+// id under the run's conversation (docs/contract.md §6). Only a published system chunk
 // confirms an id, and nothing here ever erases one.
 func (r *run) confirmSession(ctx context.Context, id string) {
 	if id == "" || r.work.Conversation == "" || !r.a.Capabilities().Resumable || id == r.session {

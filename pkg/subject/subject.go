@@ -1,5 +1,5 @@
 // Package subject builds every NATS subject, stream and bucket name of
-// agentmesh (shared/DESIGN.md §2), so no call site concatenates them.
+// agentmesh (docs/contract.md §2), so no call site concatenates them.
 //
 // A Names value is immutable and safe for concurrent use. The zero value
 // gives the default names; Names{Prefix: "acme"} prefixes every subject with

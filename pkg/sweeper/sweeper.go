@@ -12,11 +12,11 @@
 // It ends runs only through pkg/runs, fenced, so it never ends a run its
 // runner ended first.
 //
-// With Config.Exports set it also expires trajectory exports (DESIGN §7)
-// in two phases, on an interval and on request (ExportsSweep): it lists
-// the expired export records (retention passed, consent withdrawn, or
-// abandoned half way by an exporter), deletes their bytes, and only then
-// deletes each record (pkg/exports).
+// With Config.Exports set it also expires trajectory exports
+// (docs/contract.md §7) in two phases, on an interval and on request
+// (ExportsSweep): it lists the expired export records (retention passed,
+// consent withdrawn, or abandoned half way by an exporter), deletes their
+// bytes, and only then deletes each record (pkg/exports).
 package sweeper
 
 import (

@@ -1,5 +1,5 @@
 // Package topology creates or updates every JetStream stream, key-value
-// bucket and object store of shared/DESIGN.md §2. Ensure is idempotent, so
+// bucket and object store of docs/contract.md §2. Ensure is idempotent, so
 // whichever service starts first creates the topology and the others find it.
 package topology
 
@@ -157,11 +157,10 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
 	}
-	// The runs and live buckets allow per-message TTLs (nats-server 2.11):
-	// an ended run's record is written with the retention as its TTL, and
-	// a live key is removed by a purge whose marker has a short TTL
-	// (pkg/runs). Neither has subject delete markers: an expired record
-	// simply is not there any more, as if it never was.
+	// The runs bucket allows per-message TTLs (nats-server 2.11): an ended
+	// run's record is written with the retention as its TTL (pkg/runs). It
+	// has no subject delete markers: an expired record simply is not there
+	// any more, as if it never was (docs/contract.md §4.12).
 	buckets := []struct {
 		jetstream.KeyValueConfig
 		msgTTL bool

@@ -231,7 +231,7 @@ func TestDecodeStrictRoundTrip(t *testing.T) {
 }
 
 func TestDecodeWireNames(t *testing.T) {
-	// The keys on the wire are the snake_case names of DESIGN §3, with v.
+	// The keys on the wire are the snake_case names of docs/contract.md §3, with v.
 	b, err := Marshal(sampleRunRequest())
 	if err != nil {
 		t.Fatal(err)

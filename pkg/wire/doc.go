@@ -1,5 +1,5 @@
 // Package wire provides the messages that cross a process boundary in
-// agentmesh (shared/DESIGN.md §1 and §3): chunks, events, run requests, work
+// agentmesh (docs/contract.md §1 and §3): chunks, events, run requests, work
 // items, statuses, run records, leases and typed errors, together with their
 // msgpack codec.
 //

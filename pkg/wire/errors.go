@@ -6,12 +6,12 @@ import (
 	"fmt"
 )
 
-// Class is the wire name of an error class (DESIGN §1). A Class is itself an
+// Class is the wire name of an error class (docs/contract.md §1.5). A Class is itself an
 // error, so errors.Is(err, wire.ProviderTransportError) reports whether err is
 // an *Error of that class or of one of its subclasses.
 type Class string
 
-// The error classes of DESIGN §1.
+// The error classes of docs/contract.md §1.5.
 const (
 	ProviderError              Class = "ProviderError"
 	ProviderQuotaError         Class = "ProviderQuotaError"
@@ -54,7 +54,7 @@ var roots = map[Class]bool{
 	ProfileError: true, PinMismatch: true, ProviderUnavailable: true,
 }
 
-// Known reports whether c is one of the classes of DESIGN §1.
+// Known reports whether c is one of the classes of docs/contract.md §1.5.
 func (c Class) Known() bool { _, ok := parents[c]; return ok || roots[c] }
 
 // IsA reports whether c is ancestor or one of its subclasses.

@@ -12,7 +12,7 @@ const Version = 1
 // ChunkType is the type of a Chunk.
 type ChunkType string
 
-// The chunk types of DESIGN §1.
+// The chunk types of docs/contract.md §1.1.
 const (
 	ChunkSystem     ChunkType = "system"
 	ChunkThinking   ChunkType = "thinking"
@@ -46,7 +46,7 @@ type Chunk struct {
 	Metadata   Metadata       `msgpack:"metadata" json:"metadata"`
 }
 
-// Metadata is the closed metadata key set of DESIGN §1. Being a struct, it
+// Metadata is the closed metadata key set of docs/contract.md §1.2. Being a struct, it
 // cannot carry any other key, and strict decoding refuses one.
 type Metadata struct {
 	Provider          string        `msgpack:"provider,omitempty" json:"provider,omitempty"`
@@ -76,7 +76,7 @@ type Usage struct {
 // Transport says how an adapter reaches its provider.
 type Transport string
 
-// The transports of DESIGN §1.
+// The transports of docs/contract.md §1.4.
 const (
 	TransportSubprocess Transport = "subprocess"
 	TransportInProcess  Transport = "in_process"
@@ -100,7 +100,7 @@ type Capabilities struct {
 // State is a run state.
 type State string
 
-// The run states of DESIGN §1.
+// The run states of docs/contract.md §1.6.
 const (
 	StateAccepted  State = "accepted"
 	StateRouted    State = "routed"
@@ -234,7 +234,7 @@ type Summary struct {
 	DurationMS   int64    `msgpack:"duration_ms" json:"duration_ms"`
 }
 
-// Pin is the durable resolution of a profile (DESIGN §5).
+// Pin is the durable resolution of a profile (docs/contract.md §5).
 type Pin struct {
 	Provider        string            `msgpack:"provider" json:"provider"`
 	Model           string            `msgpack:"model" json:"model"`
@@ -267,7 +267,7 @@ type AttemptPolicy struct {
 	StallAfterMS int64 `msgpack:"stall_after_ms,omitempty" json:"stall_after_ms,omitempty"`
 }
 
-// DefaultMaxAttempts is the record's default attempt count.
+// DefaultMaxAttempts is the contract's default attempt count (docs/contract.md §4.5).
 const DefaultMaxAttempts = 3
 
 // Work is the dispatched, validated run on agentmesh.work.<transport>.<adapter>.
@@ -318,8 +318,8 @@ type RunRecord struct {
 	State         State  `msgpack:"state" json:"state"`
 	// Owner is the runner that holds the run while it is running.
 	Owner string `msgpack:"owner,omitempty" json:"owner,omitempty"`
-	// Committed is set at the first-output boundary: the work is acked and
-	// the run's liveness is its lease.
+	// Committed says the run had output (it passed the first-output
+	// boundary), so it is never executed again (docs/contract.md §4.5).
 	Committed bool  `msgpack:"committed,omitempty" json:"committed,omitempty"`
 	Attempt   int   `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
 	Deadline  int64 `msgpack:"deadline,omitempty" json:"deadline,omitempty"`

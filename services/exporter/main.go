@@ -1,5 +1,5 @@
 // Command exporter turns ended, consented runs into redacted,
-// content-addressed trajectories (DESIGN §7, pkg/exporter). Several may
+// content-addressed trajectories (docs/contract.md §7, pkg/exporter). Several may
 // run: they share one durable consumer of the run records. With
 // AGENT_TRAJECTORY_EXPORT_ENABLED unset or 0 it only registers and waits.
 // It is configured by AGENTMESH_* environment variables and the

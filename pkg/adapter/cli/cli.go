@@ -2,7 +2,7 @@
 // on the shared subprocess transport (pkg/adapter/cli/proc): it validates the typed
 // request strictly, contains the workspace and file-bearing fields, builds
 // the argv and child environment, runs the CLI and feeds every stdout event
-// to the CLI's parser, enforcing the chunk stream rules of DESIGN §1 at the
+// to the CLI's parser, enforcing the chunk stream rules of docs/contract.md §1.3 at the
 // boundary. Each CLI's package supplies a Spec; nothing here knows a vendor.
 package cli
 

@@ -46,7 +46,7 @@ func (e Ending) String() string {
 	return fmt.Sprintf("Ending(%d)", int(e))
 }
 
-// The key sets of DESIGN §1, written out from the contract rather than
+// The key sets of docs/contract.md §1.1 and §1.2, written out from the contract rather than
 // derived from the wire structs, so that a field added to a struct without
 // a contract change is caught.
 var (
@@ -72,7 +72,7 @@ func set(keys ...string) map[string]bool {
 // thinking chunks; shorter deltas ("The answ") occur in any text.
 const minEchoLen = 12
 
-// Check returns every way one stream breaks the stream rules of DESIGN §1
+// Check returns every way one stream breaks the stream rules of docs/contract.md §1.3
 // for an adapter that declares caps: chunks are the stream's chunks in
 // order, err its final error (nil at a clean end) and end how it was
 // stopped. It returns nil for a conforming stream. It only reads its
@@ -210,7 +210,7 @@ func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) [
 			case !errors.As(err, &we):
 				bad("the stream ended with an untyped error %T %q (a failure must be a *wire.Error)", err, err)
 			case !we.Class.Known():
-				bad("the stream ended with error class %q, which is not a class of DESIGN §1", we.Class)
+				bad("the stream ended with error class %q, which is not a class of docs/contract.md §1.5", we.Class)
 			}
 			if errorAt >= 0 {
 				bad("an error %q follows the error chunk; nothing may follow it", err)
@@ -240,7 +240,7 @@ func describe(err error) string {
 }
 
 // keyProblems checks the chunk's JSON and msgpack forms against the closed
-// key sets of DESIGN §1.
+// key sets of docs/contract.md §1.1 and §1.2.
 func keyProblems(c wire.Chunk) []string {
 	var problems []string
 	check := func(form string, m map[string]any) {

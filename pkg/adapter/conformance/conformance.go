@@ -57,7 +57,7 @@ type Subject struct {
 	// Together they must prove every capability flag that is true.
 	Streams []Stream
 	// Happy names the stream of Streams that is a plain, successful
-	// answer. A subprocess adapter's D6 checks replay its transcript with
+	// answer. A subprocess adapter's checks of docs/contract.md §9.6 replay its transcript with
 	// variations.
 	Happy string
 	// Errors names the streams of Streams that end in a provider-declared
@@ -140,7 +140,7 @@ func (st Stream) fake(t *testing.T) Fake {
 // every stream it produces, the capability declaration and its proofs,
 // provider-declared failures, session publication, cancellation and
 // consumer close, and for a subprocess adapter every subprocess-safety
-// property of D6. Leaf subtests run in parallel. It blocks until all have
+// property of docs/contract.md §9.6. Leaf subtests run in parallel. It blocks until all have
 // finished.
 func Run(t *testing.T, s Subject) {
 	t.Helper()

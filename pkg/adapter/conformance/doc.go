@@ -1,5 +1,5 @@
 // Package conformance provides the one capability-driven conformance suite
-// that every adapter must pass (seed D6, DESIGN §1 and §4): Run checks an
+// that every adapter must pass (docs/contract.md §9.6, §1 and §4): Run checks an
 // adapter's chunk streams against the stream rules, its capability
 // declaration against what its fixtures prove, its provider-declared
 // failures and session publication, and, for a subprocess adapter, every

@@ -34,7 +34,7 @@ const unicodeAnswer = "is 42 — ünïcødé ✓ 🎉."
 // exitClasses are the classes a non-zero exit may raise.
 var exitClasses = []wire.Class{wire.ProviderProcessError, wire.ProviderQuotaError, wire.ProviderAuthError, wire.ProviderContextError}
 
-// checkSubprocess checks every subprocess-safety property of D6 through
+// checkSubprocess checks every subprocess-safety property of docs/contract.md §9.6 through
 // the subject's own adapter, with the fake CLI replaying the happy
 // transcript with one variation each.
 func checkSubprocess(t *testing.T, s Subject, c *corpus) {

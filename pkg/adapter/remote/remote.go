@@ -1,5 +1,5 @@
-// Package remote is what every remote adapter shares (DESIGN §4 "Remote
-// safety", D5 "Remote adapter"): the frame each API adapter is built on
+// Package remote is what every remote adapter shares (docs/contract.md
+// §4.9 "Remote safety" and §9.5): the frame each API adapter is built on
 // (Spec, whose streams pass the stream rules at one boundary), the
 // operator's configuration from the profile, one SSRF-safe client per
 // logical request, the per-attempt cap, the one classification of

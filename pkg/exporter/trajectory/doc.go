@@ -1,5 +1,5 @@
 // Package trajectory provides schema version 1 of the exported trajectory
-// (shared/DESIGN.md §7) and its canonical builder: Build turns one finished
+// (docs/contract.md §7) and its canonical builder: Build turns one finished
 // run (its record, request, labels and every event from seq 1 to the
 // terminal status) into the redacted, canonical JSON bytes the exporter
 // stores, and their sha256.

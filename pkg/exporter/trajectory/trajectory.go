@@ -53,7 +53,7 @@ type Trajectory struct {
 	Redaction Redaction `json:"redaction"`
 }
 
-// Pin is the durable resolution of the run's profile (DESIGN §5).
+// Pin is the durable resolution of the run's profile (docs/contract.md §5).
 type Pin struct {
 	Provider        string            `json:"provider"`
 	Model           string            `json:"model"`
@@ -83,7 +83,7 @@ type Status struct {
 	Summary *Summary   `json:"summary,omitempty"`
 }
 
-// Error is a typed error (DESIGN §1); Message and StderrTail are redacted.
+// Error is a typed error (docs/contract.md §1.5); Message and StderrTail are redacted.
 type Error struct {
 	Class      wire.Class `json:"class"`
 	Message    string     `json:"message"`
@@ -113,7 +113,7 @@ type Usage struct {
 	ReasoningTokens  int64 `json:"reasoning_tokens,omitempty"`
 }
 
-// Chunk is a chunk event with its seq (DESIGN §1). Every string in it is
+// Chunk is a chunk event with its seq (docs/contract.md §1.1). Every string in it is
 // redacted except Type and the closed-set and exact values of Metadata.
 type Chunk struct {
 	Seq uint64 `json:"seq"`
@@ -132,7 +132,7 @@ type Chunk struct {
 	Metadata   Metadata       `json:"metadata"`
 }
 
-// Metadata is the closed metadata key set of DESIGN §1. Provider, Model,
+// Metadata is the closed metadata key set of docs/contract.md §1.2. Provider, Model,
 // SessionID, ProviderSessionID, StopReason and Capabilities.ResumeField are
 // redacted; ErrorClass, Capabilities.Transport and Cost are not.
 type Metadata struct {

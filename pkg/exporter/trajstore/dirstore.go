@@ -31,7 +31,7 @@ const putRetries = 3
 // single-host installs. root is made absolute, its existing part's symlinks
 // are resolved, and it is refused with a *RootError when it is, or lies
 // inside or above, the working directory or the git work tree holding it
-// (decision 6: the store writes outside the source tree). A missing root
+// (docs/contract.md §10.6: the store writes outside the source tree). A missing root
 // is created with mode 0o700.
 //
 // The object "<tenant>/<run_id>/<sha256>.json" is the file of that path

@@ -1,5 +1,5 @@
 // Package trajstore keeps redacted trajectory bytes under content-derived
-// names (shared/DESIGN.md §7, decision 6): one narrow Store interface, with
+// names (docs/contract.md §7 and §10.6): one narrow Store interface, with
 // a JetStream object store implementation for the mesh (NewObjectStore,
 // over agentmesh_trajectories) and a local directory implementation for
 // single-host installs (NewDirStore, over AGENT_ARTIFACT_ROOT).

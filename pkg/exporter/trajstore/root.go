@@ -40,7 +40,7 @@ func (e *RootError) Unwrap() []error {
 // checkRoot makes root absolute and resolves the symlinks of its existing
 // part, then refuses it when it is the working directory, inside it or
 // above it, or inside or above the git work tree that holds the working
-// directory: the store writes outside the source tree (decision 6). A root
+// directory: the store writes outside the source tree (docs/contract.md §10.6). A root
 // above the tree is refused because a tenant's directory under it could be
 // the tree or a sibling checkout.
 func checkRoot(root string) (string, error) {

@@ -19,7 +19,7 @@ const Name = "claude-code"
 const Binary = "claude"
 
 // Version is the CLI version the grammar was captured from
-// (shared/cli-transcripts/claude).
+// (its recorded transcripts are in testdata/cli/claude-code).
 const Version = "2.1.197"
 
 // InstallHint tells an operator how to install the pinned CLI.

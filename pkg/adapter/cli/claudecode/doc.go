@@ -1,7 +1,7 @@
 // Package claudecode provides the Claude Code CLI adapter ("claude-code"):
 // its strict typed Request, the `claude -p … --output-format stream-json
 // --verbose` command grammar, and the parser that maps the CLI's
-// stream-json events onto the chunk stream of shared/DESIGN.md §1, on the
+// stream-json events onto the chunk stream of docs/contract.md §1, on the
 // shared subprocess transport (pkg/adapter/cli, pkg/adapter/cli/proc).
 //
 // # Operators

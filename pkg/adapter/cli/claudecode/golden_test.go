@@ -312,7 +312,7 @@ func TestGoldenToolRoundTrip(t *testing.T) {
 	}
 }
 
-// checkInvariants asserts the chunk rules of DESIGN §1 on one stream.
+// checkInvariants asserts the chunk rules of docs/contract.md §1.3 on one stream.
 func checkInvariants(chunks []wire.Chunk) error {
 	results := 0
 	for i, c := range chunks {

@@ -8,7 +8,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// Parser maps one attempt's stream-json events to chunks (DESIGN §1):
+// Parser maps one attempt's stream-json events to chunks (docs/contract.md §1.3):
 //
 //	system/init                      → system {provider, model, session_id, capabilities}
 //	assistant text / thinking block  → text / thinking, is_delta=false

@@ -1,9 +1,9 @@
 // Package codex provides the Codex CLI adapter: the typed request, the
 // `codex exec --json` command grammar, resumption through
 // `codex exec resume <thread_id>`, and the parser that maps the CLI's JSONL
-// events onto the chunk stream of shared/DESIGN.md §1. The grammar was
-// captured from @openai/codex 0.171.0 (shared/cli-transcripts/codex; copies
-// in testdata/cli/codex).
+// events onto the chunk stream of docs/contract.md §1. The grammar was
+// captured from @openai/codex 0.171.0 (the recorded transcripts are in
+// testdata/cli/codex).
 //
 // # Operator setup
 //

@@ -240,7 +240,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// checkStream asserts the stream rules of DESIGN §1 on a chunk sequence.
+// checkStream asserts the stream rules of docs/contract.md §1.3 on a chunk sequence.
 func checkStream(t *testing.T, chunks []wire.Chunk) {
 	t.Helper()
 	results := 0

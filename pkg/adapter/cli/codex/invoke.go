@@ -73,7 +73,7 @@ func invoke(req Request, call adapter.Call, dir, provider string) (cli.Invocatio
 }
 
 // retries is the CLI's stream_max_retries for an attempt policy; a policy
-// of 0 is the record's default.
+// of 0 is the contract's default (docs/contract.md §4.5).
 func retries(maxAttempts int) int {
 	if maxAttempts <= 0 {
 		maxAttempts = wire.DefaultMaxAttempts

@@ -1,7 +1,7 @@
 // Package gemini provides the Gemini CLI adapter (@google/gemini-cli,
 // binary "gemini", adapter name "gemini"): a strict typed request, the
 // headless stream-json command grammar, and the parser that maps every
-// stdout event to the chunk stream of shared/DESIGN.md §1. It runs on the
+// stdout event to the chunk stream of docs/contract.md §1. It runs on the
 // shared subprocess transport through pkg/adapter/cli.
 //
 // # Operators

@@ -172,7 +172,7 @@ func replay(t testing.TB, stdout []byte, exit int, stderr string) ([]wire.Chunk,
 	return append(chunks, cs...), err
 }
 
-// checkStream asserts the chunk rules of DESIGN §1 that hold for any input:
+// checkStream asserts the chunk rules of docs/contract.md §1.3 that hold for any input:
 // valid types, is_error agreeing with the type (a tool result may fail),
 // nothing after an error chunk, at most one result and nothing but an
 // error after it, and no error chunk without a message and a class.

@@ -1,7 +1,7 @@
 // Package pi provides the Pi coding agent adapter ("pi"): its strict typed
 // Request, the `pi --mode json -p … PROMPT` command grammar, and the Parser
 // that maps Pi's JSON event lines onto the chunk stream of
-// shared/DESIGN.md §1, on the shared subprocess transport (pkg/adapter/cli,
+// docs/contract.md §1, on the shared subprocess transport (pkg/adapter/cli,
 // pkg/adapter/cli/proc).
 //
 // # Operators

@@ -165,7 +165,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// checkInvariants asserts the stream rules of DESIGN §1 on a chunk list.
+// checkInvariants asserts the stream rules of docs/contract.md §1.3 on a chunk list.
 func checkInvariants(t testing.TB, chunks []wire.Chunk) {
 	t.Helper()
 	results := 0

@@ -9,7 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// Parser maps one attempt's `pi --mode json` events to chunks (DESIGN §1).
+// Parser maps one attempt's `pi --mode json` events to chunks (docs/contract.md §1.3).
 // It is used by one stream only and is not safe for concurrent use.
 //
 //	session                         system: provider, session_id, capabilities
@@ -122,7 +122,7 @@ func whole(full string) streamed { return streamed{}.add(full) }
 
 // NewParser returns a parser for one attempt of call. call.MaxAttempts
 // bounds Pi's own agent-level retries (retries = MaxAttempts-1); 0 or less
-// means the record's default, wire.DefaultMaxAttempts.
+// means the contract's default, wire.DefaultMaxAttempts.
 func NewParser(call adapter.Call) *Parser {
 	n := call.MaxAttempts
 	if n <= 0 {

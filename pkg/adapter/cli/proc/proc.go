@@ -18,7 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// The record's defaults (DESIGN §4).
+// The contract's numbers (docs/contract.md §4.8, §9.4).
 const (
 	DefaultStderrLimit  = 256 << 10
 	DefaultDrainTimeout = 2 * time.Second

@@ -489,7 +489,7 @@ func TestStreamStderrFlood(t *testing.T) {
 			if !classified || len(seen) != tt.wantLimit || seen != string(floodChunk[:tt.wantLimit]) {
 				t.Errorf("Classify saw %d bytes (called %v), want the first %d", len(seen), classified, tt.wantLimit)
 			}
-			// Only the first bytes are kept (DESIGN §4), so a message after
+			// Only the first bytes are kept (docs/contract.md §4.8), so a message after
 			// the flood is not part of the classification.
 			we := wireError(t, r.err)
 			if we.Class != wire.ProviderProcessError || len(we.StderrTail) > wire.MaxErrorText {
@@ -712,7 +712,7 @@ func TestStreamEscalation(t *testing.T) {
 
 // TestStreamDefaultGrace keeps the real 5 s grace: a child that ignores
 // SIGTERM must be given all of it before SIGKILL. This is a correctness
-// property of the teardown (DESIGN §4), not a performance assertion, and the
+// property of the teardown (docs/contract.md §4.8), not a performance assertion, and the
 // one slow test of the package.
 func TestStreamDefaultGrace(t *testing.T) {
 	if testing.Short() {

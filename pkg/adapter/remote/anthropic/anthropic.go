@@ -44,7 +44,7 @@ var Capabilities = wire.Capabilities{Transport: wire.TransportRemote, EmitsToolE
 // request of more than 200,000 input tokens (the 1M-context beta of Claude
 // Sonnet 4 and 4.5) is billed at Anthropic's long-context rates, which a
 // single rate per token class cannot express, so a profile may advertise
-// no more (decision 11).
+// no more (docs/contract.md §10.11).
 const MaxPricedContext = 200_000
 
 // TokenClasses returns the token classes of the result's usage (see the

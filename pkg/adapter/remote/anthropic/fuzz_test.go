@@ -21,7 +21,7 @@ var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "ant
 
 // FuzzAnthropicStream feeds arbitrary bytes as the event-stream body
 // through the adapter's own read loop and parser. It asserts no panic, a
-// chunk stream that keeps every rule of DESIGN §1 (conformance.Check),
+// chunk stream that keeps every rule of docs/contract.md §1.3 (conformance.Check),
 // tool names that are the declared canonical ones, errors that are typed,
 // non-retryable wire errors, and, when the message ended, an assistant
 // turn that is a JSON array of blocks.

@@ -116,7 +116,7 @@ func (p *parser) event(name string, data []byte) ([]wire.Chunk, error) {
 		return p.messageStop()
 	}
 	// The provider may add event types; one this adapter does not know
-	// could carry content, so it is refused, never dropped (DESIGN §1).
+	// could carry content, so it is refused, never dropped (docs/contract.md §1.3).
 	return nil, protocolf("unknown event type %q", ev.Type)
 }
 

@@ -23,7 +23,7 @@ const conv = "Yq3mN8vKp2R0sT5wXb7cLd9fHj"
 // TestFixtures runs every recorded answer through the adapter over real
 // loopback HTTP: the exact chunk stream, the typed terminal error and its
 // retryability, whether the context reached the checkpoint, and the stream
-// rules of DESIGN §1.
+// rules of docs/contract.md §1.3.
 func TestFixtures(t *testing.T) {
 	srv := serve(t)
 	tests := []struct {

@@ -20,7 +20,7 @@ var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "nli
 // FuzzNLIPResponse feeds arbitrary bytes as an agent's answer through
 // Parse and the chunk projection, as Stream does. It asserts no panic,
 // errors that are typed ProviderProtocolErrors, streams that keep every
-// rule of DESIGN §1, and the context never in a chunk.
+// rule of docs/contract.md §1.3, and the context never in a chunk.
 func FuzzNLIPResponse(f *testing.F) {
 	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*.json"))
 	if err != nil || len(seeds) == 0 {

@@ -13,8 +13,8 @@ import (
 // Name is the adapter key.
 const Name = "nlip"
 
-// The remote runner's admission defaults for NLIP agents (seed D5, DESIGN
-// §4): at most 3 calls active per runner process and 10 waiting.
+// The remote runner's admission defaults for NLIP agents (docs/contract.md
+// §9.5): at most 3 calls active per runner process and 10 waiting.
 const (
 	DefaultMaxActive  = 3
 	DefaultMaxWaiting = 10

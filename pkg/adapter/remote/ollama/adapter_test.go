@@ -13,7 +13,7 @@ import (
 
 // TestFixtures runs every recorded response through the adapter over real
 // loopback HTTP and checks the exact chunk stream, the typed terminal error,
-// its retryability and the stream rules of DESIGN §1.
+// its retryability and the stream rules of docs/contract.md §1.3.
 func TestFixtures(t *testing.T) {
 	srv := serve(t)
 	prompt := map[string]any{"prompt": "What is the answer?"}

@@ -21,7 +21,7 @@ var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "oll
 
 // FuzzOllamaStream feeds arbitrary bytes as an /api/chat body through the
 // NDJSON framing and the Parser, as Stream does. It asserts no panic, a
-// stream that keeps every rule of DESIGN §1 (conformance.Check: chunk
+// stream that keeps every rule of docs/contract.md §1.3 (conformance.Check: chunk
 // types, error chunks, nothing after the error, one result last, closed
 // metadata), tool_use chunks with a name and an object input, and parser
 // errors that are typed ProviderProtocolErrors.

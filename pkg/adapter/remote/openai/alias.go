@@ -11,7 +11,7 @@ import (
 const MaxFunctionName = 64
 
 // alias is the provider-safe function name a canonical platform tool name
-// is sent as (decision 13: the wire constraint does not rewrite the tool's
+// is sent as (docs/contract.md §10.13: the wire constraint does not rewrite the tool's
 // identity). It is a pure function of the name, so the same tool has the
 // same alias in every request of a conversation:
 //

@@ -15,7 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// runPolicy is the runner's attempt policy (DESIGN §4), written out so the
+// runPolicy is the runner's attempt policy (docs/contract.md §4.5), written out so the
 // adapter's classification can be seen driving it: retry a retryable
 // error before the first chunk, at most maxAttempts times; anything else
 // ends the run. It returns the attempts made and the last outcome.

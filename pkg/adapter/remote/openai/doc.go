@@ -1,7 +1,8 @@
 // Package openai provides the OpenAI Responses adapter: one streaming
 // POST {base_url}/responses per attempt, its server-sent events mapped onto
-// the one chunk stream (DESIGN §1), and the conversation carried statelessly
-// in the run's checkpoint (store=false, DESIGN §6, decisions 4 and 13).
+// the one chunk stream (docs/contract.md §1), and the conversation carried
+// statelessly in the run's checkpoint (store=false; docs/contract.md §6,
+// §10.4 and §10.13).
 //
 // # Operating it
 //
@@ -27,7 +28,7 @@
 // dial time); a loopback base URL needs allow_loopback: true.
 //
 // Options.NoTemperatureModels names the models that reject the temperature
-// parameter (the configured GPT-5.x Responses model does, decision 13): for
+// parameter (the configured GPT-5.x Responses model does, docs/contract.md §10.13): for
 // them a request's temperature is validated and left out of the provider
 // request. Profile schema version 1 has no field for it yet: whoever builds
 // the adapter from the profile passes it to New.

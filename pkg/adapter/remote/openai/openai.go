@@ -33,7 +33,7 @@ var Capabilities = wire.Capabilities{
 // MaxPricedContext is the largest context window one price covers: the
 // provider reprices a whole request of more than 272,000 input tokens at
 // long-context rates, which a single rate per token class cannot express,
-// so a profile may advertise no more (decision 11).
+// so a profile may advertise no more (docs/contract.md §10.11).
 const MaxPricedContext = 272_000
 
 // TokenClasses returns the token classes of a response's usage (see the
@@ -52,7 +52,7 @@ func Declaration() remote.Declaration {
 // Options are the adapter's knobs beyond remote.Config.
 type Options struct {
 	// NoTemperatureModels lists the models that reject the temperature
-	// sampling parameter (decision 13: the configured GPT-5.x Responses
+	// sampling parameter (docs/contract.md §10.13: the configured GPT-5.x Responses
 	// model does). For them a request's temperature is validated and then
 	// left out of the provider request, not refused.
 	NoTemperatureModels []string

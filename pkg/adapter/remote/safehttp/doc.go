@@ -2,7 +2,7 @@
 // adapter uses: URL checks before a client exists, and an address check at
 // the moment each connection is dialed, so that no request reaches a
 // private, loopback, link-local, metadata or otherwise refused address
-// (DESIGN §4 "Remote safety").
+// (docs/contract.md §4.9, "Remote safety").
 //
 // # Two checks
 //
