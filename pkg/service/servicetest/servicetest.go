@@ -1,8 +1,8 @@
-// Package servetest runs a service's run function in a test against an
+// Package servicetest runs a service's run function in a test against an
 // embedded server and checks what every service must do: register with the
 // NATS services framework, serve /metrics, /healthz and /readyz, and shut
 // down cleanly when its context ends.
-package servetest
+package servicetest
 
 import (
 	"bufio"
@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -37,7 +36,7 @@ func RepoRoot() string {
 // Load sets the environment of a service under test (AGENTMESH_NATS_URL to
 // natsURL, AGENTMESH_HTTP_ADDR to a random loopback port, then env) for the
 // rest of the test and loads spec from it as the service's main would (see
-// serve.LoadConfig).
+// service.LoadConfig).
 func Load(t testing.TB, spec any, common *service.Config, natsURL string, env map[string]string) {
 	t.Helper()
 	t.Setenv("AGENTMESH_NATS_URL", natsURL)
@@ -47,8 +46,8 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	if err := serve.LoadConfig(spec, common); err != nil {
-		t.Fatalf("servetest: %v", err)
+	if err := service.LoadConfig(spec, common); err != nil {
+		t.Fatalf("servicetest: %v", err)
 	}
 }
 
@@ -57,7 +56,7 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 // is "".
 func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
 	t.Helper()
-	err := serve.LoadConfig(spec, common)
+	err := service.LoadConfig(spec, common)
 	switch {
 	case want == "" && err != nil:
 		t.Errorf("load config: %v, want no error", err)
@@ -65,6 +64,30 @@ func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
 		t.Errorf("load config: no error, want one naming %s", want)
 	case want != "" && !strings.Contains(err.Error(), want):
 		t.Errorf("load config: %v, want an error naming %s", err, want)
+	}
+}
+
+// ConfigCase is an environment a service's configuration is loaded from
+// and the variable the error must name, or "" for none.
+type ConfigCase struct {
+	Name string
+	Env  map[string]string
+	Want string
+}
+
+// CheckConfigs runs CheckConfig for each case in a subtest with its
+// environment set, on the spec that newSpec returns (a pointer to a zero
+// Config of the service and the service.Config it embeds).
+func CheckConfigs(t *testing.T, cases []ConfigCase, newSpec func() (spec any, common *service.Config)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			for k, v := range tc.Env {
+				t.Setenv(k, v)
+			}
+			spec, common := newSpec()
+			CheckConfig(t, spec, common, tc.Want)
+		})
 	}
 }
 
@@ -98,11 +121,11 @@ func (p *Proc) Stop(t testing.TB) {
 		if ok {
 			close(p.done)
 			if err != nil {
-				t.Errorf("servetest: run returned %v; logs:\n%s", err, p.logs)
+				t.Errorf("servicetest: run returned %v; logs:\n%s", err, p.logs)
 			}
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("servetest: run did not return within 30s of cancellation; logs:\n%s", p.logs)
+		t.Fatalf("servicetest: run did not return within 30s of cancellation; logs:\n%s", p.logs)
 	}
 }
 
@@ -167,7 +190,7 @@ func CheckMicro(t testing.TB, nc *nats.Conn, name string) micro.Info {
 	t.Helper()
 	subj, err := micro.ControlSubject(micro.InfoVerb, name, "")
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("servicetest: %v", err)
 	}
 	var info micro.Info
 	natstest.Eventually(t, 10*time.Second, func() error {
