@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -22,8 +23,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RepoRoot is the repository's root directory, for the shipped profiles
@@ -65,6 +69,24 @@ func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
 	case want != "" && !strings.Contains(err.Error(), want):
 		t.Errorf("load config: %v, want an error naming %s", err, want)
 	}
+}
+
+// Deps connects to srv on a connection of its own, closed when the test
+// ends, ensures the topology topo describes, and returns what a component
+// is built from: a fresh metrics registry, an empty health and a logger
+// that writes to stderr in verbose mode (go test -v) and nowhere otherwise.
+func Deps(t testing.TB, srv *server.Server, topo topology.Config) service.Deps {
+	t.Helper()
+	nc, js := natstest.Connect(t, srv)
+	log := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if err := topology.Ensure(context.Background(), js, topo); err != nil {
+		t.Fatalf("servicetest: %v", err)
+	}
+	return service.Deps{NC: nc, JS: js, Names: topo.Names, Log: log,
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
 }
 
 // ConfigCase is an environment a service's configuration is loaded from
