@@ -180,7 +180,7 @@ func (c *CLI) Adapter() adapter.Adapter { return c.adapter }
 // (MeshConfig.Profiles), named claude-code like the adapter. Its policy is
 // left at the defaults: mesh.Run takes a runner's concurrency from the
 // runner's config (MeshConfig.MaxActive), not from the profile, whose
-// max_active only pkg/serve reads.
+// max_active only pkg/adapter/catalog reads.
 func (c *CLI) Profile() profile.Profile {
 	return profile.Profile{
 		Name: claudecode.Name, Adapter: claudecode.Name, Transport: wire.TransportSubprocess,

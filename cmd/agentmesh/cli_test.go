@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.uber.org/goleak"
 )
@@ -27,8 +27,8 @@ func TestMain(m *testing.M) {
 const asMainEnv = "AGENTMESH_TEST_AS_MAIN"
 
 // testIO returns a stdio on buffers with the environment env.
-func testIO(env map[string]string) (*stdio, *servetest.Buffer, *servetest.Buffer) {
-	var out, errOut servetest.Buffer
+func testIO(env map[string]string) (*stdio, *servicetest.Buffer, *servicetest.Buffer) {
+	var out, errOut servicetest.Buffer
 	return newStdio(&out, &errOut, func(k string) string { return env[k] }), &out, &errOut
 }
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.yaml.in/yaml/v3"
 )
@@ -78,7 +78,7 @@ func parseProfiles(name, synopsis string, withJSON bool, args []string, io *stdi
 // not load is a configuration problem, exit code 2; agentmesh profiles
 // validate is the command that reports it in full.
 func (f profilesFlags) load(cmd string) (*profile.Registry, error) {
-	reg, err := serve.AdapterConfig{ProfilesDir: f.dir}.Profiles()
+	reg, err := catalog.Dirs{ProfilesDir: f.dir}.Profiles()
 	if err != nil {
 		return nil, usageErr("profiles %s: --profiles-dir %s: %w", cmd, f.dir, err)
 	}
@@ -86,7 +86,7 @@ func (f profilesFlags) load(cmd string) (*profile.Registry, error) {
 }
 
 // availability tells whether this process's environment holds the
-// credential variable a remote profile names, as serve's remote builder
+// credential variable a remote profile names, as the catalog's remote adapters
 // decides it: set and non-empty. It reads only whether the variable is set,
 // never prints its value, and is "" for a profile without credential_env.
 // The runner that serves the profile may see another environment.
@@ -303,7 +303,7 @@ func cmdProfilesValidate(_ context.Context, args []string, io *stdio) error {
 	if len(pos) > 0 {
 		return usageErr("profiles validate: unexpected argument %q", pos[0])
 	}
-	ac := serve.AdapterConfig{ProfilesDir: f.dir}
+	ac := catalog.Dirs{ProfilesDir: f.dir}
 	reg, err := ac.Profiles()
 	if err == nil {
 		_, err = ac.Registry(reg)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,7 +76,7 @@ func TestRunInterruptedWhileItsRunNeverComes(t *testing.T) {
 // comes.
 func TestRunExitsOnSIGTERM(t *testing.T) {
 	url, js := meshWithoutRouter(t)
-	var stderr servetest.Buffer
+	var stderr servicetest.Buffer
 	cmd := exec.Command(os.Args[0], "run", "--server", url, "-p", "fixture", "--run-id", "lost-2", "hi")
 	cmd.Env = append(os.Environ(), asMainEnv+"=1")
 	cmd.Stderr = &stderr

@@ -12,11 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/runner"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -98,7 +98,7 @@ func cmdUp(ctx context.Context, args []string, io *stdio) error {
 // NATS and HTTP addresses.
 func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string)) (err error) {
 	var cfg service.Config
-	if err := serve.LoadConfig(&cfg, &cfg); err != nil {
+	if err := service.LoadConfig(&cfg, &cfg); err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	export, err := exports.LoadSettings(os.LookupEnv)
@@ -119,19 +119,19 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 		log.Info("nats server stopped")
 	}()
 	cfg.NatsURL, cfg.HTTPAddr = s.ClientURL(), o.http
-	infra, err := serve.Start(ctx, "agentmesh-up", cfg, log)
+	infra, err := service.Start(ctx, "agentmesh-up", cfg, log)
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
 
-	ac := serve.AdapterConfig{ProfilesDir: o.profiles, FixtureDir: o.fixtureDir, WorkspaceRoot: o.workspace}
+	ac := catalog.Dirs{ProfilesDir: o.profiles, FixtureDir: o.fixtureDir, WorkspaceRoot: o.workspace}
 	profiles, err := ac.Profiles()
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: --profiles-dir: %w", err)}
 	}
-	if ac.StateDir, err = serve.ReapProcessGroups(io.getenv("AGENTMESH_RUNNER_STATE_DIR"), log); err != nil {
-		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}
+	if ac.StateDir, err = catalog.ReapProcessGroups(io.getenv("AGENTMESH_RUNNER_STATE_DIR"), log); err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w: AGENTMESH_RUNNER_STATE_DIR: %w", service.ErrConfig, err)}
 	}
 	adapters, err := ac.Registry(profiles)
 	if err != nil {
@@ -152,7 +152,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	}
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Topology: cfg.Topology(),
-		Runner:   runner.Config{MaxActive: serve.MaxActive(profiles, nil)},
+		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil)},
 		Export:   export,
 		// Each service on its own connection, as its binary would be.
 		Connect: func(name string) (service.Deps, error) {

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // testMesh is `agentmesh up` running in the test.
 type testMesh struct {
 	url            string
-	stdout, stderr *servetest.Buffer
+	stdout, stderr *servicetest.Buffer
 }
 
 // startUp runs up on a random port with a fresh data dir until the test

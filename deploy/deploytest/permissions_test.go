@@ -30,7 +30,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
@@ -270,7 +269,7 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	runService(t, "router", r.Run)
 
 	// Every other service ensures the topology too (an update of what
-	// exists), as serve.Start does.
+	// exists), as service.Start does.
 	nnc, njs, nerrs := m.connect(t, "runner")
 	errs["runner"] = nerrs
 	if err := topology.Ensure(ctx, njs, topo); err != nil {
@@ -300,13 +299,13 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	}
 	runService(t, "sweeper", sw.Run)
 
-	// The exporter as services/exporter runs it: serve.Start dials
+	// The exporter as services/exporter runs it: service.Start dials
 	// AGENTMESH_NATS_URL with the credentials in the URL and ensures the
 	// topology, then the exporter opens the object store and runs (it
 	// registers with micro itself).
 	cfg := service.Config{NatsURL: m.url("exporter"), ShutdownTimeout: 5 * time.Second, Replicas: 1,
 		EventsMaxAge: 24 * time.Hour, WorkQueueMax: 1024, LeaseTTL: 2 * time.Second}
-	infra, err := serve.Start(ctx, "agentmesh-exporter", cfg, logger())
+	infra, err := service.Start(ctx, "agentmesh-exporter", cfg, logger())
 	if err != nil {
 		t.Fatalf("exporter: %v", err)
 	}

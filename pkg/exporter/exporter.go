@@ -46,18 +46,21 @@ import (
 // ErrInvalidConfig is returned by Config.Validate.
 var ErrInvalidConfig = errors.New("invalid exporter config")
 
-// Config configures an Exporter.
+// Config configures an Exporter. The exporter service reads it from its
+// environment (AGENTMESH_EXPORTER_WORKERS, ...): the tags name the
+// variables, and Validate's problems are reported under them
+// (service.LoadConfig).
 type Config struct {
 	// Retention is how long an export is kept (default
 	// exports.DefaultRetention).
-	Retention time.Duration
+	Retention time.Duration `ignored:"true"`
 	// Workers is how many runs one exporter exports at once (default 4).
-	Workers int
+	Workers int `split_words:"true" desc:"runs exported at once (default 4)"`
 	// AckWait is the ack wait of the shared consumer (default 60s); an
 	// export in progress keeps its delivery with in-progress acks.
-	AckWait time.Duration
+	AckWait time.Duration `split_words:"true" desc:"ack wait of the exporters' shared consumer of the run records (default 60s)"`
 	// Metadata is added to the exporter's micro service info.
-	Metadata map[string]string
+	Metadata map[string]string `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -72,17 +75,21 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field.
-func (c *Config) Validate() error {
-	switch {
-	case c.Retention < time.Second:
-		return fmt.Errorf("%w: retention must be at least 1s, got %s", ErrInvalidConfig, c.Retention)
-	case c.Workers < 1:
-		return fmt.Errorf("%w: workers must be > 0, got %d", ErrInvalidConfig, c.Workers)
-	case c.AckWait < time.Second:
-		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
+// Validate reports every field that is invalid once the defaults are
+// filled in, each a *service.FieldError wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := service.FieldErrors{Sentinel: ErrInvalidConfig}
+	if c.Retention < time.Second {
+		bad.Add("Retention", "must be at least 1s, got %s", c.Retention)
 	}
-	return nil
+	if c.Workers < 1 {
+		bad.Add("Workers", "must be > 0, got %d", c.Workers)
+	}
+	if c.AckWait < time.Second {
+		bad.Add("AckWait", "must be at least 1s, got %s", c.AckWait)
+	}
+	return bad.Err()
 }
 
 // Outcome is what exporting one ended, consented run came to.

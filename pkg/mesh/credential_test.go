@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +65,7 @@ func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile s
 			t.Fatal(err)
 		}
 	}
-	ac := serve.AdapterConfig{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
+	ac := catalog.Dirs{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
 	profiles, err := ac.Profiles()
 	if err != nil {
 		t.Fatal(err)

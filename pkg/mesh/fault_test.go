@@ -41,7 +41,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -49,7 +49,7 @@ import (
 
 // The test binary plays three more parts, chosen by environment:
 const (
-	// a runner service process (serve.RunRunner, configured by the usual
+	// a runner service process (runnerservice.Run, configured by the usual
 	// AGENTMESH_* variables);
 	faultRunnerEnv = "AGENTMESH_TEST_FAULT_RUNNER"
 	// the fake agent CLI, which records its executions in this directory;
@@ -90,15 +90,12 @@ func chaosTrials(t *testing.T, short int) int {
 	return n
 }
 
-// runFaultRunner is a runner service process: the same run function as
-// the subprocess-runner service.
+// runFaultRunner is a runner service process: the same run function, on
+// the same transports, as the subprocess-runner service.
 func runFaultRunner() int {
-	var cfg struct {
-		service.Config
-		serve.RunnerConfig
-	}
-	return serve.Main("fault-runner", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
-		return serve.RunRunner(ctx, "agentmesh-fault-runner", cfg.Config, cfg.RunnerConfig, log)
+	var cfg runnerservice.Config
+	return service.Main("fault-runner", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
+		return runnerservice.Run(ctx, "agentmesh-fault-runner", []wire.Transport{wire.TransportSubprocess, wire.TransportInProcess}, cfg, log)
 	})
 }
 

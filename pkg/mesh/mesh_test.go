@@ -3,7 +3,6 @@ package mesh_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
@@ -113,30 +113,11 @@ type fixtureReq struct {
 	DelayMS int    `msgpack:"delay_ms,omitempty"`
 }
 
-func request(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := wire.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
+func request(t *testing.T, v any) []byte { return clienttest.Msgpack(t, v) }
 
-func runReq(t *testing.T, req any) wire.RunRequest {
-	return wire.RunRequest{
-		RunID: client.NewRunID(), Tenant: tenant, Principal: "alice", Profile: "fixture",
-		Request: request(t, req),
-	}
-}
+func runReq(t *testing.T, req any) wire.RunRequest { return clienttest.FixtureRun(t, tenant, req) }
 
-func newClient(t *testing.T, srv *server.Server) *client.Client {
-	nc, _ := natstest.Connect(t, srv)
-	c, err := client.New(nc, subject.Names{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
+func newClient(t *testing.T, srv *server.Server) *client.Client { return clienttest.New(t, srv) }
 
 // collect returns every event of a run of tenant up to its terminal status.
 func collect(t *testing.T, c *client.Client, runID string) []wire.Event {
@@ -144,29 +125,11 @@ func collect(t *testing.T, c *client.Client, runID string) []wire.Event {
 	return collectIn(t, c, tenant, runID)
 }
 
-// describe renders events as "accepted routed running text ... succeeded".
-func describe(evs []wire.Event) string {
-	var s []string
-	for _, ev := range evs {
-		if ev.Kind == wire.KindChunk {
-			s = append(s, string(ev.Chunk.Type))
-		} else {
-			s = append(s, string(ev.Status.State))
-		}
-	}
-	return fmt.Sprint(s)
-}
+func describe(evs []wire.Event) string { return clienttest.Describe(evs) }
 
-func checkGapless(t *testing.T, evs []wire.Event) {
-	t.Helper()
-	for i, ev := range evs {
-		if ev.Seq != uint64(i+1) {
-			t.Fatalf("event %d has seq %d: %s", i, ev.Seq, describe(evs))
-		}
-	}
-}
+func checkGapless(t *testing.T, evs []wire.Event) { clienttest.CheckGapless(t, evs) }
 
-func last(evs []wire.Event) wire.Status { return *evs[len(evs)-1].Status }
+func last(evs []wire.Event) wire.Status { return clienttest.Last(evs) }
 
 func TestRunEventsArriveInOrder(t *testing.T) {
 	srv := natstest.RunJetStream(t)
@@ -228,173 +191,16 @@ func TestSameRunIDTwiceIsOneRun(t *testing.T) {
 	}
 }
 
-func TestRejections(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	n := startNode(t, srv, mesh.Config{})
-	c := newClient(t, srv)
-	ctx := context.Background()
-	good := func() wire.RunRequest { return runReq(t, fixtureReq{Prompt: "x"}) }
-	tests := []struct {
-		name string
-		in   func() wire.RunRequest
-		want wire.Class
-	}{
-		{"bad principal token", func() wire.RunRequest { r := good(); r.Principal = "bob smith"; return r }, wire.AgenticRequestValidationError},
-		{"bad conversation token", func() wire.RunRequest { r := good(); r.Conversation = "a.b"; return r }, wire.AgenticRequestValidationError},
-		{"tenant differs from subject", func() wire.RunRequest { r := good(); r.Tenant = "other"; return r }, wire.AgenticRequestValidationError},
-		{"unknown profile", func() wire.RunRequest { r := good(); r.Profile = "nope"; return r }, wire.ProfileError},
-		{"unknown request field", func() wire.RunRequest {
-			r := good()
-			r.Request = request(t, map[string]any{"prompt": "x", "temperature": 0.2})
-			return r
-		}, wire.AgenticRequestValidationError},
-		{"unknown runtime key", func() wire.RunRequest { r := good(); r.Runtime = map[string]any{"workspace": "x"}; return r }, wire.AgenticHandlerError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := tt.in()
-			r.V = wire.Version
-			// Publish directly: the client would refuse some of these at the edge.
-			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), request(t, &r), jetstream.WithMsgID(subject.RunMsgID(tenant, r.RunID))); err != nil {
-				t.Fatal(err)
-			}
-			evs := collect(t, c, r.RunID)
-			if got := describe(evs); got != "[accepted rejected]" {
-				t.Fatalf("events = %s, want [accepted rejected]", got)
-			}
-			st := last(evs)
-			if st.Error == nil || !errors.Is(st.Error, tt.want) {
-				t.Fatalf("error = %v, want class %s", st.Error, tt.want)
-			}
-		})
-	}
-
-	t.Run("a payload naming no run is dropped and counted", func(t *testing.T) {
-		dropped := func() float64 { return counter(t, n.d.Metrics.Dropped.WithLabelValues("router", "run_id")) }
-		before := dropped()
-		for _, garbage := range [][]byte{[]byte("not msgpack"), {0xc1}, {0x81, 0xa1}} {
-			if _, err := n.d.JS.Publish(ctx, n.d.Names.Submit(tenant), garbage); err != nil {
-				t.Fatal(err)
-			}
-		}
-		natstest.Eventually(t, 10*time.Second, func() error {
-			if got := dropped() - before; got != 3 {
-				return fmt.Errorf("dropped %v, want 3", got)
-			}
-			return nil
-		})
-		id, err := c.Submit(ctx, good())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st := last(collect(t, c, id)); st.State != wire.StateSucceeded {
-			t.Fatalf("run after garbage: %s", st.State)
-		}
-	})
-}
-
-func counter(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	ch := make(chan prometheus.Metric, 1)
-	c.Collect(ch)
-	m := <-ch
-	var pb dtoMetric
-	if err := m.Write(&pb.Metric); err != nil {
-		t.Fatal(err)
-	}
-	return pb.GetCounter().GetValue()
-}
-
-func TestFullQueueRejectsAtOnce(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	cfg := mesh.Config{WithoutRunner: true}
-	cfg.Topology.WorkQueueMax = 1
-	startNode(t, srv, cfg)
-	c := newClient(t, srv)
-	ctx := context.Background()
-	queued, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "waits"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, c, queued, wire.StateRouted)
-	full, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "no room"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, full)
-	// The adapter's bound is checked against a count at most 250 ms old,
-	// before anything is written: rejected straight from accepted. When
-	// that count is older than the queued run, the work stream's exact
-	// bound refuses the dispatch, and the run was recorded routed on the
-	// way (README, contract notes).
-	if got := describe(evs); got != "[accepted rejected]" && got != "[accepted routed rejected]" {
-		t.Fatalf("events = %s", got)
-	}
-	if st := last(evs); !errors.Is(st.Error, wire.AdmissionRejected) {
-		t.Fatalf("error = %v, want AdmissionRejected", st.Error)
-	}
-}
-
-// waitQueued waits until the work stream holds n items.
-func waitQueued(t *testing.T, srv *server.Server, n uint64) {
-	t.Helper()
-	_, js := natstest.Connect(t, srv)
-	natstest.Eventually(t, 10*time.Second, func() error {
-		s, err := js.Stream(context.Background(), subject.Names{}.WorkStream())
-		if err != nil {
-			return err
-		}
-		if got := s.CachedInfo().State.Msgs; got != n {
-			return fmt.Errorf("work stream holds %d items, want %d", got, n)
-		}
-		return nil
-	})
-}
-
 // waitFor waits until a run's record reaches state.
 func waitFor(t *testing.T, c *client.Client, runID string, state wire.State) {
 	t.Helper()
 	waitForIn(t, c, tenant, runID, state)
 }
 
-func TestDeadlineEndsTimedOut(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	startNode(t, srv, mesh.Config{})
-	c := newClient(t, srv)
-	r := runReq(t, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: 100})
-	r.DeadlineMS = 500
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
-	st := last(evs)
-	if st.State != wire.StateTimedOut || !errors.Is(st.Error, wire.DeadlineExceeded) {
-		t.Fatalf("terminal = %+v (%s), want timed_out with DeadlineExceeded", st, describe(evs))
-	}
-	checkGapless(t, evs)
-}
-
+// TestCancel: a cancel reaches the runner that executes the run (a queued
+// run's cancel is the router's alone: pkg/router's TestCancelQueued).
 func TestCancel(t *testing.T) {
 	ctx := context.Background()
-
-	t.Run("queued", func(t *testing.T) {
-		srv := natstest.RunJetStream(t)
-		startNode(t, srv, mesh.Config{WithoutRunner: true})
-		c := newClient(t, srv)
-		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "queued"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, c, id, wire.StateRouted)
-		reply, err := c.Cancel(ctx, tenant, id)
-		if err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
-			t.Fatalf("cancel = %+v, %v", reply, err)
-		}
-		if got := describe(collect(t, c, id)); got != "[accepted routed cancelled]" {
-			t.Fatalf("events = %s", got)
-		}
-	})
 
 	t.Run("running", func(t *testing.T) {
 		srv := natstest.RunJetStream(t)
@@ -426,58 +232,6 @@ func TestCancel(t *testing.T) {
 			t.Fatalf("cancel of an ended run = %+v, %v; want ended", again, err)
 		}
 	})
-}
-
-func TestRetryBeforeFirstOutputOnly(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	cfg := mesh.Config{}
-	cfg.Runner.RetryBackoff = 10 * time.Millisecond
-	startNode(t, srv, cfg)
-	c := newClient(t, srv)
-	ctx := context.Background()
-
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "retry-then-ok"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
-	if st := last(evs); st.State != wire.StateSucceeded || st.Attempt != 2 {
-		t.Fatalf("retry: terminal %+v, events %s; want succeeded on attempt 2", st, describe(evs))
-	}
-	if evs[2].Status.Attempt != 1 || evs[3].Status.State != wire.StateRunning || evs[3].Status.Attempt != 2 {
-		t.Fatalf("retry: events %s, want running attempt 1 then 2", describe(evs))
-	}
-	checkGapless(t, evs)
-
-	id, err = c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "fail-after-output"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs = collect(t, c, id)
-	if got := describe(evs); got != "[accepted routed running text failed]" {
-		t.Fatalf("failure after output: events %s, want one text and no replay", got)
-	}
-	if st := last(evs); st.Attempt != 1 || !errors.Is(st.Error, wire.ProviderTransportError) {
-		t.Fatalf("failure after output: terminal %+v", st)
-	}
-}
-
-func TestProviderErrorChunkFailsRun(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	startNode(t, srv, mesh.Config{})
-	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "provider-error"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
-	if got := describe(evs); got != "[accepted routed running text error failed]" {
-		t.Fatalf("events = %s", got)
-	}
-	// The error chunk was typed ProviderQuotaError by the provider.
-	if st := last(evs); !errors.Is(st.Error, wire.ProviderQuotaError) {
-		t.Fatalf("terminal error = %v, want ProviderQuotaError", st.Error)
-	}
 }
 
 // Two routers and two runner hosts share the streams: every run completes
@@ -588,79 +342,6 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 	}
 	if len(requests) != 2 || requests["cancel"] != 1 || requests["consumer-create"] != 0 {
 		t.Fatalf("router endpoints = %v, want cancel with one request and consumer-create (tenants' consumers) with none", requests)
-	}
-}
-
-func TestQueuedRunPastDeadlineTimesOut(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	cfg := mesh.Config{WithoutRunner: true}
-	cfg.Sweeper.ReconcileEvery = time.Second
-	startNode(t, srv, cfg)
-	c := newClient(t, srv)
-	r := runReq(t, fixtureReq{Prompt: "nobody runs me"})
-	r.DeadlineMS = 200
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
-	if got := describe(evs); got != "[accepted routed timed_out]" {
-		t.Fatalf("events = %s", got)
-	}
-	if st := last(evs); !errors.Is(st.Error, wire.DeadlineExceeded) {
-		t.Fatalf("error = %v", st.Error)
-	}
-	// A runner arriving later finds the run ended and drops its work.
-	startNode(t, srv, mesh.Config{WithoutRouter: true, WithoutSweeper: true})
-	_, js := natstest.Connect(t, srv)
-	natstest.Eventually(t, 10*time.Second, func() error {
-		st, err := js.Stream(context.Background(), "AGENTMESH_WORK")
-		if err != nil {
-			return err
-		}
-		info, err := st.Info(context.Background())
-		if err != nil {
-			return err
-		}
-		if info.State.Msgs != 0 {
-			return fmt.Errorf("%d work items left", info.State.Msgs)
-		}
-		return nil
-	})
-	if got := describe(collect(t, c, id)); got != "[accepted routed timed_out]" {
-		t.Fatalf("after a runner came: %s", got)
-	}
-}
-
-func TestProfileMaxWaitingRejectsAtOnce(t *testing.T) {
-	srv := natstest.RunJetStream(t)
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	profiles, err := profile.New(profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess,
-		Model: "fixture-1", Policy: profile.Policy{MaxWaiting: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	startNodeWith(t, srv, mesh.Config{WithoutRunner: true}, profiles, fx)
-	c := newClient(t, srv)
-	ctx := context.Background()
-	for range 2 {
-		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "waits"}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, c, id, wire.StateRouted)
-	}
-	waitQueued(t, srv, 2) // a run's record says routed before its work is dispatched
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "no room"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
-	if st := last(evs); describe(evs) != "[accepted rejected]" || !errors.Is(st.Error, wire.AdmissionRejected) {
-		t.Fatalf("events = %s, error %v; want rejected with AdmissionRejected", describe(evs), st.Error)
 	}
 }
 

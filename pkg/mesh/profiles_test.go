@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,7 +110,7 @@ func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 			t.Fatal(err)
 		}
 	}
-	ac := serve.AdapterConfig{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
+	ac := catalog.Dirs{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
 	profiles, err := ac.Profiles()
 	if err != nil {
 		t.Fatal(err)

@@ -36,25 +36,27 @@ import (
 // ErrInvalidConfig is returned by Config.Validate.
 var ErrInvalidConfig = errors.New("invalid router config")
 
-// Config configures a router.
+// Config configures a router. The router service reads it from its
+// environment (AGENTMESH_ROUTER_WORKERS, ...): the tags name the variables,
+// and Validate's problems are reported under them (service.LoadConfig).
 type Config struct {
 	// Workers is how many submissions one router handles at once (default 16).
-	Workers int
+	Workers int `split_words:"true" desc:"submissions handled at once (default 16)"`
 	// AckWait is the submit consumer's ack wait (default 30s).
-	AckWait time.Duration
+	AckWait time.Duration `split_words:"true" desc:"ack wait of the submit consumer (default 30s)"`
 	// DefaultDeadline applies when a request has no deadline_ms (default 30m).
-	DefaultDeadline time.Duration
+	DefaultDeadline time.Duration `split_words:"true" desc:"deadline of a request without deadline_ms (default 30m)"`
 	// MaxDeadline caps deadline_ms (default 24h).
-	MaxDeadline time.Duration
+	MaxDeadline time.Duration `split_words:"true" desc:"cap on a request's deadline_ms (default 24h)"`
 	// AdapterQueueMax bounds one adapter's queued work over all tenants
 	// (default 1024, AGENTMESH_WORK_QUEUE_MAX); a tenant's own bound is the
 	// work stream's (AGENTMESH_WORK_QUEUE_TENANT_MAX).
-	AdapterQueueMax int64
+	AdapterQueueMax int64 `ignored:"true"`
 	// ExportEnabled is the operator's AGENT_TRAJECTORY_EXPORT_ENABLED: when
 	// set, each accepted run is stamped with its principal's consent (one
 	// leader read of the consent bucket per submission); when not, every
 	// run is stamped not consented without a read.
-	ExportEnabled bool
+	ExportEnabled bool `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -75,19 +77,27 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field.
-func (c *Config) Validate() error {
-	switch {
-	case c.Workers < 1:
-		return fmt.Errorf("%w: workers must be > 0, got %d", ErrInvalidConfig, c.Workers)
-	case c.AckWait < time.Second:
-		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
-	case c.AdapterQueueMax < 1:
-		return fmt.Errorf("%w: adapter queue max must be > 0, got %d", ErrInvalidConfig, c.AdapterQueueMax)
-	case c.DefaultDeadline <= 0 || c.DefaultDeadline > c.MaxDeadline:
-		return fmt.Errorf("%w: default deadline %s must be in (0, max deadline %s]", ErrInvalidConfig, c.DefaultDeadline, c.MaxDeadline)
+// Validate reports every field that is invalid once the defaults are
+// filled in, each a *service.FieldError wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := service.FieldErrors{Sentinel: ErrInvalidConfig}
+	if c.Workers < 1 {
+		bad.Add("Workers", "must be > 0, got %d", c.Workers)
 	}
-	return nil
+	if c.AckWait < time.Second {
+		bad.Add("AckWait", "must be at least 1s, got %s", c.AckWait)
+	}
+	if c.AdapterQueueMax < 1 {
+		bad.Add("AdapterQueueMax", "must be > 0, got %d", c.AdapterQueueMax)
+	}
+	if c.MaxDeadline < 0 {
+		bad.Add("MaxDeadline", "must be > 0, got %s", c.MaxDeadline)
+	}
+	if c.DefaultDeadline < 0 || c.DefaultDeadline > c.MaxDeadline {
+		bad.Add("DefaultDeadline", "must be in (0, max deadline %s], got %s", c.MaxDeadline, c.DefaultDeadline)
+	}
+	return bad.Err()
 }
 
 // Limits on a request's labels.

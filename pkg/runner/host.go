@@ -11,7 +11,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,31 +32,33 @@ import (
 // ErrInvalidConfig is returned by Config.Validate.
 var ErrInvalidConfig = errors.New("invalid runner config")
 
-// Config configures a runner host.
+// Config configures a runner host. A runner service reads it from its
+// environment (AGENTMESH_RUNNER_ID, ...): the tags name the variables, and
+// Validate's problems are reported under them (service.LoadConfig).
 type Config struct {
 	// ID names this runner process in run records and on its cancel subject
 	// (default: a random id).
-	ID string
+	ID string `split_words:"true" desc:"runner id in run records and on its cancel subject (default: random)"`
 	// MaxActive is the number of runs of one adapter this process executes
 	// at once, by adapter name (default DefaultMaxActive).
-	MaxActive map[string]int
+	MaxActive map[string]int `split_words:"true" desc:"runs executed at once per adapter, as adapter:n,... (default: each profile's policy.max_active)"`
 	// DefaultMaxActive applies to adapters not in MaxActive (default 1, the
 	// record's in-process default).
-	DefaultMaxActive int
+	DefaultMaxActive int `split_words:"true" desc:"runs executed at once by an adapter not in RUNNER_MAX_ACTIVE (default 1)"`
 	// AckWait is the work consumers' ack wait; until it is settled (at the
 	// first output, or the terminal status) a run's work is kept in
 	// progress every AckWait/3 (default 30s). It must be above the hosted
 	// adapters' teardown (adapter.Teardown).
-	AckWait time.Duration
+	AckWait time.Duration `split_words:"true" desc:"ack wait of the work consumers (default 30s)"`
 	// RetryBackoff is the delay before a retryable attempt is redelivered,
 	// multiplied by the attempt number (default 250ms).
-	RetryBackoff time.Duration
+	RetryBackoff time.Duration `ignored:"true"`
 	// DrainTimeout is how long Run waits, once its context ends, for runs in
 	// hand to finish before cancelling them (default 10s).
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `split_words:"true" desc:"how long runs in hand may finish at shutdown (default 10s)"`
 	// Metadata is added to the runner's micro service info (the profiles'
 	// registry_version, for one).
-	Metadata map[string]string
+	Metadata map[string]string `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -75,25 +79,32 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field.
-func (c *Config) Validate() error {
+// Validate reports every field that is invalid once the defaults are
+// filled in, each a *service.FieldError wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := service.FieldErrors{Sentinel: ErrInvalidConfig}
 	if c.DefaultMaxActive < 1 {
-		return fmt.Errorf("%w: default max active must be > 0, got %d", ErrInvalidConfig, c.DefaultMaxActive)
+		bad.Add("DefaultMaxActive", "must be > 0, got %d", c.DefaultMaxActive)
 	}
-	for a, n := range c.MaxActive {
-		if n < 1 {
-			return fmt.Errorf("%w: max active of %s must be > 0, got %d", ErrInvalidConfig, a, n)
+	for _, a := range slices.Sorted(maps.Keys(c.MaxActive)) {
+		if n := c.MaxActive[a]; n < 1 {
+			bad.Add("MaxActive", "%s must be > 0, got %d", a, n)
 		}
 	}
 	if c.AckWait < time.Second {
-		return fmt.Errorf("%w: ack wait must be at least 1s, got %s", ErrInvalidConfig, c.AckWait)
+		bad.Add("AckWait", "must be at least 1s, got %s", c.AckWait)
 	}
-	if c.ID != "" {
-		if err := subject.ValidToken("runner id", c.ID); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
+	if c.RetryBackoff < 0 {
+		bad.Add("RetryBackoff", "must be > 0, got %s", c.RetryBackoff)
 	}
-	return nil
+	if c.DrainTimeout < 0 {
+		bad.Add("DrainTimeout", "must be > 0, got %s", c.DrainTimeout)
+	}
+	if err := subject.ValidToken("runner id", c.ID); err != nil {
+		bad.Add("ID", "%v", err)
+	}
+	return bad.Err()
 }
 
 // Host executes work for a set of adapters.

@@ -39,34 +39,81 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// Config configures a sweeper.
+// ErrInvalidConfig is returned by Config.Validate.
+var ErrInvalidConfig = errors.New("invalid sweeper config")
+
+// Config configures a sweeper. The sweeper service reads it from its
+// environment (AGENTMESH_SWEEPER_RECONCILE_EVERY, ...): the tags name the
+// variables, and Validate's problems are reported under them
+// (service.LoadConfig).
 type Config struct {
 	// ReconcileEvery is how often the runs not yet ended are scanned for
 	// a running, committed run without a lease (an expiry that happened
 	// while no sweeper was watching) and for a queued run past its
 	// deadline (default 1m; also once at start).
-	ReconcileEvery time.Duration
+	ReconcileEvery time.Duration `split_words:"true" desc:"how often all run records are scanned for running runs without a lease and queued runs past their deadline (default 1m)"`
 	// Metadata is added to the sweeper's micro service info.
-	Metadata map[string]string
+	Metadata map[string]string `ignored:"true"`
 	// OrphanGrace is how long past its deadline a run claimed by a runner
 	// and without output is left to that runner before the reconcile
 	// times it out itself (default 30s: a live runner ends it at the
 	// deadline, after its transport's teardown).
-	OrphanGrace time.Duration
+	OrphanGrace time.Duration `ignored:"true"`
 	// Exports, when set, makes the sweeper expire trajectory exports.
-	Exports *ExportsConfig
+	Exports *ExportsConfig `split_words:"true"`
 }
 
 // ExportsConfig configures the expiry of trajectory exports.
 type ExportsConfig struct {
 	// Store holds the trajectories' bytes (pkg/exporter/trajstore).
-	Store exports.Bytes
+	Store exports.Bytes `ignored:"true"`
 	// Every is how often the exports are swept (default 1m; also once at
 	// start).
-	Every time.Duration
+	Every time.Duration `split_words:"true" desc:"how often the trajectory exports are swept (retention passed, consent withdrawn; default 1m); AGENT_ARTIFACT_ROOT and AGENT_TRAJECTORY_* apply"`
 	// AbandonAfter is how long an export record may stay unstored before
 	// it is swept as abandoned (default exports.DefaultAbandonAfter).
-	AbandonAfter time.Duration
+	AbandonAfter time.Duration `ignored:"true"`
+}
+
+// setDefaults fills in the defaults, on a copy of Exports.
+func (c *Config) setDefaults() {
+	if c.ReconcileEvery == 0 {
+		c.ReconcileEvery = time.Minute
+	}
+	if c.OrphanGrace == 0 {
+		c.OrphanGrace = 30 * time.Second
+	}
+	if c.Exports != nil {
+		x := *c.Exports
+		if x.Every == 0 {
+			x.Every = time.Minute
+		}
+		c.Exports = &x
+	}
+}
+
+// Validate reports every field that is invalid once the defaults are
+// filled in, each a *service.FieldError wrapping ErrInvalidConfig. The
+// exports' Store is New's to check: a service sets it after reading the
+// rest from its environment.
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := service.FieldErrors{Sentinel: ErrInvalidConfig}
+	if c.ReconcileEvery < time.Second {
+		bad.Add("ReconcileEvery", "must be at least 1s, got %s", c.ReconcileEvery)
+	}
+	if c.OrphanGrace < 0 {
+		bad.Add("OrphanGrace", "must be >= 0, got %s", c.OrphanGrace)
+	}
+	if x := c.Exports; x != nil {
+		if x.Every < time.Second {
+			bad.Add("Every", "must be at least 1s, got %s", x.Every)
+		}
+		if x.AbandonAfter < 0 {
+			bad.Add("AbandonAfter", "must be >= 0, got %s", x.AbandonAfter)
+		}
+	}
+	return bad.Err()
 }
 
 // Sweeper watches leases.
@@ -85,14 +132,12 @@ type Sweeper struct {
 
 // New binds a sweeper to the topology, which must exist.
 func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
-	if cfg.ReconcileEvery == 0 {
-		cfg.ReconcileEvery = time.Minute
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if cfg.ReconcileEvery < time.Second {
-		return nil, fmt.Errorf("invalid sweeper config: reconcile interval must be at least 1s, got %s", cfg.ReconcileEvery)
-	}
-	if cfg.OrphanGrace == 0 {
-		cfg.OrphanGrace = 30 * time.Second
+	if cfg.Exports != nil && cfg.Exports.Store == nil {
+		return nil, fmt.Errorf("%w: exports need a store", ErrInvalidConfig)
 	}
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
@@ -101,12 +146,6 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	}
 	s.leaseTTL = s.store.LeaseTTL()
 	if x := cfg.Exports; x != nil {
-		if x.Every == 0 {
-			x.Every = time.Minute
-		}
-		if x.Every < time.Second || x.Store == nil || x.AbandonAfter < 0 {
-			return nil, fmt.Errorf("invalid sweeper config: exports need a store, an interval of at least 1s (got %s) and an abandon grace >= 0 (got %s)", x.Every, x.AbandonAfter)
-		}
 		records, err := exports.Open(ctx, d.JS, d.Names)
 		if err != nil {
 			return nil, err

@@ -5,34 +5,26 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
-// Config is the exporter's configuration.
+// Config is the exporter's configuration: the common variables, the
+// profiles' directory and the exporter's own (AGENTMESH_EXPORTER_WORKERS,
+// AGENTMESH_EXPORTER_ACK_WAIT), whose defaults and checks are
+// exporter.Config's. The retention is the operator's
+// AGENT_TRAJECTORY_RETENTION.
 type Config struct {
 	service.Config
-	ProfilesDir     string        `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-	ExporterWorkers int           `split_words:"true" default:"4" desc:"runs exported at once"`
-	ExporterAckWait time.Duration `split_words:"true" default:"60s" desc:"ack wait of the exporters' shared consumer of the run records"`
+	ProfilesDir string          `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
+	Exporter    exporter.Config `split_words:"true"`
 }
 
 // Validate names each bad exporter variable.
-func (c Config) Validate() error {
-	var bad serve.Problems
-	if c.ExporterWorkers < 1 {
-		bad.Add("AGENTMESH_EXPORTER_WORKERS", "must be > 0, got %d", c.ExporterWorkers)
-	}
-	if c.ExporterAckWait < time.Second {
-		bad.Add("AGENTMESH_EXPORTER_ACK_WAIT", "must be at least 1s, got %s", c.ExporterAckWait)
-	}
-	return bad.Err()
-}
+func (c Config) Validate() error { return c.Exporter.Validate() }
 
 // run exports until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
@@ -40,7 +32,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	infra, err := serve.Start(ctx, "agentmesh-exporter", cfg.Config, log)
+	infra, err := service.Start(ctx, "agentmesh-exporter", cfg.Config, log)
 	if err != nil {
 		return err
 	}
@@ -57,9 +49,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	x, err := exporter.New(ctx, infra.Deps, store, exporter.Config{
-		Retention: export.Retention, Workers: cfg.ExporterWorkers, AckWait: cfg.ExporterAckWait, Metadata: meta,
-	})
+	xc := cfg.Exporter
+	xc.Retention, xc.Metadata = export.Retention, meta
+	x, err := exporter.New(ctx, infra.Deps, store, xc)
 	if err != nil {
 		return err
 	}

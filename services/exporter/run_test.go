@@ -8,7 +8,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"go.uber.org/goleak"
 )
 
@@ -23,9 +24,9 @@ func TestRun(t *testing.T) {
 				t.Setenv(exports.EnvEnabled, tc.enabled)
 			}
 			var cfg Config
-			servetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
-			p := servetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
-			if got := servetest.CheckMicro(t, nc, "agentmesh-exporter").Metadata["export"]; got != tc.want {
+			servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
+			p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+			if got := servicetest.CheckMicro(t, nc, "agentmesh-exporter").Metadata["export"]; got != tc.want {
 				t.Errorf("micro metadata export = %q, want %q", got, tc.want)
 			}
 			p.CheckHTTP(t, "agentmesh_export_lag_seconds")
@@ -41,7 +42,7 @@ func TestEnablementRefused(t *testing.T) {
 	for _, v := range []string{"yes", "true", " 1", ""} {
 		t.Setenv(exports.EnvEnabled, v)
 		var cfg Config
-		servetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
+		servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
 		err := run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), exports.EnvEnabled) {
 			t.Errorf("%s=%q: run = %v, want an error naming the variable", exports.EnvEnabled, v, err)
@@ -50,7 +51,9 @@ func TestEnablementRefused(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	var cfg Config
-	t.Setenv("AGENTMESH_EXPORTER_WORKERS", "0")
-	servetest.CheckConfig(t, &cfg, &cfg.Config, "AGENTMESH_EXPORTER_WORKERS")
+	servicetest.CheckConfigs(t, []servicetest.ConfigCase{
+		{Name: "defaults", Env: nil, Want: ""},
+		{Name: "workers", Env: map[string]string{"AGENTMESH_EXPORTER_WORKERS": "-1"}, Want: "AGENTMESH_EXPORTER_WORKERS: must be > 0"},
+		{Name: "ack wait", Env: map[string]string{"AGENTMESH_EXPORTER_ACK_WAIT": "10ms"}, Want: "AGENTMESH_EXPORTER_ACK_WAIT: must be at least 1s"},
+	}, func() (any, *service.Config) { var cfg Config; return &cfg, &cfg.Config })
 }

@@ -8,12 +8,12 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
 func main() {
 	var cfg Config
-	os.Exit(serve.Main("router", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
+	os.Exit(service.Main("router", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, cfg, log)
 	}))
 }

@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"go.uber.org/goleak"
 )
 
@@ -17,38 +19,28 @@ func TestRun(t *testing.T) {
 	s := natstest.RunJetStream(t)
 	nc, _ := natstest.Connect(t, s)
 	var cfg Config
-	servetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), map[string]string{"AGENTMESH_FIXTURE_DIR": "../../testdata/fixture"})
-	p := servetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+	servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), map[string]string{"AGENTMESH_FIXTURE_DIR": "../../testdata/fixture"})
+	p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
 
-	info := servetest.CheckMicro(t, nc, "agentmesh-router")
+	info := servicetest.CheckMicro(t, nc, "agentmesh-router")
 	logged, _ := p.Log(t, "router started")["registry_version"].(string)
 	if got := info.Metadata["registry_version"]; logged == "" || got != logged {
 		t.Errorf("micro metadata registry_version = %q, logged %q; want the same, non-empty", got, logged)
 	}
 	p.CheckHTTP(t, "agentmesh_lease_expiries_total")
-	servetest.Mesh(t, s.ClientURL(), mesh.Config{WithoutRouter: true})
-	servetest.Complete(t, nc, "routed by the router service")
+	meshtest.Start(t, s.ClientURL(), mesh.Config{WithoutRouter: true})
+	meshtest.Complete(t, nc, "routed by the router service")
 	p.Stop(t)
 }
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name string
-		env  map[string]string
-		want string // the variable the error names; "" for none
-	}{
-		{"defaults", nil, ""},
-		{"workers", map[string]string{"AGENTMESH_ROUTER_WORKERS": "0"}, "AGENTMESH_ROUTER_WORKERS"},
-		{"ack wait", map[string]string{"AGENTMESH_ROUTER_ACK_WAIT": "10ms"}, "AGENTMESH_ROUTER_ACK_WAIT"},
-		{"default deadline", map[string]string{"AGENTMESH_ROUTER_DEFAULT_DEADLINE": "48h"}, "AGENTMESH_ROUTER_DEFAULT_DEADLINE"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			var cfg Config
-			servetest.CheckConfig(t, &cfg, &cfg.Config, tt.want)
-		})
-	}
+	servicetest.CheckConfigs(t, []servicetest.ConfigCase{
+		{Name: "defaults", Env: nil, Want: ""},
+		{Name: "workers zero is the default", Env: map[string]string{"AGENTMESH_ROUTER_WORKERS": "0"}, Want: ""},
+		{Name: "workers", Env: map[string]string{"AGENTMESH_ROUTER_WORKERS": "-1"}, Want: "AGENTMESH_ROUTER_WORKERS: must be > 0, got -1"},
+		{Name: "ack wait", Env: map[string]string{"AGENTMESH_ROUTER_ACK_WAIT": "10ms"}, Want: "AGENTMESH_ROUTER_ACK_WAIT: must be at least 1s"},
+		{Name: "default deadline", Env: map[string]string{"AGENTMESH_ROUTER_DEFAULT_DEADLINE": "48h"}, Want: "AGENTMESH_ROUTER_DEFAULT_DEADLINE: must be in (0, max deadline 24h0m0s]"},
+		{Name: "default deadline beyond the max", Env: map[string]string{"AGENTMESH_ROUTER_MAX_DEADLINE": "10m"}, Want: "AGENTMESH_ROUTER_DEFAULT_DEADLINE"},
+		{Name: "max deadline", Env: map[string]string{"AGENTMESH_ROUTER_MAX_DEADLINE": "-1s"}, Want: "AGENTMESH_ROUTER_MAX_DEADLINE: must be > 0"},
+	}, func() (any, *service.Config) { var cfg Config; return &cfg, &cfg.Config })
 }

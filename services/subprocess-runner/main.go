@@ -1,8 +1,9 @@
-// Command subprocess-runner executes runs for the adapters named in
-// AGENTMESH_RUNNER_ADAPTERS, pulling work from the pools' shared consumers on
-// AGENTMESH_WORK. It is the host for the subprocess adapters (agent CLIs);
-// until they exist it hosts the in-process fixture adapter. It is
-// configured by AGENTMESH_* environment variables; -h lists them.
+// Command subprocess-runner executes runs for the agent CLI adapters
+// (claude-code, codex, gemini, pi) named in AGENTMESH_RUNNER_ADAPTERS,
+// pulling work from the pools' shared consumers on AGENTMESH_WORK, and for
+// the in-process fixture adapter. It refuses to host a remote (model API)
+// adapter: that is the remote-runner's. It is configured by AGENTMESH_*
+// environment variables; -h lists them.
 package main
 
 import (
@@ -10,12 +11,12 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
 func main() {
 	var cfg Config
-	os.Exit(serve.Main("subprocess-runner", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
+	os.Exit(service.Main("subprocess-runner", &cfg, &cfg.Config.Config, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, cfg, log)
 	}))
 }

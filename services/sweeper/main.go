@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/serve"
+	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
 func main() {
 	var cfg Config
-	os.Exit(serve.Main("sweeper", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
+	os.Exit(service.Main("sweeper", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
 		return run(ctx, cfg, log)
 	}))
 }

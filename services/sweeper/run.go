@@ -5,35 +5,26 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 )
 
-// Config is the sweeper's configuration.
+// Config is the sweeper's configuration: the common variables, the
+// profiles' directory and the sweeper's own
+// (AGENTMESH_SWEEPER_RECONCILE_EVERY, AGENTMESH_SWEEPER_EXPORTS_EVERY),
+// whose defaults and checks are sweeper.Config's.
 type Config struct {
 	service.Config
-	ProfilesDir           string        `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-	SweeperReconcileEvery time.Duration `split_words:"true" default:"1m" desc:"how often all run records are scanned for running runs without a lease and queued runs past their deadline"`
-	SweeperExportsEvery   time.Duration `split_words:"true" default:"1m" desc:"how often the trajectory exports are swept (retention passed, consent withdrawn); AGENT_ARTIFACT_ROOT and AGENT_TRAJECTORY_* apply"`
+	ProfilesDir string         `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
+	Sweeper     sweeper.Config `split_words:"true"`
 }
 
 // Validate names each bad sweeper variable.
-func (c Config) Validate() error {
-	var bad serve.Problems
-	if c.SweeperReconcileEvery < time.Second {
-		bad.Add("AGENTMESH_SWEEPER_RECONCILE_EVERY", "must be at least 1s, got %s", c.SweeperReconcileEvery)
-	}
-	if c.SweeperExportsEvery < time.Second {
-		bad.Add("AGENTMESH_SWEEPER_EXPORTS_EVERY", "must be at least 1s, got %s", c.SweeperExportsEvery)
-	}
-	return bad.Err()
-}
+func (c Config) Validate() error { return c.Sweeper.Validate() }
 
 // run sweeps until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
@@ -41,7 +32,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	infra, err := serve.Start(ctx, "agentmesh-sweeper", cfg.Config, log)
+	infra, err := service.Start(ctx, "agentmesh-sweeper", cfg.Config, log)
 	if err != nil {
 		return err
 	}
@@ -54,9 +45,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
 	if err != nil {
 		return err
 	}
-	s, err := sweeper.New(ctx, infra.Deps, sweeper.Config{ReconcileEvery: cfg.SweeperReconcileEvery,
-		Metadata: map[string]string{"registry_version": profiles.Version()},
-		Exports:  &sweeper.ExportsConfig{Store: store, Every: cfg.SweeperExportsEvery}})
+	sc := cfg.Sweeper
+	sc.Metadata = service.Metadata(sc.Metadata, "registry_version", profiles.Version())
+	x := sweeper.ExportsConfig{}
+	if sc.Exports != nil {
+		x = *sc.Exports
+	}
+	x.Store = store
+	sc.Exports = &x
+	s, err := sweeper.New(ctx, infra.Deps, sc)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve/servetest"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"go.uber.org/goleak"
 )
 
@@ -16,10 +17,10 @@ func TestRun(t *testing.T) {
 	s := natstest.RunJetStream(t)
 	nc, _ := natstest.Connect(t, s)
 	var cfg Config
-	servetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), map[string]string{"AGENTMESH_LEASE_TTL": "3s"})
-	p := servetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+	servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), map[string]string{"AGENTMESH_LEASE_TTL": "3s"})
+	p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
 
-	if got := servetest.CheckMicro(t, nc, "agentmesh-sweeper").Metadata["lease_ttl"]; got != "3s" {
+	if got := servicetest.CheckMicro(t, nc, "agentmesh-sweeper").Metadata["lease_ttl"]; got != "3s" {
 		t.Errorf("micro metadata lease_ttl = %q, want 3s", got)
 	}
 	p.CheckHTTP(t, "agentmesh_lease_expiries_total")
@@ -27,7 +28,9 @@ func TestRun(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	var cfg Config
-	t.Setenv("AGENTMESH_SWEEPER_RECONCILE_EVERY", "1ms")
-	servetest.CheckConfig(t, &cfg, &cfg.Config, "AGENTMESH_SWEEPER_RECONCILE_EVERY")
+	servicetest.CheckConfigs(t, []servicetest.ConfigCase{
+		{Name: "defaults", Env: nil, Want: ""},
+		{Name: "reconcile", Env: map[string]string{"AGENTMESH_SWEEPER_RECONCILE_EVERY": "1ms"}, Want: "AGENTMESH_SWEEPER_RECONCILE_EVERY: must be at least 1s"},
+		{Name: "exports", Env: map[string]string{"AGENTMESH_SWEEPER_EXPORTS_EVERY": "1ms"}, Want: "AGENTMESH_SWEEPER_EXPORTS_EVERY: must be at least 1s"},
+	}, func() (any, *service.Config) { var cfg Config; return &cfg, &cfg.Config })
 }

@@ -1,4 +1,7 @@
-package servetest
+// Package meshtest runs the rest of the mesh beside a service under test
+// (Start), submits a run through it and waits for its end (Complete), and
+// checks a runner service against it (CheckRunner).
+package meshtest
 
 import (
 	"context"
@@ -7,43 +10,44 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
 
-// Mesh runs the services cfg selects from pkg/mesh, with the built-in
+// Start runs the services cfg selects from pkg/mesh, with the built-in
 // profiles and the fixture adapter, against natsURL until the test ends, so
 // that a service under test has the rest of the mesh to work with.
-func Mesh(t testing.TB, natsURL string, cfg mesh.Config) {
+func Start(t testing.TB, natsURL string, cfg mesh.Config) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	adapters, err := serve.AdapterConfig{}.Registry(profile.Builtin())
+	adapters, err := catalog.Dirs{}.Registry(profile.Builtin())
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("meshtest: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	infra, err := serve.Start(ctx, "servetest-mesh", service.Config{NatsURL: natsURL, ShutdownTimeout: 10 * time.Second}, log)
+	infra, err := service.Start(ctx, "meshtest", service.Config{NatsURL: natsURL, ShutdownTimeout: 10 * time.Second}, log)
 	if err != nil {
 		cancel()
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("meshtest: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- mesh.Run(ctx, infra.Deps, profile.Builtin(), adapters, cfg) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("servetest: mesh: %v", err)
+			t.Errorf("meshtest: mesh: %v", err)
 		}
 		if err := infra.Close(); err != nil {
-			t.Errorf("servetest: close mesh: %v", err)
+			t.Errorf("meshtest: close mesh: %v", err)
 		}
 	})
 }
@@ -54,24 +58,24 @@ func Complete(t testing.TB, nc *nats.Conn, prompt string) {
 	t.Helper()
 	c, err := client.New(nc, subject.Names{})
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("meshtest: %v", err)
 	}
 	req, err := wire.Marshal(map[string]any{"prompt": prompt})
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("meshtest: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	id, err := c.Submit(ctx, wire.RunRequest{Tenant: "default", Principal: "test", Profile: "fixture", Request: req})
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("meshtest: %v", err)
 	}
 	st, err := c.Wait(ctx, "default", id)
 	if err != nil {
-		t.Fatalf("servetest: run %s: %v", id, err)
+		t.Fatalf("meshtest: run %s: %v", id, err)
 	}
 	if st.State != wire.StateSucceeded {
-		t.Fatalf("servetest: run %s ended %s (error %v), want succeeded", id, st.State, st.Error)
+		t.Fatalf("meshtest: run %s ended %s (error %v), want succeeded", id, st.State, st.Error)
 	}
 }
 
@@ -82,12 +86,12 @@ func Complete(t testing.TB, nc *nats.Conn, prompt string) {
 func CheckRunner(t testing.TB, s *server.Server, id string, run func(ctx context.Context, log *slog.Logger) error) {
 	t.Helper()
 	nc, _ := natstest.Connect(t, s)
-	p := Start(t, run)
-	if got := CheckMicro(t, nc, "agentmesh-runner").Metadata["runner_id"]; got != id {
+	p := servicetest.Start(t, run)
+	if got := servicetest.CheckMicro(t, nc, "agentmesh-runner").Metadata["runner_id"]; got != id {
 		t.Errorf("micro metadata runner_id = %q, want %s", got, id)
 	}
 	p.CheckHTTP(t, "agentmesh_lease_expiries_total")
-	Mesh(t, s.ClientURL(), mesh.Config{WithoutRunner: true})
+	Start(t, s.ClientURL(), mesh.Config{WithoutRunner: true})
 	Complete(t, nc, "executed by the runner service")
 	p.Stop(t)
 }

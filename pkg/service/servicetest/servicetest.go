@@ -1,8 +1,8 @@
-// Package servetest runs a service's run function in a test against an
+// Package servicetest runs a service's run function in a test against an
 // embedded server and checks what every service must do: register with the
 // NATS services framework, serve /metrics, /healthz and /readyz, and shut
 // down cleanly when its context ends.
-package servetest
+package servicetest
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -21,10 +22,12 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // RepoRoot is the repository's root directory, for the shipped profiles
@@ -37,7 +40,7 @@ func RepoRoot() string {
 // Load sets the environment of a service under test (AGENTMESH_NATS_URL to
 // natsURL, AGENTMESH_HTTP_ADDR to a random loopback port, then env) for the
 // rest of the test and loads spec from it as the service's main would (see
-// serve.LoadConfig).
+// service.LoadConfig).
 func Load(t testing.TB, spec any, common *service.Config, natsURL string, env map[string]string) {
 	t.Helper()
 	t.Setenv("AGENTMESH_NATS_URL", natsURL)
@@ -47,8 +50,8 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	if err := serve.LoadConfig(spec, common); err != nil {
-		t.Fatalf("servetest: %v", err)
+	if err := service.LoadConfig(spec, common); err != nil {
+		t.Fatalf("servicetest: %v", err)
 	}
 }
 
@@ -57,7 +60,7 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 // is "".
 func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
 	t.Helper()
-	err := serve.LoadConfig(spec, common)
+	err := service.LoadConfig(spec, common)
 	switch {
 	case want == "" && err != nil:
 		t.Errorf("load config: %v, want no error", err)
@@ -65,6 +68,48 @@ func CheckConfig(t testing.TB, spec any, common *service.Config, want string) {
 		t.Errorf("load config: no error, want one naming %s", want)
 	case want != "" && !strings.Contains(err.Error(), want):
 		t.Errorf("load config: %v, want an error naming %s", err, want)
+	}
+}
+
+// Deps connects to srv on a connection of its own, closed when the test
+// ends, ensures the topology topo describes, and returns what a component
+// is built from: a fresh metrics registry, an empty health and a logger
+// that writes to stderr in verbose mode (go test -v) and nowhere otherwise.
+func Deps(t testing.TB, srv *server.Server, topo topology.Config) service.Deps {
+	t.Helper()
+	nc, js := natstest.Connect(t, srv)
+	log := slog.New(slog.DiscardHandler)
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if err := topology.Ensure(context.Background(), js, topo); err != nil {
+		t.Fatalf("servicetest: %v", err)
+	}
+	return service.Deps{NC: nc, JS: js, Names: topo.Names, Log: log,
+		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+}
+
+// ConfigCase is an environment a service's configuration is loaded from
+// and the variable the error must name, or "" for none.
+type ConfigCase struct {
+	Name string
+	Env  map[string]string
+	Want string
+}
+
+// CheckConfigs runs CheckConfig for each case in a subtest with its
+// environment set, on the spec that newSpec returns (a pointer to a zero
+// Config of the service and the service.Config it embeds).
+func CheckConfigs(t *testing.T, cases []ConfigCase, newSpec func() (spec any, common *service.Config)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			for k, v := range tc.Env {
+				t.Setenv(k, v)
+			}
+			spec, common := newSpec()
+			CheckConfig(t, spec, common, tc.Want)
+		})
 	}
 }
 
@@ -98,11 +143,11 @@ func (p *Proc) Stop(t testing.TB) {
 		if ok {
 			close(p.done)
 			if err != nil {
-				t.Errorf("servetest: run returned %v; logs:\n%s", err, p.logs)
+				t.Errorf("servicetest: run returned %v; logs:\n%s", err, p.logs)
 			}
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("servetest: run did not return within 30s of cancellation; logs:\n%s", p.logs)
+		t.Fatalf("servicetest: run did not return within 30s of cancellation; logs:\n%s", p.logs)
 	}
 }
 
@@ -167,7 +212,7 @@ func CheckMicro(t testing.TB, nc *nats.Conn, name string) micro.Info {
 	t.Helper()
 	subj, err := micro.ControlSubject(micro.InfoVerb, name, "")
 	if err != nil {
-		t.Fatalf("servetest: %v", err)
+		t.Fatalf("servicetest: %v", err)
 	}
 	var info micro.Info
 	natstest.Eventually(t, 10*time.Second, func() error {

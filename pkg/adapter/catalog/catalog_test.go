@@ -1,4 +1,4 @@
-package serve
+package catalog
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -36,7 +36,7 @@ func TestShippedProfilesCheckClean(t *testing.T) {
 					t.Setenv(v, "") // FromEnv takes empty as unset
 				}
 			}
-			ac := AdapterConfig{ProfilesDir: "../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+			ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
 			profiles, err := profile.Load(ac.ProfilesDir)
 			if err != nil {
 				t.Fatal(err)
@@ -74,7 +74,7 @@ func TestShippedProfilesCheckClean(t *testing.T) {
 func TestTokenClasses(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
-	ac := AdapterConfig{ProfilesDir: "../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
 	profiles, err := ac.Profiles()
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestRegistryChecksProfilesAgainstAdapters(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ac := AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+			ac := Dirs{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
 			profiles, err := ac.Profiles()
 			if err != nil {
 				t.Fatal(err)
@@ -167,24 +167,9 @@ func TestRegistryChecksProfilesAgainstAdapters(t *testing.T) {
 	}
 }
 
-// TestRunRunnerFailsAtStartupOnAProfile: a runner service stops before it
-// connects to anything when a profile contradicts its adapter.
-func TestRunRunnerFailsAtStartupOnAProfile(t *testing.T) {
-	dir := t.TempDir()
-	body := "schema: 1\nname: fixture\nadapter: fixture\ntransport: in_process\nmodel: fixture-1\npricing: {input: \"0\"}\n"
-	if err := os.WriteFile(filepath.Join(dir, "fixture.yaml"), []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rc := RunnerConfig{AdapterConfig: AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}, RunnerAdapters: []string{"fixture"}}
-	err := RunRunner(context.Background(), "test-runner", service.Config{NatsURL: "nats://127.0.0.1:1"}, rc, slog.New(slog.DiscardHandler))
-	if !errors.Is(err, profile.ErrInvalid) || !strings.Contains(err.Error(), "fixture.yaml: pricing.output: missing") {
-		t.Fatalf("RunRunner = %v, want the missing output price of fixture.yaml", err)
-	}
-}
-
 // TestReapProcessGroups: a usable state dir is returned for the adapters;
-// one others may write to is a config error naming the variable, before
-// anything is reaped from it.
+// one others may write to is refused as proc.ErrStateDir, before anything
+// is reaped from it.
 func TestReapProcessGroups(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	good := filepath.Join(t.TempDir(), "groups")
@@ -199,8 +184,8 @@ func TestReapProcessGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := ReapProcessGroups(bad, log)
-	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "AGENTMESH_RUNNER_STATE_DIR") {
-		t.Fatalf("err = %v, want an ErrConfig naming AGENTMESH_RUNNER_STATE_DIR", err)
+	if !errors.Is(err, proc.ErrStateDir) {
+		t.Fatalf("err = %v, want proc.ErrStateDir", err)
 	}
 }
 
@@ -227,7 +212,7 @@ func TestEachProfileHasItsOwnInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ac := AdapterConfig{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	ac := Dirs{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
 	profiles, err := ac.Profiles()
 	if err != nil {
 		t.Fatal(err)
@@ -271,6 +256,77 @@ func TestEachProfileHasItsOwnInstance(t *testing.T) {
 		}
 		if !errors.Is(got, wire.ProviderExecutableNotFound) || !strings.Contains(got.Error(), p.binary) {
 			t.Errorf("%s: Stream = %v, want ProviderExecutableNotFound naming its own binary %s", p.profile, got, p.binary)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(reg.Names(), ","); got != "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi" {
+		t.Errorf("Registry() names = %s, want every shipped profile's adapter", got)
+	}
+	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`) {
+		t.Errorf("Registry(fixture, nope) = %v, want an unknown adapter error listing the known ones", err)
+	}
+	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 {
+		t.Errorf("MaxActive = %v", got)
+	}
+}
+
+// TestTransports: the transport the catalog states for each adapter, which
+// decides the runner binary that may host it, is the one the adapter's
+// capabilities declare, for the instance built from each shipped profile
+// and the adapter's own.
+func TestTransports(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range Names() {
+		want, _ := Transport(n)
+		a, ok := reg.Get(n)
+		if !ok {
+			t.Errorf("no shipped profile names adapter %s", n)
+			continue
+		}
+		if got := a.Capabilities().Transport; got != want {
+			t.Errorf("adapter %s declares transport %s, the catalog says %s", n, got, want)
+		}
+	}
+	for _, p := range profiles.All() {
+		a, _ := reg.ForProfile(p.Name)
+		if want, _ := Transport(p.Adapter); a.Capabilities().Transport != want {
+			t.Errorf("profile %s: its instance declares transport %s, the catalog says %s", p.Name, a.Capabilities().Transport, want)
+		}
+	}
+	if _, ok := Transport("nope"); ok {
+		t.Error(`Transport("nope") is known`)
+	}
+	for _, tt := range []struct {
+		in   []wire.Transport
+		want string
+	}{
+		{nil, "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi"},
+		{[]wire.Transport{wire.TransportSubprocess}, "claude-code,codex,gemini,pi"},
+		{[]wire.Transport{wire.TransportRemote}, "anthropic,nlip,ollama,openai"},
+		{[]wire.Transport{wire.TransportRemote, wire.TransportInProcess}, "anthropic,fixture,nlip,ollama,openai"},
+	} {
+		if got := strings.Join(Names(tt.in...), ","); got != tt.want {
+			t.Errorf("Names(%v) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package serve
+package service
 
 import (
 	"context"
@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
 func TestStartClose(t *testing.T) {
 	s := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, s)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := service.Config{NatsURL: s.ClientURL(), Prefix: "t1", ShutdownTimeout: 5 * time.Second}
+	cfg := Config{NatsURL: s.ClientURL(), Prefix: "t1", ShutdownTimeout: 5 * time.Second}
 	infra, err := Start(context.Background(), "test", cfg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +41,7 @@ func TestStartClose(t *testing.T) {
 
 func TestStartUnreachable(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := service.Config{NatsURL: "nats://127.0.0.1:1", ShutdownTimeout: time.Second}
+	cfg := Config{NatsURL: "nats://127.0.0.1:1", ShutdownTimeout: time.Second}
 	if _, err := Start(context.Background(), "test", cfg, log); err == nil {
 		t.Fatal("Start against a closed port succeeded")
 	}

@@ -1,4 +1,4 @@
-package serve
+package service
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,13 +18,13 @@ import (
 // and release it with Close.
 type Infra struct {
 	// Deps are handed to the service's components.
-	Deps service.Deps
+	Deps Deps
 	// Registry holds the mesh metrics and the Go and process collectors.
 	Registry *prometheus.Registry
 
-	cfg    service.Config
-	http   *service.HTTPServer // nil when HTTP is disabled
-	closed chan struct{}       // closed when the connection is closed
+	cfg    Config
+	http   *HTTPServer   // nil when HTTP is disabled
+	closed chan struct{} // closed when the connection is closed
 
 	once     sync.Once
 	closeErr error
@@ -36,8 +35,8 @@ type Infra struct {
 // /healthz and /readyz on it. Readiness is what the components add to
 // Deps.Health. On error, whatever was started has been released. It blocks
 // until all of that is done or ctx ends.
-func Start(ctx context.Context, name string, cfg service.Config, log *slog.Logger) (*Infra, error) {
-	nc, js, err := service.Connect(cfg.NatsURL, name, log)
+func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (*Infra, error) {
+	nc, js, err := Connect(cfg.NatsURL, name, log)
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +49,9 @@ func Start(ctx context.Context, name string, cfg service.Config, log *slog.Logge
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	i := &Infra{
-		Deps: service.Deps{
+		Deps: Deps{
 			NC: nc, JS: js, Names: cfg.Topology().Names, Log: log,
-			Metrics: service.NewMetrics(reg), Health: &service.Health{},
+			Metrics: NewMetrics(reg), Health: &Health{},
 		},
 		Registry: reg,
 		cfg:      cfg,
@@ -62,7 +61,7 @@ func Start(ctx context.Context, name string, cfg service.Config, log *slog.Logge
 		log.Info("http disabled")
 		return i, nil
 	}
-	if i.http, err = service.ServeHTTP(cfg.HTTPAddr, reg, i.Deps.Health, log); err != nil {
+	if i.http, err = ServeHTTP(cfg.HTTPAddr, reg, i.Deps.Health, log); err != nil {
 		nc.Close()
 		return nil, err
 	}

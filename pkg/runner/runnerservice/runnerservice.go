@@ -1,0 +1,109 @@
+// Package runnerservice provides the run function of a runner service: a
+// process that hosts the adapters of some transports (the subprocess-runner
+// the agent CLIs, the remote-runner the model APIs) in a pkg/runner host.
+// Config is read from the environment and Run builds the adapters the
+// configuration names, starts the service infrastructure and runs the host
+// until its context ends.
+package runnerservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// Config is a runner service's environment configuration: the common
+// variables, the adapters' (AGENTMESH_PROFILES_DIR, ...), the runner
+// host's (AGENTMESH_RUNNER_ID, ...) and the two of its own below.
+type Config struct {
+	service.Config
+	catalog.Dirs
+	Runner runner.Config `split_words:"true"`
+	// RunnerAdapters are the adapters this runner hosts.
+	RunnerAdapters []string `split_words:"true" default:"fixture" desc:"adapters this runner hosts"`
+	// RunnerStateDir is the host-local directory of the CLI runs'
+	// process-group records (catalog.ReapProcessGroups).
+	RunnerStateDir string `split_words:"true" desc:"host-local directory of the CLI runs' process-group records, which the next runner on the host reaps should this one die (default: <user cache dir>/agentmesh/process-groups)"`
+}
+
+// Check checks c for a runner that hosts the adapters of transports: the
+// runner host's fields, and that AGENTMESH_RUNNER_ADAPTERS and
+// AGENTMESH_RUNNER_MAX_ACTIVE name only adapters of those transports, each
+// once. Every problem names its variable or is a *service.FieldError that
+// service.LoadConfig names.
+func (c Config) Check(transports ...wire.Transport) error {
+	var bad service.Problems
+	hosted := catalog.Names(transports...)
+	known := strings.Join(hosted, ", ")
+	// refuse says why name may not be hosted here.
+	refuse := func(variable, name string) {
+		if t, ok := catalog.Transport(name); ok {
+			bad.Add(variable, "adapter %q has transport %s, which this runner does not host (it hosts: %s)", name, t, known)
+			return
+		}
+		bad.Add(variable, "unknown adapter %q (known: %s)", name, known)
+	}
+	if len(c.RunnerAdapters) == 0 {
+		bad.Add("AGENTMESH_RUNNER_ADAPTERS", "name at least one adapter (known: %s)", known)
+	}
+	for i, n := range c.RunnerAdapters {
+		switch {
+		case !slices.Contains(hosted, n):
+			refuse("AGENTMESH_RUNNER_ADAPTERS", n)
+		case slices.Contains(c.RunnerAdapters[:i], n):
+			bad.Add("AGENTMESH_RUNNER_ADAPTERS", "adapter %q is named twice", n)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(c.Runner.MaxActive)) {
+		if !slices.Contains(hosted, n) {
+			refuse("AGENTMESH_RUNNER_MAX_ACTIVE", n)
+		}
+	}
+	return errors.Join(bad.Err(), c.Runner.Validate())
+}
+
+// Run is the run function of a runner service named name that hosts the
+// adapters of transports. It checks c (Check), reaps the process groups
+// dead runners on this host left, builds the adapters c names from the
+// profiles, starts the infrastructure (service.Start) and runs a runner
+// host until ctx ends, then shuts down in reverse order. It fails before
+// it connects to anything when a profile contradicts its adapter.
+func Run(ctx context.Context, name string, transports []wire.Transport, c Config, log *slog.Logger) (err error) {
+	if err := c.Check(transports...); err != nil {
+		return err
+	}
+	profiles, err := c.Profiles()
+	if err != nil {
+		return err
+	}
+	if c.StateDir, err = catalog.ReapProcessGroups(c.RunnerStateDir, log); err != nil {
+		return fmt.Errorf("%w: AGENTMESH_RUNNER_STATE_DIR: %v", service.ErrConfig, err)
+	}
+	adapters, err := c.Registry(profiles, c.RunnerAdapters...)
+	if err != nil {
+		return err
+	}
+	infra, err := service.Start(ctx, name, c.Config, log)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, infra.Close()) }()
+	rc := c.Runner
+	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
+	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())
+	host, err := runner.New(ctx, infra.Deps, adapters, rc)
+	if err != nil {
+		return err
+	}
+	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
+	return host.Run(ctx)
+}

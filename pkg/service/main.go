@@ -1,0 +1,82 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// RunFunc runs a service until ctx ends and returns once everything it
+// started has stopped.
+type RunFunc func(ctx context.Context, log *slog.Logger) error
+
+// Main is the whole of a service's main function and returns its exit code.
+// It reads spec (a pointer to the service's Config, which embeds the
+// Config that common points to) from the AGENTMESH_* environment and
+// checks it (LoadConfig), builds a JSON logger on stderr
+// at AGENTMESH_LOG_LEVEL and calls run with a context that ends on SIGINT or
+// SIGTERM. -h or --help prints the variables instead.
+//
+// Exit codes: 0 after a clean shutdown or help, 1 when run fails, 2 for a
+// bad argument or configuration, reported as "<name>: config: <problem
+// naming the variable>".
+func Main(name string, spec any, common *Config, run RunFunc) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return runMain(ctx, name, os.Args[1:], os.Stderr, spec, common, run)
+}
+
+func runMain(ctx context.Context, name string, args []string, stderr io.Writer, spec any, common *Config, run RunFunc) int {
+	for _, a := range args {
+		switch a {
+		case "-h", "-help", "--help":
+			if err := Usage(spec); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", name, err)
+				return 1
+			}
+			return 0
+		}
+	}
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q; it is configured by AGENTMESH_* environment variables (see -h)\n", name, args[0])
+		return 2
+	}
+	log, err := load(name, spec, common, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	if err := run(ctx, log); err != nil {
+		log.Error("exiting", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// load fills spec from the environment, checks it and returns the logger it
+// configures.
+func load(name string, spec any, common *Config, stderr io.Writer) (*slog.Logger, error) {
+	if err := LoadConfig(spec, common); err != nil {
+		return nil, err
+	}
+	log, err := NewLogger(stderr, common.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	return log.With("service", name), nil
+}
+
+// NewLogger returns a JSON logger on w at level (debug, info, warn, error,
+// or a level like "info+2"); a bad level is an ErrConfig naming
+// AGENTMESH_LOG_LEVEL.
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: AGENTMESH_LOG_LEVEL: %q is not debug, info, warn or error", ErrConfig, level)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
