@@ -5,11 +5,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 )
 
+// The test binary doubles as the pi CLI (conformance.FakeMain).
 func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) != "" {
-		os.Exit(fakePi()) // the test binary doubles as the pi CLI
+	if code, ok := conformance.FakeMain(); ok {
+		os.Exit(code)
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(conformance.Setup(m))
 }

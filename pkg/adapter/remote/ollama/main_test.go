@@ -1,15 +1,12 @@
 package ollama_test
 
 import (
-	"context"
-	"encoding/json"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/ollama"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
@@ -19,21 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fixtureDir holds the recorded /api/chat responses, one JSON file per case.
-var fixtureDir = filepath.Join("..", "..", "..", "..", "testdata", "remote", "ollama")
-
 const model = "qwen3:8b"
-
-// serve starts the fixture server for the test.
-func serve(t *testing.T) *replay.Server {
-	t.Helper()
-	srv, err := replay.Start(fixtureDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
 
 // newAdapter returns the adapter pointed at case name of srv.
 func newAdapter(t *testing.T, srv *replay.Server, name string) adapter.Adapter {
@@ -45,45 +28,13 @@ func newAdapter(t *testing.T, srv *replay.Server, name string) adapter.Adapter {
 	return a
 }
 
-// request validates fields as the router does.
-func request(t *testing.T, a adapter.Adapter, fields map[string]any) any {
+// run validates fields as the router does and ranges over one attempt on
+// checkpoint to its end, recording what it saves.
+func run(t *testing.T, a adapter.Adapter, fields map[string]any, checkpoint []byte) conformance.Outcome {
 	t.Helper()
-	b, err := wire.Marshal(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := a.Validate(b)
-	if err != nil {
-		t.Fatalf("validate %v: %v", fields, err)
-	}
-	return req
-}
-
-// outcome is one attempt as the runner sees it.
-type outcome struct {
-	chunks     []wire.Chunk
-	err        error
-	checkpoint []byte
-	saved      bool
-}
-
-// run ranges over one attempt to its end.
-func run(t *testing.T, a adapter.Adapter, fields map[string]any, checkpoint []byte) outcome {
-	t.Helper()
-	var o outcome
-	call := adapter.Call{RunID: "run-1", Request: request(t, a, fields), Attempt: 1, Model: model, MaxAttempts: 3,
-		Checkpoint: checkpoint, SaveCheckpoint: func(b []byte) { o.checkpoint, o.saved = b, true }}
-	for c, err := range a.Stream(context.Background(), call) {
-		if o.err != nil {
-			t.Fatalf("a value after the error %v: (%+v, %v)", o.err, c, err)
-		}
-		if err != nil {
-			o.err = err
-			continue
-		}
-		o.chunks = append(o.chunks, c)
-	}
-	return o
+	call := conformance.Call(t, a, model, fields)
+	call.Checkpoint = checkpoint
+	return conformance.CollectSaving(t, a, call)
 }
 
 // Chunk builders for expected streams.
@@ -105,16 +56,6 @@ func result(in, out, ms int64, stop string) wire.Chunk {
 }
 func errChunk(class wire.Class, msg string) wire.Chunk {
 	return wire.Chunk{Type: wire.ChunkError, Content: msg, IsError: true, Metadata: wire.Metadata{ErrorClass: class}}
-}
-
-func chunksJSON(cs []wire.Chunk) string {
-	var b strings.Builder
-	for _, c := range cs {
-		j, _ := json.Marshal(c)
-		b.Write(j)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 func secretFor(s string) secret.String { return secret.New(s) }
