@@ -510,23 +510,30 @@ func class(err error) wire.Class {
 	return ""
 }
 
-// WithCaptures completes the Subject of a CLI adapter from its captured
-// runs (testdata/cli/<s.Name>), which follow the scenarios every CLI's
-// captures share: S1 a plain answer with the reasoning "I recall it is 42",
-// and S3, S4 and S5 the provider's 401, 429 and 500 (a server error), each
-// with the CLI's own retries and without them (-noretry). The caller sets
-// Name, New, Config, Model, SessionID and TailRepair.
-func WithCaptures(t testing.TB, s Subject) Subject {
+// RunCLI runs the suite (Run) over the CLI adapter newAdapter builds, cfg
+// its operator configuration (its DefaultConfig), the fake CLI replaying
+// its captured runs (testdata/cli/<name>). Those follow the scenarios
+// every CLI's captures share: S1 a plain answer with the reasoning "I
+// recall it is 42", and S3, S4 and S5 the provider's 401, 429 and 500 (a
+// server error), each with the CLI's own retries and without them
+// (-noretry). s gives Model, SessionID and TailRepair; RunCLI fills in the
+// rest.
+func RunCLI[R any](t *testing.T, newAdapter func(cli.Config) (*cli.Adapter[R], error), cfg cli.Config, s Subject) {
 	t.Helper()
-	streams, err := Transcripts(Testdata(t, "cli", s.Name))
+	a, err := newAdapter(cfg)
 	if err != nil {
+		t.Fatalf("new adapter: %v", err)
+	}
+	s.Name = a.Name()
+	s.New = func(cfg cli.Config) (adapter.Adapter, error) { return newAdapter(cfg) }
+	s.Config = cfg
+	if s.Streams, err = Transcripts(Testdata(t, "cli", s.Name)); err != nil {
 		t.Fatal(err)
 	}
-	s.Streams = streams
 	s.Request = func(p string) map[string]any { return map[string]any{"prompt": p} }
 	s.Happy = "S1"
 	s.Errors = []string{"S3", "S4", "S5", "S3-noretry", "S4-noretry", "S5-noretry"}
 	s.ServerErrors = []string{"S5", "S5-noretry"}
 	s.Reasoning = "I recall it is 42"
-	return s
+	Run(t, s)
 }

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,10 +23,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // importPath is the kit's import path, as adapters' tests import it.
 const importPath = "github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 
+// suiteRunners are the kit's functions that run the suite.
+var suiteRunners = []string{"Run", "RunCLI"}
+
 // TestEveryAdapterRunsTheSuite keeps the suite complete: every adapter this
 // build can host (serve.KnownAdapters) has a package under pkg/adapter
 // that declares its name (const Name or DefaultName) and a Test function
-// of that package's tests calls conformance.Run, so that the package's own
+// of that package's tests calls conformance.Run (or RunCLI), so that the package's own
 // go test runs the suite. An adapter registered without that fails here.
 func TestEveryAdapterRunsTheSuite(t *testing.T) {
 	pkgs := adapterPackages(t, filepath.Join(conformance.Root(t), "pkg", "adapter"))
@@ -126,8 +130,8 @@ func declaredNames(f *ast.File) []string {
 	return out
 }
 
-// suiteRuns returns the file's Test functions whose bodies call the kit's
-// Run.
+// suiteRuns returns the file's Test functions whose bodies call one of
+// the kit's suiteRunners.
 func suiteRuns(f *ast.File) []string {
 	local := ""
 	for _, imp := range f.Imports {
@@ -150,7 +154,11 @@ func suiteRuns(f *ast.File) []string {
 		calls := false
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
 			if c, ok := n.(*ast.CallExpr); ok {
-				if sel, ok := c.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Run" {
+				fun := c.Fun
+				if ix, ok := fun.(*ast.IndexExpr); ok { // RunCLI[Request](…)
+					fun = ix.X
+				}
+				if sel, ok := fun.(*ast.SelectorExpr); ok && slices.Contains(suiteRunners, sel.Sel.Name) {
 					if id, ok := sel.X.(*ast.Ident); ok && id.Name == local {
 						calls = true
 					}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"iter"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
@@ -24,12 +27,7 @@ import (
 func SameAsEvent(t *testing.T, data []byte, newParser func() cli.LineParser) {
 	t.Helper()
 	fast, slow := newParser(), newParser()
-	dec := proc.NewDecoder(bytes.NewReader(data))
-	for {
-		line, err := dec.NextBytes()
-		if err == io.EOF {
-			break
-		}
+	for line, err := range Frames(data) {
 		if err != nil {
 			return // the stream ends at a framing error either way
 		}
@@ -65,6 +63,19 @@ func sameErr(a, b error) bool {
 	}
 	var wa, wb *wire.Error
 	return errors.As(a, &wa) && errors.As(b, &wb) && wa.Class == wb.Class && a.Error() == b.Error()
+}
+
+// LineTakes fails t unless a fresh parser of newParser takes (Line's
+// handled) exactly the events of shapes, each the bytes of one object,
+// that map to true: the fast path really takes the events a run is mostly
+// made of, and leaves the rare ones.
+func LineTakes(t *testing.T, newParser func() cli.LineParser, shapes map[string]bool) {
+	t.Helper()
+	for _, in := range slices.Sorted(maps.Keys(shapes)) {
+		if _, handled, _ := newParser().Line([]byte(in)); handled != shapes[in] {
+			t.Errorf("Line(%s): handled %t, want %t", in, handled, shapes[in])
+		}
+	}
 }
 
 // LineCorpus returns every stdout the tests of the CLI adapter named name
@@ -106,18 +117,29 @@ func LineTakesCaptures(t *testing.T, name string, newParser func() cli.LineParse
 		if !c.Captured || c.Exit != 0 || adjacent(c.Argv, "--output-format", "json") {
 			continue // hand-written, failed, or not the NDJSON the adapter asks for
 		}
-		p := newParser()
-		dec := proc.NewDecoder(bytes.NewReader(c.Stdout))
-		for n := 0; ; n++ {
-			line, err := dec.NextBytes()
-			if err == io.EOF {
-				break
-			}
+		p, n := newParser(), 0
+		for line, err := range Frames(c.Stdout) {
 			if err != nil {
 				t.Fatalf("%s: %v", c.Name, err)
 			}
 			if _, handled, _ := p.Line(line); !handled {
 				t.Errorf("%s: object %d left to Event: %.200s", c.Name, n, line)
+			}
+			n++
+		}
+	}
+}
+
+// Frames yields the bytes of each object of data as the CLI adapter frames
+// a child's stdout (proc's Decoder), and then the framing error, if data
+// ends in one. The bytes are valid until the next iteration.
+func Frames(data []byte) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		dec := proc.NewDecoder(bytes.NewReader(data))
+		for {
+			b, err := dec.NextBytes()
+			if err == io.EOF || !yield(b, err) || err != nil {
+				return
 			}
 		}
 	}

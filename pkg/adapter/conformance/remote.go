@@ -118,6 +118,32 @@ func PromptCased(name, fallback string, base func(c string) string, build func(u
 	return &promptCased{Adapter: a, base: base, build: build, prompt: prompt, fallback: fallback}, nil
 }
 
+// CaseRequest is the minimal request whose prompt names the recorded case
+// c (PromptCased).
+func CaseRequest(c string) map[string]any { return map[string]any{"prompt": CasePrefix + c} }
+
+// CaseStreams returns a Stream for each recorded case, its request naming
+// the case (CaseRequest).
+func CaseStreams(cases ...string) []Stream {
+	out := make([]Stream, 0, len(cases))
+	for _, c := range cases {
+		out = append(out, Stream{Name: c, Request: CaseRequest(c)})
+	}
+	return out
+}
+
+// CaseURLs returns the base URL of each recorded case of srv, with path
+// (the provider's root under it, or "") appended; the case "slow" is
+// served by the paced server at slow instead.
+func CaseURLs(srv *replay.Server, slow, path string) func(c string) string {
+	return func(c string) string {
+		if c == "slow" {
+			return slow + path
+		}
+		return srv.URL() + "/" + c + path
+	}
+}
+
 type promptCased struct {
 	adapter.Adapter // built for the fallback case: name, declaration, validation
 	base            func(c string) string
@@ -159,28 +185,37 @@ type Outcome struct {
 	Saved      bool
 }
 
-// Collect ranges over one attempt of call to its end, within runTimeout.
-// It fails t if anything follows the error, or an error comes with a
-// non-zero chunk.
+// Collect ranges over one attempt of call to its end, within runTimeout
+// (Drain).
 func Collect(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
-	var o Outcome
-	for c, err := range a.Stream(ctx, call) {
-		if o.Err != nil {
-			t.Fatalf("the stream yielded (%+v, %v) after its error %v", c, err, o.Err)
+	chunks, err := Drain(t, a.Stream(ctx, call))
+	return Outcome{Chunks: chunks, Err: err}
+}
+
+// Drain ranges over a stream to its end and returns its chunks and its
+// error. It fails t if anything follows the error, or an error comes with
+// a non-zero chunk.
+func Drain(t testing.TB, stream iter.Seq2[wire.Chunk, error]) ([]wire.Chunk, error) {
+	t.Helper()
+	var chunks []wire.Chunk
+	var final error
+	for c, err := range stream {
+		if final != nil {
+			t.Fatalf("the stream yielded (%+v, %v) after its error %v", c, err, final)
 		}
 		if err != nil {
 			if !reflect.DeepEqual(c, wire.Chunk{}) {
 				t.Errorf("the error %v came with a non-zero chunk %+v", err, c)
 			}
-			o.Err = err
+			final = err
 			continue
 		}
-		o.Chunks = append(o.Chunks, c)
+		chunks = append(chunks, c)
 	}
-	return o
+	return chunks, final
 }
 
 // CollectSaving is Collect with call's SaveCheckpoint recording what the

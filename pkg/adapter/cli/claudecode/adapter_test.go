@@ -67,16 +67,8 @@ func (f *fake) run(t *testing.T, fields map[string]any) ([]wire.Chunk, error) {
 	t.Helper()
 	call := adapter.Call{RunID: "run-1", Request: validated(t, f.a, fields), Runtime: map[string]any{"workspace": "sub"},
 		Attempt: 1, Model: "claude-sonnet-4-5", MaxAttempts: 3}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	for c, err := range f.a.Stream(ctx, call) {
-		if err != nil {
-			return chunks, err
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, nil
+	o := conformance.Collect(t, f.a, call)
+	return o.Chunks, o.Err
 }
 
 func (f *fake) seen(t *testing.T) conformance.Record {

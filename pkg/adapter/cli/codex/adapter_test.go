@@ -1,7 +1,6 @@
 package codex
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -100,16 +99,8 @@ func (e *env) run(a *cli.Adapter[Request], req map[string]any, call adapter.Call
 	if call.Runtime == nil {
 		call.Runtime = map[string]any{cli.RuntimeWorkspace: "sub"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	for c, err := range a.Stream(ctx, call) {
-		if err != nil {
-			return chunks, err
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, nil
+	o := conformance.Collect(e.t, a, call)
+	return o.Chunks, o.Err
 }
 
 // seen returns what the fake CLI recorded; ok is false if it never ran.

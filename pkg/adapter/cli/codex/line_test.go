@@ -33,28 +33,21 @@ func TestLineSameAsEvent(t *testing.T) {
 // TestLineTakesCommonShapes: the fast path really takes the events a run
 // is mostly made of, and leaves the rare ones.
 func TestLineTakesCommonShapes(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want bool // handled
-	}{
-		{`{"type":"thread.started","thread_id":"01a22a8b-564f-7be0-9f56-beadbebf0082"}`, true},
-		{`{"type":"turn.started"}`, true},
-		{`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"hi"}}`, true},
-		{`{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"hm"}}`, true},
-		{`{"type":"item.started","item":{"id":"item_0","type":"command_execution","command":"ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}`, true},
-		{`{"type":"item.completed","item":{"id":"item_1","type":"error","message":"warning"}}`, true},
-		{`{"type":"turn.completed","usage":{"input_tokens":9835,"cached_input_tokens":0,"output_tokens":20}}`, true},
-		{`{"type":"error","message":"Reconnecting... 1/5"}`, true},
-		{`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":null}}`, false},
-		{`{"type":"item.completed","item":{"id":"item_0","type":"file_change","changes":[]}}`, false},
-		{`{"type":"turn.completed","usage":{"input_tokens":-1}}`, false},
-		{`{"type":"turn.failed","error":{"message":"boom"}}`, false},
-		{`{"type":null}`, false},
-	} {
-		if _, handled, _ := NewParser("m", "").Line([]byte(tc.in)); handled != tc.want {
-			t.Errorf("Line(%s): handled %t, want %t", tc.in, handled, tc.want)
-		}
-	}
+	conformance.LineTakes(t, lineParsers["new"], map[string]bool{
+		`{"type":"thread.started","thread_id":"01a22a8b-564f-7be0-9f56-beadbebf0082"}`: true,
+		`{"type":"turn.started"}`: true,
+		`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"hi"}}`:                                                                     true,
+		`{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"hm"}}`:                                                                         true,
+		`{"type":"item.started","item":{"id":"item_0","type":"command_execution","command":"ls","aggregated_output":"","exit_code":null,"status":"in_progress"}}`: true,
+		`{"type":"item.completed","item":{"id":"item_1","type":"error","message":"warning"}}`:                                                                     true,
+		`{"type":"turn.completed","usage":{"input_tokens":9835,"cached_input_tokens":0,"output_tokens":20}}`:                                                      true,
+		`{"type":"error","message":"Reconnecting... 1/5"}`:                                                                                                        true,
+		`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":null}}`:                                                                     false,
+		`{"type":"item.completed","item":{"id":"item_0","type":"file_change","changes":[]}}`:                                                                      false,
+		`{"type":"turn.completed","usage":{"input_tokens":-1}}`:                                                                                                   false,
+		`{"type":"turn.failed","error":{"message":"boom"}}`:                                                                                                       false,
+		`{"type":null}`: false,
+	})
 }
 
 // FuzzCodexLine checks Line against Event (conformance.SameAsEvent) on

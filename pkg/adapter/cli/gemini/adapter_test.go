@@ -90,21 +90,8 @@ func (h *harness) run(req Request, call adapter.Call) ([]wire.Chunk, error) {
 	if call.Runtime == nil {
 		call.Runtime = map[string]any{cli.RuntimeWorkspace: "sub"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	var final error
-	for c, err := range h.a.Stream(ctx, call) {
-		if final != nil {
-			h.t.Fatalf("yielded (%+v, %v) after the error %v", c, err, final)
-		}
-		if err != nil {
-			final = err
-			continue
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, final
+	o := conformance.Collect(h.t, h.a, call)
+	return o.Chunks, o.Err
 }
 
 // seen is what the fake recorded; ok is false if it never ran.

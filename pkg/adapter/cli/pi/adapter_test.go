@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,7 +70,7 @@ func (h *harness) adapter(f fake) *cli.Adapter[Request] {
 func (h *harness) run(f fake, req map[string]any, call adapter.Call) ([]wire.Chunk, error) {
 	h.t.Helper()
 	a := h.adapter(f)
-	v, err := a.Validate(encode(h.t, req))
+	v, err := a.Validate(conformance.Encode(h.t, req))
 	if err != nil {
 		h.t.Fatalf("Validate: %v", err)
 	}
@@ -84,7 +83,7 @@ func (h *harness) run(f fake, req map[string]any, call adapter.Call) ([]wire.Chu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return collect(h.t, a.Stream(ctx, call))
+	return conformance.Drain(h.t, a.Stream(ctx, call))
 }
 
 func (h *harness) recorded() *conformance.Record {
@@ -94,36 +93,6 @@ func (h *harness) recorded() *conformance.Record {
 		h.t.Fatal("the fake recorded nothing")
 	}
 	return r
-}
-
-func encode(t testing.TB, m map[string]any) []byte {
-	t.Helper()
-	b, err := wire.Marshal(m)
-	if err != nil {
-		t.Fatalf("Marshal: %v", err)
-	}
-	return b
-}
-
-// collect drains a stream, failing the test if anything follows an error.
-func collect(t testing.TB, seq func(func(wire.Chunk, error) bool)) ([]wire.Chunk, error) {
-	t.Helper()
-	var chunks []wire.Chunk
-	var final error
-	for c, err := range seq {
-		if final != nil {
-			t.Fatalf("yielded (%+v, %v) after the error %v", c, err, final)
-		}
-		if err != nil {
-			if !reflect.ValueOf(c).IsZero() {
-				t.Errorf("error %v came with a non-zero chunk %+v", err, c)
-			}
-			final = err
-			continue
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, final
 }
 
 func readArgv(t testing.TB, name string) []string {
@@ -411,11 +380,11 @@ func TestStreamMissingBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := a.Validate(encode(t, map[string]any{"prompt": "hi"}))
+	req, err := a.Validate(conformance.Encode(t, map[string]any{"prompt": "hi"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := collect(t, a.Stream(context.Background(), adapter.Call{Request: req, MaxAttempts: 3}))
+	chunks, err := conformance.Drain(t, a.Stream(context.Background(), adapter.Call{Request: req, MaxAttempts: 3}))
 	var we *wire.Error
 	if len(chunks) != 0 || !errors.Is(err, wire.ProviderExecutableNotFound) || !errors.As(err, &we) || !strings.Contains(we.Message, InstallHint) {
 		t.Fatalf("got %d chunks and %v, want ProviderExecutableNotFound with %q", len(chunks), err, InstallHint)
