@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"iter"
+	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
@@ -130,5 +131,40 @@ func TestAddProfileRefuses(t *testing.T) {
 				t.Fatalf("refused profile %s is registered", tt.profile)
 			}
 		})
+	}
+}
+
+// TestCheckCapabilities: a declaration names one of the three transports,
+// and resumable holds exactly when resume_field names the request field.
+func TestCheckCapabilities(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      wire.Capabilities
+		wantErr bool
+	}{
+		{name: "remote", in: remote},
+		{name: "in-process, every flag", in: wire.Capabilities{Transport: wire.TransportInProcess, Resumable: true, EmitsToolEvents: true, ReportsUsage: true, ResumeField: "resume"}},
+		{name: "subprocess, resumable", in: wire.Capabilities{Transport: wire.TransportSubprocess, Resumable: true, ResumeField: "session"}},
+		{name: "no transport", in: wire.Capabilities{}, wantErr: true},
+		{name: "unknown transport", in: wire.Capabilities{Transport: "carrier-pigeon"}, wantErr: true},
+		{name: "resumable without a resume field", in: wire.Capabilities{Transport: wire.TransportRemote, Resumable: true}, wantErr: true},
+		{name: "resume field without resumable", in: wire.Capabilities{Transport: wire.TransportSubprocess, ResumeField: "resume"}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := adapter.CheckCapabilities("probe", tt.in)
+			switch {
+			case !tt.wantErr && err != nil:
+				t.Fatalf("CheckCapabilities(%+v) = %v, want nil", tt.in, err)
+			case tt.wantErr && !errors.Is(err, wire.ProfileError):
+				t.Fatalf("CheckCapabilities(%+v) = %v, want a ProfileError", tt.in, err)
+			case tt.wantErr && !strings.Contains(err.Error(), "adapter probe"):
+				t.Errorf("error %q does not name the adapter", err)
+			}
+		})
+	}
+	// The registry refuses what CheckCapabilities refuses.
+	if _, err := adapter.NewRegistry(fake{name: "probe", caps: wire.Capabilities{Transport: wire.TransportRemote, Resumable: true}}); !errors.Is(err, wire.ProfileError) {
+		t.Errorf("NewRegistry with a contradictory declaration = %v, want a ProfileError", err)
 	}
 }

@@ -78,6 +78,22 @@ const minEchoLen = 12
 // stopped. It returns nil for a conforming stream. It only reads its
 // arguments and is safe for concurrent use.
 func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) []string {
+	return check(caps, chunks, err, end, true)
+}
+
+// CheckParsed is Check, for a stream that ran to its end, without the
+// rules that judge what the provider said rather than what the adapter
+// made of it: that a tool_result follows the tool_use of its id, that
+// reasoning does not reappear outside thinking chunks, and that the
+// result does not repeat the text. It is for a parser fed events no
+// provider sends (a fuzzer's), which a faithful parser passes on.
+func CheckParsed(caps wire.Capabilities, chunks []wire.Chunk, err error) []string {
+	return check(caps, chunks, err, Ran, false)
+}
+
+// check is Check; provider says whether the rules on what the provider
+// said apply.
+func check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending, provider bool) []string {
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 	at := func(i int, format string, args ...any) {
@@ -120,7 +136,7 @@ func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) [
 				toolUses[c.ToolID] = true
 			}
 		case wire.ChunkToolResult:
-			if c.ToolID != "" && !toolUses[c.ToolID] {
+			if provider && c.ToolID != "" && !toolUses[c.ToolID] {
 				at(i, "tool_result for tool_id %q, which no earlier tool_use carried", c.ToolID)
 			}
 		case wire.ChunkError:
@@ -178,7 +194,7 @@ func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) [
 	}
 
 	// The result holds only terminal text not already emitted as text.
-	if resultAt >= 0 {
+	if resultAt >= 0 && provider {
 		var text strings.Builder
 		for _, c := range chunks[:resultAt] {
 			if c.Type == wire.ChunkText {
@@ -191,7 +207,7 @@ func Check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending) [
 	}
 	// Reasoning only in thinking chunks.
 	for _, th := range thinking {
-		if len(th) < minEchoLen {
+		if len(th) < minEchoLen || !provider {
 			continue
 		}
 		for i, c := range chunks {

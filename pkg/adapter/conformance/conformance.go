@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -122,18 +121,7 @@ func Transcripts(dir string) ([]Stream, error) {
 // fake returns what the fake CLI does to replay st.
 func (st Stream) fake(t *testing.T) Fake {
 	t.Helper()
-	f := Fake{Stdout: st.Transcript + ".stdout.ndjson"}
-	if _, err := os.Stat(st.Transcript + ".stderr.txt"); err == nil {
-		f.Stderr = st.Transcript + ".stderr.txt"
-	}
-	if b, err := os.ReadFile(st.Transcript + ".exit"); err == nil {
-		code, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatalf("%s.exit: %v", st.Transcript, err)
-		}
-		f.Exit = code
-	}
-	return f
+	return Replaying(t, st.Transcript)
 }
 
 // Run runs the whole suite over s as subtests of t: the stream rules on
@@ -180,6 +168,13 @@ func checkDeclaration(t *testing.T, s Subject) wire.Capabilities {
 		if err := adapter.CheckCapabilities(a.Name(), caps); err != nil {
 			t.Errorf("CheckCapabilities: %v", err)
 		}
+		// The check the registry applies must refuse this declaration's
+		// contradictory neighbours, or it would pass anything.
+		for _, bad := range contradictions(caps) {
+			if err := adapter.CheckCapabilities(a.Name(), bad); !errors.Is(err, wire.ProfileError) {
+				t.Errorf("CheckCapabilities(%+v) = %v, want a ProfileError", bad, err)
+			}
+		}
 		if again := a.Capabilities(); again != caps {
 			t.Errorf("Capabilities changed between calls: %+v, then %+v", caps, again)
 		}
@@ -189,13 +184,13 @@ func checkDeclaration(t *testing.T, s Subject) wire.Capabilities {
 		if !subjectToken.MatchString(a.Name()) {
 			t.Errorf("Name %q is not a subject token", a.Name())
 		}
-		if _, err := a.Validate(encode(t, s.Request(Prompt))); err != nil {
+		if _, err := a.Validate(Encode(t, s.Request(Prompt))); err != nil {
 			t.Fatalf("the minimal request does not validate: %v", err)
 		}
 		// Strict requests: an unknown field is a validation error.
 		withUnknown := s.Request(Prompt)
 		withUnknown["conformance_unknown_field"] = "x"
-		if _, err := a.Validate(encode(t, withUnknown)); !errors.Is(err, wire.AgenticRequestValidationError) {
+		if _, err := a.Validate(Encode(t, withUnknown)); !errors.Is(err, wire.AgenticRequestValidationError) {
 			t.Errorf("Validate with an unknown field: err = %v, want AgenticRequestValidationError", err)
 		}
 		if caps.Resumable {
@@ -203,14 +198,14 @@ func checkDeclaration(t *testing.T, s Subject) wire.Capabilities {
 			// session id in it is not an unknown field.
 			req := s.Request(Prompt)
 			req[caps.ResumeField] = s.SessionID
-			if _, err := a.Validate(encode(t, req)); err != nil {
+			if _, err := a.Validate(Encode(t, req)); err != nil {
 				t.Errorf("Validate with resume_field %q = %q: %v", caps.ResumeField, s.SessionID, err)
 			}
 		} else {
 			// A false flag: there is no resume input to fill.
 			req := s.Request(Prompt)
 			req["resume"] = "0d9c7f5e-2f55-4f3c-9a71-5a1c2b3d4e5f"
-			if _, err := a.Validate(encode(t, req)); !errors.Is(err, wire.AgenticRequestValidationError) {
+			if _, err := a.Validate(Encode(t, req)); !errors.Is(err, wire.AgenticRequestValidationError) {
 				t.Errorf("a non-resumable adapter accepted a request field \"resume\": err = %v", err)
 			}
 		}
@@ -227,6 +222,16 @@ func checkDeclaration(t *testing.T, s Subject) wire.Capabilities {
 		}
 	})
 	return caps
+}
+
+// contradictions returns declarations that differ from caps in one way
+// that makes them invalid: no transport, an unknown one, and resumable
+// disagreeing with resume_field.
+func contradictions(caps wire.Capabilities) []wire.Capabilities {
+	none, unknown, flipped := caps, caps, caps
+	none.Transport, unknown.Transport = "", "conformance-unknown"
+	flipped.Resumable = !caps.Resumable
+	return []wire.Capabilities{none, unknown, flipped}
 }
 
 var subjectToken = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -334,16 +339,9 @@ func newHarness(t *testing.T, s Subject, fake *Fake, edit ...func(*cli.Config)) 
 		f := *fake
 		f.Record = h.record
 		h.fake = &f
-		b, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Binary = executable(t)
+		cfg, _ = f.Play(t, cfg)
 		cfg.WorkspaceRoot = h.root
 		cfg.Grace = Grace
-		cfg.EnvSet[FakeEnv] = string(b)
-		// The race runtime would otherwise sleep a second at each exit.
-		cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
 	}
 	for _, e := range edit {
 		e(&cfg)
@@ -371,9 +369,9 @@ func cloneConfig(c cli.Config) cli.Config {
 	return c
 }
 
-var executable = func() func(t *testing.T) string {
+var executable = func() func(t testing.TB) string {
 	exe, err := os.Executable()
-	return func(t *testing.T) string {
+	return func(t testing.TB) string {
 		t.Helper()
 		if err != nil {
 			t.Fatalf("the test binary (the fake CLI): %v", err)
@@ -382,7 +380,9 @@ var executable = func() func(t *testing.T) string {
 	}
 }()
 
-func encode(t *testing.T, fields map[string]any) []byte {
+// Encode returns the msgpack request of fields, as a caller sends it. It
+// fails t if fields do not encode.
+func Encode(t testing.TB, fields map[string]any) []byte {
 	t.Helper()
 	b, err := wire.Marshal(fields)
 	if err != nil {
@@ -403,7 +403,7 @@ func (h *harness) call(t *testing.T, st Stream) adapter.Call {
 
 func (h *harness) callWith(t *testing.T, fields map[string]any, attempt int) adapter.Call {
 	t.Helper()
-	req, err := h.a.Validate(encode(t, fields))
+	req, err := h.a.Validate(Encode(t, fields))
 	if err != nil {
 		t.Fatalf("validate %v: %v", fields, err)
 	}
@@ -451,25 +451,14 @@ func (h *harness) check(t *testing.T, o outcome, end Ending) {
 		t.Errorf("stream rule: %s", p)
 	}
 	if t.Failed() {
-		t.Logf("chunks:\n%s\nerr: %v", chunksJSON(o.chunks), o.err)
+		t.Logf("chunks:\n%s\nerr: %v", ChunksJSON(o.chunks), o.err)
 	}
 }
 
 // seen returns the fake's record, or nil if the fake never started.
-func (h *harness) seen(t *testing.T) *record {
+func (h *harness) seen(t *testing.T) *Record {
 	t.Helper()
-	b, err := os.ReadFile(h.record)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatalf("the fake's record: %v", err)
-	}
-	return &r
+	return ReadRecord(t, h.record)
 }
 
 // reaped checks that the fake, and its grandchild if it had one, are gone.
@@ -490,16 +479,6 @@ func (h *harness) reaped(t *testing.T) {
 			t.Errorf("the grandchild in the CLI's process group survived the stream: %s", s)
 		}
 	}
-}
-
-func chunksJSON(chunks []wire.Chunk) string {
-	var b strings.Builder
-	for _, c := range chunks {
-		j, _ := json.Marshal(c)
-		b.Write(j)
-		b.WriteByte('\n')
-	}
-	return b.String()
 }
 
 // isPrefix reports whether got is a prefix of want, comparing chunks by
@@ -529,4 +508,32 @@ func class(err error) wire.Class {
 		return we.Class
 	}
 	return ""
+}
+
+// RunCLI runs the suite (Run) over the CLI adapter newAdapter builds, cfg
+// its operator configuration (its DefaultConfig), the fake CLI replaying
+// its captured runs (testdata/cli/<name>). Those follow the scenarios
+// every CLI's captures share: S1 a plain answer with the reasoning "I
+// recall it is 42", and S3, S4 and S5 the provider's 401, 429 and 500 (a
+// server error), each with the CLI's own retries and without them
+// (-noretry). s gives Model, SessionID and TailRepair; RunCLI fills in the
+// rest.
+func RunCLI[R any](t *testing.T, newAdapter func(cli.Config) (*cli.Adapter[R], error), cfg cli.Config, s Subject) {
+	t.Helper()
+	a, err := newAdapter(cfg)
+	if err != nil {
+		t.Fatalf("new adapter: %v", err)
+	}
+	s.Name = a.Name()
+	s.New = func(cfg cli.Config) (adapter.Adapter, error) { return newAdapter(cfg) }
+	s.Config = cfg
+	if s.Streams, err = Transcripts(Testdata(t, "cli", s.Name)); err != nil {
+		t.Fatal(err)
+	}
+	s.Request = func(p string) map[string]any { return map[string]any{"prompt": p} }
+	s.Happy = "S1"
+	s.Errors = []string{"S3", "S4", "S5", "S3-noretry", "S4-noretry", "S5-noretry"}
+	s.ServerErrors = []string{"S5", "S5-noretry"}
+	s.Reasoning = "I recall it is 42"
+	Run(t, s)
 }

@@ -1,179 +1,174 @@
 package conformance_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
+	"github.com/agentmesh/agentmesh/pkg/serve"
 )
 
-// The test binary doubles as every fake CLI (STYLE item 9): the suite
-// starts it with conformance.FakeEnv set.
-func TestMain(m *testing.M) {
-	if code, ok := conformance.FakeMain(); ok {
-		os.Exit(code)
-	}
-	goleak.VerifyTestMain(conformance.Setup(m))
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestConformance runs the one suite over every registered adapter.
-func TestConformance(t *testing.T) {
-	for _, s := range subjects(t) {
-		t.Run(s.Name, func(t *testing.T) {
-			t.Parallel()
-			conformance.Run(t, s)
-		})
-	}
-}
+// importPath is the kit's import path, as adapters' tests import it.
+const importPath = "github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 
-// TestEveryAdapterIsASubject keeps the parametrization complete: every
-// adapter the mesh can register is a subject, and they register together.
-func TestEveryAdapterIsASubject(t *testing.T) {
-	var adapters []adapter.Adapter
-	var names []string
-	for _, s := range subjects(t) {
-		a, err := s.New(s.Config)
-		if err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		adapters = append(adapters, a)
-		names = append(names, a.Name())
+// suiteRunners are the kit's functions that run the suite.
+var suiteRunners = []string{"Run", "RunCLI"}
+
+// TestEveryAdapterRunsTheSuite keeps the suite complete: every adapter this
+// build can host (serve.KnownAdapters) has a package under pkg/adapter
+// that declares its name (const Name or DefaultName) and a Test function
+// of that package's tests calls conformance.Run (or RunCLI), so that the package's own
+// go test runs the suite. An adapter registered without that fails here.
+func TestEveryAdapterRunsTheSuite(t *testing.T) {
+	pkgs := adapterPackages(t, filepath.Join(conformance.Root(t), "pkg", "adapter"))
+	known := serve.KnownAdapters()
+	if len(known) == 0 {
+		t.Fatal("serve.KnownAdapters is empty")
 	}
-	r, err := adapter.NewRegistry(adapters...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(names)
-	if got := r.Names(); !slices.Equal(got, names) {
-		t.Errorf("registry names %q, want %q", got, names)
-	}
-	for _, want := range []string{claudecode.Name, codex.Name, gemini.Name, pi.Name, fixture.DefaultName} {
-		if !slices.Contains(names, want) {
-			t.Errorf("adapter %q is not a conformance subject", want)
+	for _, name := range known {
+		p, ok := pkgs[name]
+		switch {
+		case !ok:
+			t.Errorf("adapter %q is registered, but no package under pkg/adapter declares const Name = %q", name, name)
+		case len(p.runs) == 0:
+			t.Errorf("adapter %q is registered, but no Test function of %s calls conformance.Run", name, p.dir)
+		default:
+			t.Logf("%s: %s runs the suite in %s", name, p.dir, strings.Join(p.runs, ", "))
 		}
 	}
 }
 
-const cliDir = "../../../testdata/cli"
+// adapterPackage is a package that declares an adapter's name.
+type adapterPackage struct {
+	dir  string
+	runs []string // the Test functions that call conformance.Run
+}
 
-// subjects are the registered adapters: the fixture adapter, declared
-// resumable and not, and the four CLI adapters replaying their captured
-// transcripts.
-func subjects(t *testing.T) []conformance.Subject {
+// adapterPackages maps each adapter name declared under root (a string
+// constant Name or DefaultName of a package's non-test files) to its
+// package.
+func adapterPackages(t *testing.T, root string) map[string]*adapterPackage {
 	t.Helper()
-	scripts, err := filepath.Abs("../../../testdata/fixture")
+	out := map[string]*adapterPackage{}
+	err := filepath.WalkDir(root, func(dir string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if d.Name() == "testdata" {
+			return filepath.SkipDir
+		}
+		fset := token.NewFileSet()
+		var names, runs []string
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, 0)
+			if err != nil {
+				return err
+			}
+			if strings.HasSuffix(e.Name(), "_test.go") {
+				runs = append(runs, suiteRuns(f)...)
+			} else {
+				names = append(names, declaredNames(f)...)
+			}
+		}
+		rel, _ := filepath.Rel(filepath.Dir(filepath.Dir(root)), dir)
+		for _, n := range names {
+			if prev, dup := out[n]; dup {
+				t.Errorf("adapter name %q declared by both %s and %s", n, prev.dir, rel)
+			}
+			out[n] = &adapterPackage{dir: rel, runs: runs}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	var out []conformance.Subject
-	for _, resumable := range []bool{false, true} {
-		name := fixture.DefaultName
-		if resumable {
-			name += "-resumable"
-		}
-		script := func(s string) map[string]any { return map[string]any{"prompt": conformance.Prompt, "script": s} }
-		out = append(out, conformance.Subject{
-			Name: name,
-			New: func(cli.Config) (adapter.Adapter, error) {
-				return fixture.New(fixture.Config{Name: name, ScriptsDir: scripts, Resumable: resumable})
-			},
-			Model:     "fixture-1",
-			Request:   func(p string) map[string]any { return map[string]any{"prompt": p} },
-			SessionID: "fx-conversation-1",
-			Streams: []conformance.Stream{
-				{Name: "default"},
-				{Name: "hello", Request: script("hello")},
-				{Name: "tool-roundtrip", Request: script("tool-roundtrip")},
-				{Name: "empty", Request: script("empty")},
-				{Name: "provider-error", Request: script("provider-error")},
-				{Name: "fail-after-output", Request: script("fail-after-output")},
-				{Name: "retry-then-ok-1", Request: script("retry-then-ok"), Attempt: 1},
-				{Name: "retry-then-ok-2", Request: script("retry-then-ok"), Attempt: 2},
-			},
-			Happy:     "default",
-			Errors:    []string{"provider-error"},
-			Slow:      conformance.Stream{Name: "slow", Request: map[string]any{"prompt": conformance.Prompt, "script": "slow", "delay_ms": 25}},
-			Reasoning: "echo it.",
-		})
-	}
-
-	codexHome := t.TempDir() // an empty CODEX_HOME: no config.toml of the machine's
-	for _, c := range []struct {
-		name, dir, model, session string
-		config                    cli.Config
-		newAdapter                func(cli.Config) (adapter.Adapter, error)
-		tailRepair                bool
-	}{
-		{
-			name: claudecode.Name, dir: "claude-code", model: "claude-sonnet-4-5",
-			session: "9fb97433-4d57-4a95-a009-78c8b500afd5", config: claudecode.DefaultConfig(), tailRepair: true,
-			newAdapter: func(cfg cli.Config) (adapter.Adapter, error) { return wrap(claudecode.New(cfg)) },
-		},
-		{
-			name: codex.Name, dir: "codex", model: "gpt-5.5",
-			session: "01a22a8b-564f-7be0-9f56-beadbebf0082", config: withEnv(codex.DefaultConfig(), codex.EnvCodexHome, codexHome),
-			newAdapter: func(cfg cli.Config) (adapter.Adapter, error) { return wrap(codex.New(cfg)) },
-		},
-		{
-			name: gemini.Name, dir: "gemini", model: "gemini-2.5-flash",
-			session: "f9f8d0ce-8f8e-497e-b1f8-e1b327e8af6e", config: gemini.DefaultConfig(),
-			newAdapter: func(cfg cli.Config) (adapter.Adapter, error) { return wrap(gemini.New(cfg)) },
-		},
-		{
-			name: pi.Name, dir: "pi", model: "fake-model",
-			session: "01a22a8d-7f7d-7689-a314-843817dab2e1", config: pi.DefaultConfig(),
-			newAdapter: func(cfg cli.Config) (adapter.Adapter, error) { return wrap(pi.New(cfg)) },
-		},
-	} {
-		streams, err := conformance.Transcripts(filepath.Join(cliDir, c.dir))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, conformance.Subject{
-			Name:      c.name,
-			New:       c.newAdapter,
-			Config:    c.config,
-			Model:     c.model,
-			Request:   func(p string) map[string]any { return map[string]any{"prompt": p} },
-			SessionID: c.session,
-			Streams:   streams,
-			Happy:     "S1",
-			Errors:    []string{"S3", "S4", "S5", "S3-noretry", "S4-noretry", "S5-noretry"},
-			// S5: the model API answers 500 (after the CLI's own retries, and without them).
-			ServerErrors: []string{"S5", "S5-noretry"},
-			Reasoning:    "I recall it is 42",
-			TailRepair:   c.tailRepair,
-		})
 	}
 	return out
 }
 
-// wrap returns a CLI adapter as an adapter.Adapter, keeping a nil
-// interface on error.
-func wrap[R any](a *cli.Adapter[R], err error) (adapter.Adapter, error) {
-	if err != nil {
-		return nil, err
+// declaredNames returns the values of the file's top-level string
+// constants Name and DefaultName.
+func declaredNames(f *ast.File) []string {
+	var out []string
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, id := range vs.Names {
+				if (id.Name != "Name" && id.Name != "DefaultName") || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil {
+						out = append(out, v)
+					}
+				}
+			}
+		}
 	}
-	return a, nil
+	return out
 }
 
-func withEnv(c cli.Config, k, v string) cli.Config {
-	set := map[string]string{}
-	for key, val := range c.EnvSet {
-		set[key] = val
+// suiteRuns returns the file's Test functions whose bodies call one of
+// the kit's suiteRunners.
+func suiteRuns(f *ast.File) []string {
+	local := ""
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == importPath {
+			local = "conformance"
+			if imp.Name != nil {
+				local = imp.Name.Name
+			}
+		}
 	}
-	set[k] = v
-	c.EnvSet = set
-	return c
+	if local == "" {
+		return nil
+	}
+	var out []string
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv != nil || fd.Body == nil || !strings.HasPrefix(fd.Name.Name, "Test") {
+			continue
+		}
+		calls := false
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				fun := c.Fun
+				if ix, ok := fun.(*ast.IndexExpr); ok { // RunCLI[Request](…)
+					fun = ix.X
+				}
+				if sel, ok := fun.(*ast.SelectorExpr); ok && slices.Contains(suiteRunners, sel.Sel.Name) {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == local {
+						calls = true
+					}
+				}
+			}
+			return !calls
+		})
+		if calls {
+			out = append(out, fd.Name.Name)
+		}
+	}
+	return out
 }

@@ -3,14 +3,20 @@ package conformance
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 )
 
 // FakeEnv turns a test binary into the fake CLI: its value is the JSON of a
@@ -66,17 +72,84 @@ type Fake struct {
 	// TermExit, if not 0: on SIGTERM the fake writes to stderr and exits
 	// with this status, as a CLI that treats the signal as a failure.
 	TermExit int `json:"term_exit,omitempty"`
-	// Record is a file the fake writes its record to before any output.
+	// Record is a file the fake writes its Record to before any output.
 	Record string `json:"record,omitempty"`
+	// FileEnv names environment variables that hold the path of a file
+	// the CLI reads at start (a settings file the adapter writes): the
+	// record keeps each file's content (Record.Files).
+	FileEnv []string `json:"file_env,omitempty"`
 }
 
-// record is what the fake saw, written as JSON to Fake.Record.
-type record struct {
-	Argv       []string          `json:"argv"`
-	Cwd        string            `json:"cwd"`
-	Env        map[string]string `json:"env"`
+// Record is what the fake saw, written as JSON to Fake.Record.
+type Record struct {
+	Argv []string          `json:"argv"`
+	Cwd  string            `json:"cwd"`
+	Env  map[string]string `json:"env"`
+	// StdinDevNull: stdin was the null device.
+	StdinDevNull bool `json:"stdin_devnull"`
+	// Files holds, by variable of Fake.FileEnv that is set, the content
+	// of the file it names, or "unreadable: <error>".
+	Files      map[string]string `json:"files,omitempty"`
 	Pid        int               `json:"pid"`
 	Grandchild int               `json:"grandchild,omitempty"`
+}
+
+// Replaying returns the Fake that replays the capture at the path prefix
+// base (testdata/cli/<cli>/<name>): base.stdout.ndjson on stdout,
+// base.stderr.txt, if present, on stderr, and the status of base.exit,
+// if present.
+func Replaying(t testing.TB, base string) Fake {
+	t.Helper()
+	f := Fake{Stdout: base + ".stdout.ndjson"}
+	if _, err := os.Stat(base + ".stderr.txt"); err == nil {
+		f.Stderr = base + ".stderr.txt"
+	}
+	if b, err := os.ReadFile(base + ".exit"); err == nil {
+		code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("%s.exit: %v", base, err)
+		}
+		f.Exit = code
+	}
+	return f
+}
+
+// Play returns cfg with this test binary as its Binary, acting as f, and
+// the path of the Record the fake will write (f.Record, or a new file in
+// t.TempDir()). The test binary's TestMain must call FakeMain first.
+func (f Fake) Play(t testing.TB, cfg cli.Config) (cli.Config, string) {
+	t.Helper()
+	if f.Record == "" {
+		f.Record = filepath.Join(t.TempDir(), "record.json")
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = cloneConfig(cfg)
+	cfg.Binary = executable(t)
+	cfg.EnvSet[FakeEnv] = string(b)
+	// The race runtime would otherwise sleep a second at each exit.
+	cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
+	return cfg, f.Record
+}
+
+// ReadRecord returns the Record the fake wrote at path, or nil if the fake
+// never started.
+func ReadRecord(t testing.TB, path string) *Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("the fake's record: %v", err)
+	}
+	return &r
 }
 
 // FakeMain runs this process as the fake CLI (FakeEnv set) or as the
@@ -116,10 +189,28 @@ func (f Fake) run() int {
 		}()
 	}
 	wd, _ := os.Getwd()
-	rec := record{Argv: os.Args[1:], Cwd: wd, Env: map[string]string{}, Pid: os.Getpid()}
+	rec := Record{Argv: os.Args[1:], Cwd: wd, Env: map[string]string{}, Pid: os.Getpid()}
 	for _, kv := range os.Environ() {
 		k, v, _ := strings.Cut(kv, "=")
 		rec.Env[k] = v
+	}
+	if in, err := os.Stdin.Stat(); err == nil {
+		if null, err := os.Stat(os.DevNull); err == nil {
+			rec.StdinDevNull = os.SameFile(in, null)
+		}
+	}
+	for _, k := range f.FileEnv {
+		if os.Getenv(k) == "" {
+			continue
+		}
+		if rec.Files == nil {
+			rec.Files = map[string]string{}
+		}
+		if b, err := os.ReadFile(os.Getenv(k)); err != nil {
+			rec.Files[k] = "unreadable: " + err.Error()
+		} else {
+			rec.Files[k] = string(b)
+		}
 	}
 	if err := f.writeRecord(rec); err != nil {
 		fmt.Fprintln(os.Stderr, "fake cli: record:", err)
@@ -180,7 +271,7 @@ func (f Fake) run() int {
 
 // writeRecord replaces the record file at once (write, then rename), so a
 // reader never sees half of it.
-func (f Fake) writeRecord(rec record) error {
+func (f Fake) writeRecord(rec Record) error {
 	if f.Record == "" {
 		return nil
 	}

@@ -88,7 +88,7 @@ func checkProviderErrors(t *testing.T, s Subject, c *corpus) {
 				}
 			}
 			if len(errs) != 1 {
-				t.Fatalf("%d error chunks, want exactly 1\n%s", len(errs), chunksJSON(o.chunks))
+				t.Fatalf("%d error chunks, want exactly 1\n%s", len(errs), ChunksJSON(o.chunks))
 			}
 			last := o.chunks[len(o.chunks)-1]
 			if last.Type != wire.ChunkError {
@@ -134,7 +134,7 @@ func checkServerErrors(t *testing.T, s Subject, caps wire.Capabilities, c *corpu
 			case from != "" && o.err != nil:
 				t.Fatalf("both an error chunk (%s) and the error %v", class, o.err)
 			case from == "" && o.err == nil:
-				t.Fatalf("neither an error chunk nor an error\n%s", chunksJSON(o.chunks))
+				t.Fatalf("neither an error chunk nor an error\n%s", ChunksJSON(o.chunks))
 			case from == "":
 				we := wire.AsError(o.err)
 				class, from = we.Class, "the stream's error"
@@ -222,7 +222,7 @@ func checkSessions(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {
 				}
 				req := s.Request(Prompt)
 				req[caps.ResumeField] = id
-				if _, err := a.Validate(encode(t, req)); err != nil {
+				if _, err := a.Validate(Encode(t, req)); err != nil {
 					t.Errorf("stream %q published session_id %q, which the resume field %q refuses: %v", name, id, caps.ResumeField, err)
 				}
 			}
@@ -384,7 +384,7 @@ func checkCancellation(t *testing.T, s Subject, caps wire.Capabilities, c *corpu
 		h.check(t, o, end)
 		if !isPrefix(o.chunks, ref.chunks) {
 			t.Errorf("the %s stream is not a prefix of the uninterrupted one (a synthetic chunk?)\ngot:\n%swant a prefix of:\n%s",
-				end, chunksJSON(o.chunks), chunksJSON(ref.chunks))
+				end, ChunksJSON(o.chunks), ChunksJSON(ref.chunks))
 		}
 		if sub {
 			h.reaped(t)

@@ -3,7 +3,22 @@ package conformance
 import (
 	"fmt"
 	"os"
+	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// Main is the TestMain of an adapter's tests: it runs the binary as the
+// fake CLI when the suite started it as one (FakeMain), and otherwise runs
+// the tests under Setup, failing on a goroutine left behind (goleak).
+//
+//	func TestMain(m *testing.M) { conformance.Main(m) }
+func Main(m *testing.M) {
+	if code, ok := FakeMain(); ok {
+		os.Exit(code)
+	}
+	goleak.VerifyTestMain(Setup(m))
+}
 
 // TestingM is what TestMain runs: *testing.M, and what goleak.VerifyTestMain takes.
 type TestingM interface{ Run() int }

@@ -155,8 +155,8 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 		if want.err != nil {
 			t.Fatalf("the answer in UTF-8, written line by line: err %v", want.err)
 		}
-		if bytes.Contains(raw, []byte(unicodeAnswer)) && !strings.Contains(chunksJSON(want.chunks), unicodeAnswer[len("is 42 "):]) {
-			t.Errorf("the UTF-8 answer did not come through intact:\n%s", chunksJSON(want.chunks))
+		if bytes.Contains(raw, []byte(unicodeAnswer)) && !strings.Contains(ChunksJSON(want.chunks), unicodeAnswer[len("is 42 "):]) {
+			t.Errorf("the UTF-8 answer did not come through intact:\n%s", ChunksJSON(want.chunks))
 		}
 		for _, mode := range []string{WriteSplit, WriteConcat} {
 			t.Run(mode, func(t *testing.T) {
@@ -168,7 +168,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 				h.check(t, o, Ran)
 				if o.err != nil || !sameChunks(o.chunks, want.chunks) {
 					t.Errorf("stdout written %s: got err %v and\n%swant the chunks of the line-by-line run:\n%s",
-						mode, o.err, chunksJSON(o.chunks), chunksJSON(want.chunks))
+						mode, o.err, ChunksJSON(o.chunks), ChunksJSON(want.chunks))
 				}
 			})
 		}
@@ -196,7 +196,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 					// Repaired into an event, it is handled like any other:
 					// a chunk or a typed error (Check), never a panic.
 					if !isPrefix(o.chunks, ref.chunks) && !isPrefix(ref.chunks, o.chunks) {
-						t.Errorf("the chunks before the repaired tail changed:\n%s", chunksJSON(o.chunks))
+						t.Errorf("the chunks before the repaired tail changed:\n%s", ChunksJSON(o.chunks))
 					}
 					t.Logf("repaired tail: %d chunks, err %v", len(o.chunks), o.err)
 					return
@@ -205,7 +205,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 					t.Errorf("err = %v, want a ProviderProtocolError", o.err)
 				}
 				if !isPrefix(o.chunks, ref.chunks) {
-					t.Errorf("the chunks before the bad tail are not those of the plain run:\n%s", chunksJSON(o.chunks))
+					t.Errorf("the chunks before the bad tail are not those of the plain run:\n%s", ChunksJSON(o.chunks))
 				}
 			})
 		}
@@ -220,7 +220,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 		o := h.run(t, bg, h.call(t, Stream{}), nil)
 		h.check(t, o, Ran)
 		if o.err != nil || !sameChunks(o.chunks, ref.chunks) {
-			t.Errorf("with 50 MiB of stderr: err %v and\n%swant the chunks of the plain run", o.err, chunksJSON(o.chunks))
+			t.Errorf("with 50 MiB of stderr: err %v and\n%swant the chunks of the plain run", o.err, ChunksJSON(o.chunks))
 		}
 		t.Logf("50 MiB of stderr drained in %v", time.Since(start))
 	})
@@ -256,7 +256,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 					t.Errorf("stderr_tail %q lacks the CLI's stderr", we.StderrTail)
 				}
 				if len(o.chunks) == 0 || !isPrefix(o.chunks, ref.chunks) {
-					t.Errorf("the chunks before the exit must stay observable; got\n%s", chunksJSON(o.chunks))
+					t.Errorf("the chunks before the exit must stay observable; got\n%s", ChunksJSON(o.chunks))
 				}
 			})
 		}
@@ -293,7 +293,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 			o := h.run(t, bg, h.call(t, Stream{}), nil)
 			h.check(t, o, Ran)
 			if o.err != nil || !sameChunks(o.chunks, ref.chunks) {
-				t.Errorf("err %v and\n%swant the chunks of the plain run", o.err, chunksJSON(o.chunks))
+				t.Errorf("err %v and\n%swant the chunks of the plain run", o.err, ChunksJSON(o.chunks))
 			}
 			h.reaped(t)
 		})
@@ -373,7 +373,7 @@ func checkSubprocess(t *testing.T, s Subject, c *corpus) {
 			})
 			h.check(t, o, Cancelled) // the cancellation, not ProviderProcessError(7)
 			if !isPrefix(o.chunks, ref.chunks) {
-				t.Errorf("not a prefix of the plain run:\n%s", chunksJSON(o.chunks))
+				t.Errorf("not a prefix of the plain run:\n%s", ChunksJSON(o.chunks))
 			}
 			h.reaped(t)
 		})

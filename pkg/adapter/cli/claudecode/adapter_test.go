@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -32,19 +32,10 @@ func newFake(t *testing.T, transcript string) *fake {
 	if err := os.Mkdir(filepath.Join(root, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	base, err := filepath.Abs(filepath.Join(transcriptDir, transcript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := filepath.Join(t.TempDir(), "record.json")
 	cfg := claudecode.DefaultConfig()
-	cfg.Binary = exe
 	cfg.WorkspaceRoot = root
 	cfg.Grace = time.Second
-	cfg.EnvSet[fakeCaseEnv] = base
-	cfg.EnvSet[fakeRecordEnv] = rec
-	// The race runtime sleeps a second at exit by default; the fake need not.
-	cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
+	cfg, rec := conformance.Replaying(t, conformance.Testdata(t, "cli", claudecode.Name, transcript)).Play(t, cfg)
 	a, err := claudecode.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -76,29 +67,17 @@ func (f *fake) run(t *testing.T, fields map[string]any) ([]wire.Chunk, error) {
 	t.Helper()
 	call := adapter.Call{RunID: "run-1", Request: validated(t, f.a, fields), Runtime: map[string]any{"workspace": "sub"},
 		Attempt: 1, Model: "claude-sonnet-4-5", MaxAttempts: 3}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	for c, err := range f.a.Stream(ctx, call) {
-		if err != nil {
-			return chunks, err
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, nil
+	o := conformance.Collect(t, f.a, call)
+	return o.Chunks, o.Err
 }
 
-func (f *fake) seen(t *testing.T) record {
+func (f *fake) seen(t *testing.T) conformance.Record {
 	t.Helper()
-	b, err := os.ReadFile(f.record)
-	if err != nil {
-		t.Fatalf("the fake CLI left no record: %v", err)
+	r := conformance.ReadRecord(t, f.record)
+	if r == nil {
+		t.Fatal("the fake CLI left no record")
 	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return *r
 }
 
 // TestAdapterTranscripts runs every transcript through the real subprocess
@@ -108,22 +87,7 @@ func TestAdapterTranscripts(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t, name)
 			got, err := f.run(t, map[string]any{"prompt": "What is the answer?"})
-			want, wantEnd := readGolden(t, name)
-			if !reflect.DeepEqual(jsonOf(t, got), jsonOf(t, want)) {
-				t.Errorf("chunks differ\ngot:  %s\nwant: %s", jsonOf(t, got), jsonOf(t, want))
-			}
-			switch {
-			case wantEnd == nil && err != nil:
-				t.Errorf("err = %v, want a clean end", err)
-			case wantEnd != nil:
-				var we *wire.Error
-				if !errors.As(err, &we) || we.Class != wantEnd.Class {
-					t.Fatalf("err = %v, want class %s", err, wantEnd.Class)
-				}
-				if !reflect.DeepEqual(we.ReturnCode, wantEnd.ReturnCode) {
-					t.Errorf("returncode = %v, want %v", ptr(we.ReturnCode), ptr(wantEnd.ReturnCode))
-				}
-			}
+			conformance.MatchGolden(t, wantPath(t, name), got, err)
 		})
 	}
 }
@@ -208,7 +172,7 @@ func TestAdapterArgv(t *testing.T) {
 			}
 			allowed := []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM", "USER",
 				"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", claudecode.EnvMaxRetries,
-				fakeCaseEnv, fakeRecordEnv, "GORACE"}
+				conformance.FakeEnv, "GORACE"}
 			for k := range claudecode.DefaultConfig().EnvSet {
 				allowed = append(allowed, k)
 			}

@@ -1,204 +1,63 @@
 package claudecode_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// update rewrites the golden files:
-//
-//	go test -run TestGolden -update ./pkg/adapter/cli/claudecode
-var update = flag.Bool("update", false, "rewrite testdata/normalize/claude-code/*/want.jsonl")
+// parsing runs the Claude Code parser without a process, a cut-off final
+// line through TailRepair.
+var parsing = conformance.Parsing{
+	Name:         claudecode.Name,
+	Binary:       claudecode.Binary,
+	Capabilities: claudecode.Capabilities,
+	NewParser:    func(testing.TB, conformance.Case) cli.Parser { return claudecode.NewParser() },
+	Classify:     claudecode.Classify,
+	TailRepair:   claudecode.TailRepair,
+}
 
-var (
-	transcriptDir = filepath.Join("..", "..", "..", "..", "testdata", "cli", "claude-code")
-	goldenDir     = filepath.Join("..", "..", "..", "..", "testdata", "normalize", "claude-code")
-)
+// TestGolden replays every capture through the framing and the parser and
+// compares the normalized stream with
+// testdata/normalize/claude-code/<case>/want.jsonl (-update rewrites them).
+func TestGolden(t *testing.T) { conformance.Golden(t, parsing) }
 
 // transcripts returns the names of the captured runs (S1, S2-no-allowedTools, …).
 func transcripts(t testing.TB) []string {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(transcriptDir, "*.stdout.ndjson"))
-	if err != nil || len(paths) == 0 {
-		t.Fatalf("no transcripts in %s (%v)", transcriptDir, err)
-	}
 	var names []string
-	for _, p := range paths {
-		names = append(names, strings.TrimSuffix(filepath.Base(p), ".stdout.ndjson"))
+	for _, c := range conformance.Cases(t, claudecode.Name) {
+		names = append(names, c.Name)
 	}
 	return names
 }
 
-// end is how a replayed stream ended: nil at a clean end, else the
-// terminal error (not a chunk).
-type end struct {
-	Class      wire.Class `json:"class"`
-	ReturnCode *int       `json:"returncode,omitempty"`
-	Message    string     `json:"message,omitempty"`
-}
-
-// replay feeds a transcript's stdout through a fresh parser the way
-// cli and proc do: each line parsed with encoding/json into a map (a
-// line that is not an object is a ProviderProtocolError; an unterminated
-// last line goes through TailRepair), nothing after an error chunk, End at
-// a clean exit 0, and a non-zero exit without an in-band error classified
-// by Classify with its return code.
-func replay(stdout []byte, code int, stderr string) ([]wire.Chunk, *end) {
-	p := claudecode.NewParser()
-	var chunks []wire.Chunk
-	emit := func(cs []wire.Chunk) bool {
-		for _, c := range cs {
-			chunks = append(chunks, c)
-			if c.Type == wire.ChunkError {
-				return false
-			}
-		}
-		return true
-	}
-	fail := func(err error) *end {
-		var we *wire.Error
-		if !errors.As(err, &we) {
-			return &end{Class: "not a wire error", Message: err.Error()}
-		}
-		return &end{Class: we.Class, ReturnCode: we.ReturnCode, Message: we.Message}
-	}
-	lines := bytes.Split(stdout, []byte("\n"))
-	for i, line := range lines {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal(line, &m); err != nil || m == nil {
-			repaired, ok := map[string]any(nil), false
-			if i == len(lines)-1 { // no newline after it: a cut-off tail
-				repaired, ok = claudecode.TailRepair(line)
-			}
-			if !ok {
-				return chunks, &end{Class: wire.ProviderProtocolError, Message: fmt.Sprintf("stdout line %d is not a JSON object", i+1)}
-			}
-			m = repaired
-		}
-		cs, err := p.Event(m)
-		if !emit(cs) {
-			return chunks, nil
-		}
-		if err != nil {
-			return chunks, fail(err)
-		}
-	}
-	if code != 0 {
-		return chunks, &end{Class: claudecode.Classify(code, stderr), ReturnCode: &code}
-	}
-	cs, err := p.End()
-	if emit(cs) && err != nil {
-		return chunks, fail(err)
-	}
-	return chunks, nil
-}
-
-// normalize renders chunks and the end as JSON lines: one line per chunk,
-// then {"end":…}.
-func normalize(t testing.TB, chunks []wire.Chunk, e *end) []byte {
+// capture returns the captured run name.
+func capture(t testing.TB, name string) conformance.Case {
 	t.Helper()
-	var buf bytes.Buffer
-	for _, c := range chunks {
-		b, err := json.Marshal(c)
-		if err != nil {
-			t.Fatalf("marshal chunk: %v", err)
+	for _, c := range conformance.Cases(t, claudecode.Name) {
+		if c.Name == name {
+			return c
 		}
-		buf.Write(append(b, '\n'))
 	}
-	b, err := json.Marshal(map[string]any{"end": e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf.Write(append(b, '\n'))
-	return buf.Bytes()
+	t.Fatalf("no capture %s", name)
+	return conformance.Case{}
 }
 
-// readGolden splits a want.jsonl into its chunks and its end.
-func readGolden(t testing.TB, name string) ([]wire.Chunk, *end) {
+// readGolden returns the golden stream of the capture name.
+func readGolden(t testing.TB, name string) ([]wire.Chunk, *conformance.End) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(goldenDir, name, "want.jsonl"))
-	if err != nil {
-		t.Fatalf("%s: %v (run with -update)", name, err)
-	}
-	var chunks []wire.Chunk
-	var e *end
-	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		var probe map[string]json.RawMessage
-		if err := json.Unmarshal(line, &probe); err != nil {
-			t.Fatalf("%s: golden line %q: %v", name, line, err)
-		}
-		if raw, ok := probe["end"]; ok {
-			if err := json.Unmarshal(raw, &e); err != nil {
-				t.Fatalf("%s: golden end: %v", name, err)
-			}
-			continue
-		}
-		var c wire.Chunk
-		if err := json.Unmarshal(line, &c); err != nil {
-			t.Fatalf("%s: golden chunk: %v", name, err)
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, e
+	return conformance.ReadGolden(t, wantPath(t, name))
 }
 
-func loadTranscript(t testing.TB, name string) (stdout []byte, code int, stderr string) {
-	t.Helper()
-	base := filepath.Join(transcriptDir, name)
-	stdout, err := os.ReadFile(base + ".stdout.ndjson")
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err = readExit(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	errText, _ := os.ReadFile(base + ".stderr.txt")
-	return stdout, code, string(errText)
-}
-
-// TestGolden replays every transcript through the parser and compares the
-// normalized chunks with testdata/normalize/claude-code/<case>/want.jsonl.
-func TestGolden(t *testing.T) {
-	for _, name := range transcripts(t) {
-		t.Run(name, func(t *testing.T) {
-			stdout, code, stderr := loadTranscript(t, name)
-			chunks, e := replay(stdout, code, stderr)
-			if err := checkInvariants(chunks); err != nil {
-				t.Fatal(err)
-			}
-			got := normalize(t, chunks, e)
-			path := filepath.Join(goldenDir, name, "want.jsonl")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("normalized %s differs from %s\ngot:\n%s\nwant:\n%s", name, path, got, want)
-			}
-		})
-	}
+func wantPath(t testing.TB, name string) string {
+	return filepath.Join(conformance.Testdata(t, "normalize", claudecode.Name, name), "want.jsonl")
 }
 
 // TestGoldenSemantics states, per scenario, what the goldens must show, so
@@ -312,37 +171,11 @@ func TestGoldenToolRoundTrip(t *testing.T) {
 	}
 }
 
-// checkInvariants asserts the chunk rules of docs/contract.md §1.3 on one stream.
+// checkInvariants reports the stream rules a stream of the parser breaks
+// (conformance.CheckParsed).
 func checkInvariants(chunks []wire.Chunk) error {
-	results := 0
-	for i, c := range chunks {
-		if !c.Type.Valid() {
-			return fmt.Errorf("chunk %d: invalid type %q", i, c.Type)
-		}
-		if (c.Type == wire.ChunkError) != c.IsError && c.Type != wire.ChunkToolResult {
-			return fmt.Errorf("chunk %d: type %s with is_error=%t", i, c.Type, c.IsError)
-		}
-		if c.Type == wire.ChunkError && i != len(chunks)-1 {
-			return fmt.Errorf("chunk %d: %d chunks after the error chunk", i, len(chunks)-1-i)
-		}
-		if c.Type == wire.ChunkError && c.Metadata.ErrorClass == "" {
-			return fmt.Errorf("chunk %d: error chunk without error_class", i)
-		}
-		if c.Type == wire.ChunkSystem && c.Content != "" {
-			return fmt.Errorf("chunk %d: system chunk with content", i)
-		}
-		if c.Type == wire.ChunkResult {
-			results++
-		}
-		if results > 0 && c.Type != wire.ChunkResult && c.Type != wire.ChunkError {
-			return fmt.Errorf("chunk %d: %s after the result", i, c.Type)
-		}
-		if _, err := json.Marshal(c); err != nil {
-			return fmt.Errorf("chunk %d: %v", i, err)
-		}
-	}
-	if results > 1 {
-		return fmt.Errorf("%d results", results)
+	if problems := conformance.CheckParsed(claudecode.Capabilities, chunks, nil); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }

@@ -4,18 +4,18 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 )
 
 // BenchmarkLine frames and parses a recorded transcript (S1) the way the
 // adapter does: proc.Decoder, then cli.Feed through a fresh parser.
 func BenchmarkLine(b *testing.B) {
-	data, err := os.ReadFile(filepath.Join(transcriptDir, "S1.stdout.ndjson"))
+	data, err := os.ReadFile(conformance.Testdata(b, "cli", claudecode.Name, "S1.stdout.ndjson"))
 	if err != nil {
 		b.Fatal(err)
 	}

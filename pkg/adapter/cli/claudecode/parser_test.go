@@ -263,8 +263,7 @@ func TestTailRepair(t *testing.T) {
 // TestTailRepairTranscriptLine cuts a real assistant line at every length
 // and checks that whatever is repaired parses and maps without a panic.
 func TestTailRepairTranscriptLine(t *testing.T) {
-	stdout, _, _ := loadTranscript(t, "S2")
-	lines := strings.Split(string(stdout), "\n")
+	lines := strings.Split(string(capture(t, "S2").Stdout), "\n")
 	line := lines[2] // the tool_use event
 	repaired := 0
 	for n := 1; n < len(line); n++ {

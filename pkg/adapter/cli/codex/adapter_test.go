@@ -1,20 +1,17 @@
 package codex
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -60,34 +57,25 @@ func newEnv(t *testing.T, configTOML string) *env {
 }
 
 // adapter returns a Codex adapter whose binary is this test binary,
-// replaying the named transcript (testdata/cli/codex/<name>.*) or, for an
-// x- case, testdata/normalize/codex/<name>/.
+// replaying the named capture (testdata/cli/codex/<name>.*) or, for an
+// x- case, testdata/normalize/codex/<name>/, and exiting with exit.
 func (e *env) adapter(name string, exit int) *cli.Adapter[Request] {
 	e.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	stdout, stderr := filepath.Join(cliDir, name+".stdout.ndjson"), filepath.Join(cliDir, name+".stderr.txt")
-	if strings.HasPrefix(name, "x-") {
-		stdout, stderr = filepath.Join(normalizeDir, name, "stdout.jsonl"), filepath.Join(normalizeDir, name, "stderr.txt")
-	}
-	for _, p := range []*string{&stdout, &stderr} {
-		if *p, err = filepath.Abs(*p); err != nil {
-			e.t.Fatal(err)
+	var f conformance.Fake
+	if dir := conformance.Testdata(e.t, "normalize", Name, name); strings.HasPrefix(name, "x-") {
+		f.Stdout = filepath.Join(dir, "stdout.jsonl")
+		if _, err := os.Stat(filepath.Join(dir, "stderr.txt")); err == nil {
+			f.Stderr = filepath.Join(dir, "stderr.txt")
 		}
+	} else {
+		f = conformance.Replaying(e.t, conformance.Testdata(e.t, "cli", Name, name))
 	}
-	e.record = filepath.Join(e.t.TempDir(), "record.json")
+	f.Exit = exit
 	cfg := DefaultConfig()
-	cfg.Binary = exe
 	cfg.WorkspaceRoot = e.root
 	cfg.Grace = 500 * time.Millisecond
-	cfg.EnvSet = map[string]string{
-		envFake: "1", envStdout: stdout, envStderr: stderr, envExit: strconv.Itoa(exit), envRecord: e.record,
-		EnvCodexHome: e.home,
-		// A race-built child otherwise sleeps 1 s at exit to collect reports.
-		"GORACE": "atexit_sleep_ms=0",
-	}
+	cfg.EnvSet = map[string]string{EnvCodexHome: e.home}
+	cfg, e.record = f.Play(e.t, cfg)
 	a, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
@@ -111,63 +99,17 @@ func (e *env) run(a *cli.Adapter[Request], req map[string]any, call adapter.Call
 	if call.Runtime == nil {
 		call.Runtime = map[string]any{cli.RuntimeWorkspace: "sub"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	for c, err := range a.Stream(ctx, call) {
-		if err != nil {
-			return chunks, err
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, nil
+	o := conformance.Collect(e.t, a, call)
+	return o.Chunks, o.Err
 }
 
 // seen returns what the fake CLI recorded; ok is false if it never ran.
-func (e *env) seen() (record, bool) {
+func (e *env) seen() (conformance.Record, bool) {
 	e.t.Helper()
-	b, err := os.ReadFile(e.record)
-	if errors.Is(err, os.ErrNotExist) {
-		return record{}, false
+	if r := conformance.ReadRecord(e.t, e.record); r != nil {
+		return *r, true
 	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		e.t.Fatal(err)
-	}
-	return r, true
-}
-
-func readGolden(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(normalizeDir, name, "want.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// dropMessages removes stream_error messages, which name the binary.
-func dropMessages(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
-		if !bytes.HasPrefix(line, []byte(`{"stream_error"`)) {
-			out.Write(line)
-			continue
-		}
-		var m map[string]map[string]any
-		if err := json.Unmarshal(line, &m); err != nil {
-			t.Fatal(err)
-		}
-		delete(m["stream_error"], "message")
-		nb, _ := json.Marshal(m)
-		out.Write(nb)
-		out.WriteByte('\n')
-	}
-	return out.Bytes()
+	return conformance.Record{}, false
 }
 
 // TestAdapterTranscripts runs transcripts through the real subprocess path
@@ -183,7 +125,7 @@ func TestAdapterTranscripts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if want := readExit(t, filepath.Join(cliDir, tt.name+".exit")); !strings.HasPrefix(tt.name, "x-") && want != tt.exit {
+			if want := conformance.Replaying(t, conformance.Testdata(t, "cli", Name, tt.name)).Exit; !strings.HasPrefix(tt.name, "x-") && want != tt.exit {
 				t.Fatalf("test table says exit %d, transcript %d", tt.exit, want)
 			}
 			e := newEnv(t, fakeConfigTOML)
@@ -193,11 +135,10 @@ func TestAdapterTranscripts(t *testing.T) {
 			}
 			chunks, err := e.run(e.adapter(tt.name, tt.exit), map[string]any{"prompt": "What is the answer?"},
 				adapter.Call{RunID: "r1", Model: model, MaxAttempts: 3})
-			got := normalize(t, chunks, err, false)
-			if want := dropMessages(t, readGolden(t, tt.name)); !bytes.Equal(got, want) {
-				t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
+			conformance.MatchGolden(t, conformance.Testdata(t, "normalize", Name, tt.name, "want.jsonl"), chunks, err)
+			for _, p := range conformance.Check(Capabilities, chunks, err, conformance.Ran) {
+				t.Errorf("stream rule: %s", p)
 			}
-			checkStream(t, chunks)
 			if tt.name == "x-exit-without-error" {
 				var we *wire.Error
 				if !errors.As(err, &we) || we.ReturnCode == nil || *we.ReturnCode != 1 || !strings.Contains(we.StderrTail, "401 Unauthorized") {
@@ -234,8 +175,8 @@ func TestAdapterArgv(t *testing.T) {
 		"-c", `model_instructions_file="` + filepath.Join(e.dir, "base.md") + `"`,
 		"-c", "model_providers.fake.request_max_retries=0", "-c", "model_providers.fake.stream_max_retries=2",
 		"--", prompt}
-	if !slices.Equal(rec.Args, want) {
-		t.Errorf("argv\n got %q\nwant %q", rec.Args, want)
+	if !slices.Equal(rec.Argv, want) {
+		t.Errorf("argv\n got %q\nwant %q", rec.Argv, want)
 	}
 	if rec.Cwd != e.dir {
 		t.Errorf("cwd = %q, want %q", rec.Cwd, e.dir)
@@ -243,7 +184,11 @@ func TestAdapterArgv(t *testing.T) {
 	if !rec.StdinDevNull {
 		t.Error("stdin is not /dev/null")
 	}
-	envHas := func(kv string) bool { return slices.Contains(rec.Env, kv) }
+	envHas := func(kv string) bool {
+		k, v, _ := strings.Cut(kv, "=")
+		val, ok := rec.Env[k]
+		return ok && val == v
+	}
 	if !envHas(EnvAPIKey+"=sk-test-allowed-0000") || !envHas(EnvCodexHome+"="+e.home) {
 		t.Errorf("env %q lacks the allowed key or CODEX_HOME", rec.Env)
 	}
@@ -283,8 +228,8 @@ func TestAdapterRetrySwitch(t *testing.T) {
 			rec, _ := e.seen()
 			want := append([]string{"exec", "--json", "--skip-git-repo-check", "-C", e.dir, "-s", "workspace-write", "-m", "gpt-5.5"}, tt.want...)
 			want = append(want, "--", "p")
-			if !slices.Equal(rec.Args, want) {
-				t.Errorf("argv\n got %q\nwant %q", rec.Args, want)
+			if !slices.Equal(rec.Argv, want) {
+				t.Errorf("argv\n got %q\nwant %q", rec.Argv, want)
 			}
 		})
 	}
@@ -305,7 +250,7 @@ func TestAdapterResumeRoundTrip(t *testing.T) {
 		t.Fatal("first run published no session id")
 	}
 	// The rollout Codex wrote for the thread (what the resume needs).
-	src := filepath.Join(normalizeDir, "S1-resume", "codex_home", "sessions")
+	src := conformance.Testdata(t, "normalize", Name, "S1-resume", "codex_home", "sessions")
 	copyTree(t, src, filepath.Join(e.home, "sessions"))
 
 	second, err := e.run(e.adapter("S1-resume", 0), map[string]any{"prompt": "What was the answer again?", ResumeField: id},
@@ -318,8 +263,8 @@ func TestAdapterResumeRoundTrip(t *testing.T) {
 		"-c", `sandbox_mode="workspace-write"`,
 		"-c", "model_providers.fake.request_max_retries=0", "-c", "model_providers.fake.stream_max_retries=2",
 		id, "--", "What was the answer again?"}
-	if !slices.Equal(rec.Args, want) {
-		t.Errorf("resume argv\n got %q\nwant %q", rec.Args, want)
+	if !slices.Equal(rec.Argv, want) {
+		t.Errorf("resume argv\n got %q\nwant %q", rec.Argv, want)
 	}
 	if rec.Cwd != e.dir {
 		t.Errorf("resume cwd = %q, want the workspace %q", rec.Cwd, e.dir)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 )
 
 func TestProviderFromConfig(t *testing.T) {
@@ -64,7 +66,7 @@ func TestHomeDir(t *testing.T) {
 
 func TestThreadTotal(t *testing.T) {
 	const id = "01a22a8b-564f-7be0-9f56-beadbebf0082"
-	abs, err := filepath.Abs(filepath.Join(normalizeDir, "S1-resume", "codex_home"))
+	abs, err := filepath.Abs(conformance.Testdata(t, "normalize", Name, "S1-resume", "codex_home"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,67 +1,31 @@
 package codex
 
 import (
-	"encoding/json"
-	"os"
-	"strconv"
-	"strings"
+	"maps"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 )
 
-// The test binary doubles as the codex CLI: with FAKE_CODEX=1 in its
-// environment it records how it was started, replays a transcript's stdout
-// and stderr and exits with the transcript's status.
-const (
-	envFake   = "FAKE_CODEX"
-	envStdout = "FAKE_CODEX_STDOUT"
-	envStderr = "FAKE_CODEX_STDERR"
-	envExit   = "FAKE_CODEX_EXIT"
-	envRecord = "FAKE_CODEX_RECORD"
-)
+// The test binary doubles as the codex CLI (conformance.Main).
+func TestMain(m *testing.M) { conformance.Main(m) }
 
-// record is what the fake CLI saw.
-type record struct {
-	Args         []string `json:"args"`
-	Cwd          string   `json:"cwd"`
-	Env          []string `json:"env"`
-	StdinDevNull bool     `json:"stdin_devnull"`
+// TestConformance runs the conformance suite over the codex adapter,
+// the fake CLI replaying the captures of testdata/cli/codex.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.RunCLI(t, New, codexConfig(t), conformance.Subject{Model: "gpt-5.5", SessionID: "01a22a8b-564f-7be0-9f56-beadbebf0082"})
 }
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envFake) == "1" {
-		os.Exit(fakeCodex())
+// codexConfig is the operator configuration with an empty CODEX_HOME: no
+// config.toml of the machine's.
+func codexConfig(t *testing.T) cli.Config {
+	cfg := DefaultConfig()
+	cfg.EnvSet = maps.Clone(cfg.EnvSet)
+	if cfg.EnvSet == nil {
+		cfg.EnvSet = map[string]string{}
 	}
-	goleak.VerifyTestMain(m)
-}
-
-func fakeCodex() int {
-	if p := os.Getenv(envRecord); p != "" {
-		cwd, _ := os.Getwd()
-		rec := record{Args: os.Args[1:], Cwd: cwd, Env: os.Environ()}
-		if in, err := os.Stdin.Stat(); err == nil {
-			if null, err := os.Stat(os.DevNull); err == nil {
-				rec.StdinDevNull = os.SameFile(in, null)
-			}
-		}
-		b, _ := json.Marshal(rec)
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return 99
-		}
-	}
-	if p := os.Getenv(envStderr); p != "" {
-		if b, err := os.ReadFile(p); err == nil {
-			os.Stderr.Write(b)
-		}
-	}
-	if p := os.Getenv(envStdout); p != "" {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return 98
-		}
-		os.Stdout.Write(b)
-	}
-	code, _ := strconv.Atoi(strings.TrimSpace(os.Getenv(envExit)))
-	return code
+	cfg.EnvSet[EnvCodexHome] = t.TempDir()
+	return cfg
 }

@@ -2,7 +2,6 @@ package gemini
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -43,31 +43,17 @@ func newHarness(t *testing.T) *harness {
 	h.record = filepath.Join(t.TempDir(), "record.json")
 	// Until a test picks a transcript, the fake fails fast (it can never
 	// fall through to running the tests).
-	h.replayFiles("/nonexistent/fake-gemini-stdout", "", "0")
+	h.replayFiles("/nonexistent/fake-gemini-stdout", "", 0)
 	return h
 }
 
 // replayFiles makes the fake replay these files and exit with code exit.
-func (h *harness) replayFiles(stdout, stderr, exit string) {
+func (h *harness) replayFiles(stdout, stderr string, exit int) {
 	h.t.Helper()
-	abs := func(p string) string {
-		if p == "" {
-			return ""
-		}
-		a, err := filepath.Abs(p)
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		return a
-	}
 	cfg := DefaultConfig()
-	cfg.Binary, cfg.WorkspaceRoot, cfg.Grace = mustExe(h.t), h.root, time.Second
-	cfg.EnvSet[fakeRecord] = h.record
-	cfg.EnvSet[fakeStdout] = abs(stdout)
-	cfg.EnvSet[fakeStderr] = abs(stderr)
-	cfg.EnvSet[fakeExit] = strings.TrimSpace(exit)
-	// A race-instrumented fake would otherwise wait a second at exit.
-	cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
+	cfg.WorkspaceRoot, cfg.Grace = h.root, time.Second
+	f := conformance.Fake{Stdout: stdout, Stderr: stderr, Exit: exit, Record: h.record, FileEnv: []string{EnvSystemSettingsPath}}
+	cfg, _ = f.Play(h.t, cfg)
 	a, err := cli.New(spec(testSettings(h.t, h.settings)), cfg)
 	if err != nil {
 		h.t.Fatal(err)
@@ -79,20 +65,8 @@ func (h *harness) replayFiles(stdout, stderr, exit string) {
 // transcript makes the fake replay testdata/cli/gemini/<name>.
 func (h *harness) transcript(name string) {
 	h.t.Helper()
-	base := filepath.Join(transcriptsDir, name)
-	exit, err := os.ReadFile(base + ".exit")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.replayFiles(base+".stdout.ndjson", base+".stderr.txt", string(exit))
-}
-
-func mustExe(t testing.TB) string {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe
+	f := conformance.Replaying(h.t, conformance.Testdata(h.t, "cli", Name, name))
+	h.replayFiles(f.Stdout, f.Stderr, f.Exit)
 }
 
 // validate encodes fields as the msgpack request and validates it.
@@ -116,60 +90,31 @@ func (h *harness) run(req Request, call adapter.Call) ([]wire.Chunk, error) {
 	if call.Runtime == nil {
 		call.Runtime = map[string]any{cli.RuntimeWorkspace: "sub"}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	var final error
-	for c, err := range h.a.Stream(ctx, call) {
-		if final != nil {
-			h.t.Fatalf("yielded (%+v, %v) after the error %v", c, err, final)
-		}
-		if err != nil {
-			final = err
-			continue
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, final
+	o := conformance.Collect(h.t, h.a, call)
+	return o.Chunks, o.Err
 }
 
 // seen is what the fake recorded; ok is false if it never ran.
-func (h *harness) seen() (record, bool) {
+func (h *harness) seen() (conformance.Record, bool) {
 	h.t.Helper()
-	b, err := os.ReadFile(h.record)
-	if errors.Is(err, os.ErrNotExist) {
-		return record{}, false
+	if r := conformance.ReadRecord(h.t, h.record); r != nil {
+		return *r, true
 	}
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var r record
-	if err := json.Unmarshal(b, &r); err != nil {
-		h.t.Fatal(err)
-	}
-	return r, true
+	return conformance.Record{}, false
 }
+
+// settings is the retry settings file the fake found (its content).
+func settings(r conformance.Record) string { return r.Files[EnvSystemSettingsPath] }
 
 func transcriptArgv(t testing.TB, name string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(transcriptsDir, name+".argv"))
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range conformance.Cases(t, Name) {
+		if c.Name == name && c.Captured {
+			return c.Argv[1:] // argv[0] is the binary
+		}
 	}
-	var argv []string
-	if err := json.Unmarshal(b, &argv); err != nil {
-		t.Fatal(err)
-	}
-	return argv[1:] // argv[0] is the binary
-}
-
-func golden(t testing.TB, name string) []string {
-	t.Helper()
-	b, err := os.ReadFile(wantPath(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	t.Fatalf("no capture %s", name)
+	return nil
 }
 
 // TestTranscriptsEndToEnd runs each transcript through the real subprocess
@@ -199,9 +144,7 @@ func TestTranscriptsEndToEnd(t *testing.T) {
 			h := newHarness(t)
 			h.transcript(tt.name)
 			chunks, err := h.run(h.validate(tt.request), adapter.Call{RunID: "run-1", Attempt: 1, Model: pinned, MaxAttempts: 3})
-			if got, want := normalized(t, chunks, err), golden(t, tt.name); !reflect.DeepEqual(got, want) {
-				t.Errorf("chunks:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
-			}
+			conformance.MatchGolden(t, conformance.Testdata(t, "normalize", Name, tt.name, "want.jsonl"), chunks, err)
 			rec, ok := h.seen()
 			if !ok {
 				t.Fatal("the fake CLI never ran")
@@ -212,8 +155,8 @@ func TestTranscriptsEndToEnd(t *testing.T) {
 			if rec.Cwd != h.work {
 				t.Errorf("cwd = %q, want the contained workspace %q", rec.Cwd, h.work)
 			}
-			if want := "{\"general\":{\"maxAttempts\":3}}\n"; rec.Settings != want {
-				t.Errorf("retry settings = %q, want %q", rec.Settings, want)
+			if want := "{\"general\":{\"maxAttempts\":3}}\n"; settings(rec) != want {
+				t.Errorf("retry settings = %q, want %q", settings(rec), want)
 			}
 			if p := rec.Env[EnvSystemSettingsPath]; filepath.Dir(p) != h.settings {
 				t.Errorf("%s = %q, want a file in %s", EnvSystemSettingsPath, p, h.settings)
@@ -239,8 +182,8 @@ func TestTranscriptsEndToEnd(t *testing.T) {
 // CLI's HTTP-status exit code, with the returncode and the stderr tail.
 func TestExitWithoutInBandError(t *testing.T) {
 	h := newHarness(t)
-	dir := filepath.Join(normalizeDir, "exit-without-error")
-	h.replayFiles(filepath.Join(dir, "stdout.jsonl"), filepath.Join(dir, "stderr.txt"), "173")
+	dir := conformance.Testdata(t, "normalize", Name, "exit-without-error")
+	h.replayFiles(filepath.Join(dir, "stdout.jsonl"), filepath.Join(dir, "stderr.txt"), 173)
 	chunks, err := h.run(Request{Prompt: "What is the answer?"}, adapter.Call{Model: pinned, MaxAttempts: 1})
 	if len(chunks) != 1 || chunks[0].Type != wire.ChunkSystem {
 		t.Errorf("chunks = %+v, want the system chunk only", chunks)
@@ -255,8 +198,8 @@ func TestExitWithoutInBandError(t *testing.T) {
 	if !errors.Is(err, wire.ProviderError) {
 		t.Errorf("%v is not a ProviderError", err)
 	}
-	if rec, _ := h.seen(); rec.Settings != "{\"general\":{\"maxAttempts\":1}}\n" {
-		t.Errorf("retry settings = %q, want maxAttempts 1", rec.Settings)
+	if rec, _ := h.seen(); settings(rec) != "{\"general\":{\"maxAttempts\":1}}\n" {
+		t.Errorf("retry settings = %q, want maxAttempts 1", settings(rec))
 	}
 }
 
@@ -401,8 +344,8 @@ func TestArgv(t *testing.T) {
 			if _, set := rec.Env[EnvSystemMD]; set && tt.wantEnv[EnvSystemMD] == "" {
 				t.Errorf("%s set without system_md", EnvSystemMD)
 			}
-			if want := string(SettingsContent(tt.wantTries)); rec.Settings != want {
-				t.Errorf("retry settings = %q, want %q", rec.Settings, want)
+			if want := string(SettingsContent(tt.wantTries)); settings(rec) != want {
+				t.Errorf("retry settings = %q, want %q", settings(rec), want)
 			}
 		})
 	}
@@ -505,7 +448,7 @@ func TestSettingsSkipped(t *testing.T) {
 	if err := os.WriteFile(stderr, []byte("Warning: 256-color support not detected.\n"+warning+"\nRipgrep is not available.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.replayFiles(filepath.Join(transcriptsDir, "S1.stdout.ndjson"), stderr, "0")
+	h.replayFiles(conformance.Testdata(t, "cli", Name, "S1.stdout.ndjson"), stderr, 0)
 	_, err := h.run(Request{Prompt: "What is the answer?"}, adapter.Call{Model: pinned, MaxAttempts: 2})
 	var we *wire.Error
 	if !errors.As(err, &we) || we.Class != wire.ProviderTransportError {
@@ -541,8 +484,8 @@ func TestNoAcceptableSettingsDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.Binary, cfg.WorkspaceRoot = mustExe(t), h.root
-	cfg.EnvSet[fakeRecord] = h.record
+	cfg.WorkspaceRoot = h.root
+	cfg, _ = conformance.Fake{Record: h.record}.Play(t, cfg)
 	a, err := cli.New(spec(testSettings(t, filepath.Join(open, "a"), filepath.Join(open, "b"))), cfg)
 	if err != nil {
 		t.Fatal(err)

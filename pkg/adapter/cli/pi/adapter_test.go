@@ -1,13 +1,10 @@
 package pi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,58 +14,16 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// The fake pi: TestMain runs fakePi instead of the tests when fakeEnv is
-// set in the environment. It records its argv, cwd and environment, replays
-// a transcript's stdout, writes stderr, optionally hangs, and exits.
-const (
-	fakeEnv       = "PI_FAKE"
-	fakeStdoutEnv = "PI_FAKE_STDOUT" // absolute path of the stdout to replay
-	fakeStderrEnv = "PI_FAKE_STDERR" // text for stderr
-	fakeExitEnv   = "PI_FAKE_EXIT"   // exit status
-	fakeRecordEnv = "PI_FAKE_RECORD" // where to write the fakeRecord
-	fakeHangEnv   = "PI_FAKE_HANG"   // seconds to sleep after stdout
-)
-
-type fakeRecord struct {
-	Args []string `json:"args"`
-	Cwd  string   `json:"cwd"`
-	Env  []string `json:"env"`
-}
-
-func fakePi() int {
-	if rec := os.Getenv(fakeRecordEnv); rec != "" {
-		cwd, _ := os.Getwd()
-		b, _ := json.Marshal(fakeRecord{Args: os.Args[1:], Cwd: cwd, Env: os.Environ()})
-		if err := os.WriteFile(rec, b, 0o600); err != nil {
-			os.Stderr.WriteString("fake pi: " + err.Error())
-			return 99
-		}
-	}
-	if p := os.Getenv(fakeStdoutEnv); p != "" {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			os.Stderr.WriteString("fake pi: " + err.Error())
-			return 98
-		}
-		os.Stdout.Write(b)
-	}
-	os.Stderr.WriteString(os.Getenv(fakeStderrEnv))
-	if s, _ := strconv.Atoi(os.Getenv(fakeHangEnv)); s > 0 {
-		time.Sleep(time.Duration(s) * time.Second)
-	}
-	code, _ := strconv.Atoi(os.Getenv(fakeExitEnv))
-	return code
-}
-
-// fake describes one run of the fake pi.
+// fake describes one run of the fake pi (conformance.Fake).
 type fake struct {
-	transcript string // case name in cliDir; "" for no stdout
+	transcript string // capture name in testdata/cli/pi; "" for no stdout
 	stderr     string
 	exit       int
-	hang       int
+	hang       bool // sleep after stdout instead of exiting
 }
 
 // harness is an adapter whose binary is the test binary, with a workspace
@@ -91,23 +46,19 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) adapter(f fake) *cli.Adapter[Request] {
 	h.t.Helper()
 	cfg := DefaultConfig()
-	cfg.Binary = os.Args[0]
 	cfg.WorkspaceRoot = h.root
 	cfg.Grace = 500 * time.Millisecond
-	cfg.EnvSet[fakeEnv] = "1"
-	// A race-enabled binary sleeps 1 s at exit by default; the fake need not.
-	cfg.EnvSet["GORACE"] = "atexit_sleep_ms=0"
-	cfg.EnvSet[fakeRecordEnv] = h.record
-	cfg.EnvSet[fakeStderrEnv] = f.stderr
-	cfg.EnvSet[fakeExitEnv] = strconv.Itoa(f.exit)
-	cfg.EnvSet[fakeHangEnv] = strconv.Itoa(f.hang)
+	fk := conformance.Fake{Exit: f.exit, Hang: f.hang, Record: h.record}
 	if f.transcript != "" {
-		p, err := filepath.Abs(filepath.Join(cliDir, f.transcript+".stdout.ndjson"))
-		if err != nil {
+		fk.Stdout = conformance.Testdata(h.t, "cli", Name, f.transcript+".stdout.ndjson")
+	}
+	if f.stderr != "" {
+		fk.Stderr = filepath.Join(h.t.TempDir(), "stderr.txt")
+		if err := os.WriteFile(fk.Stderr, []byte(f.stderr), 0o600); err != nil {
 			h.t.Fatal(err)
 		}
-		cfg.EnvSet[fakeStdoutEnv] = p
 	}
+	cfg, _ = fk.Play(h.t, cfg)
 	a, err := New(cfg)
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
@@ -119,7 +70,7 @@ func (h *harness) adapter(f fake) *cli.Adapter[Request] {
 func (h *harness) run(f fake, req map[string]any, call adapter.Call) ([]wire.Chunk, error) {
 	h.t.Helper()
 	a := h.adapter(f)
-	v, err := a.Validate(encode(h.t, req))
+	v, err := a.Validate(conformance.Encode(h.t, req))
 	if err != nil {
 		h.t.Fatalf("Validate: %v", err)
 	}
@@ -132,83 +83,35 @@ func (h *harness) run(f fake, req map[string]any, call adapter.Call) ([]wire.Chu
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return collect(h.t, a.Stream(ctx, call))
+	return conformance.Drain(h.t, a.Stream(ctx, call))
 }
 
-func (h *harness) recorded() fakeRecord {
+func (h *harness) recorded() *conformance.Record {
 	h.t.Helper()
-	b, err := os.ReadFile(h.record)
-	if err != nil {
-		h.t.Fatalf("the fake recorded nothing: %v", err)
-	}
-	var r fakeRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		h.t.Fatal(err)
+	r := conformance.ReadRecord(h.t, h.record)
+	if r == nil {
+		h.t.Fatal("the fake recorded nothing")
 	}
 	return r
 }
 
-func encode(t testing.TB, m map[string]any) []byte {
-	t.Helper()
-	b, err := wire.Marshal(m)
-	if err != nil {
-		t.Fatalf("Marshal: %v", err)
-	}
-	return b
-}
-
-// collect drains a stream, failing the test if anything follows an error.
-func collect(t testing.TB, seq func(func(wire.Chunk, error) bool)) ([]wire.Chunk, error) {
-	t.Helper()
-	var chunks []wire.Chunk
-	var final error
-	for c, err := range seq {
-		if final != nil {
-			t.Fatalf("yielded (%+v, %v) after the error %v", c, err, final)
-		}
-		if err != nil {
-			if !reflect.ValueOf(c).IsZero() {
-				t.Errorf("error %v came with a non-zero chunk %+v", err, c)
-			}
-			final = err
-			continue
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, final
-}
-
 func readArgv(t testing.TB, name string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(cliDir, name+".argv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var argv []string
-	if err := json.Unmarshal(b, &argv); err != nil {
-		t.Fatal(err)
-	}
-	return argv
+	return capture(t, name).Argv
 }
 
-// TestStreamTranscripts runs every transcript through the real subprocess
-// path and compares the chunks with the golden files.
+// TestStreamTranscripts runs every capture through the real subprocess
+// path and compares the stream with its golden file.
 func TestStreamTranscripts(t *testing.T) {
-	paths, _ := filepath.Glob(filepath.Join(cliDir, "*.stdout.ndjson"))
-	for _, p := range paths {
-		name := strings.TrimSuffix(filepath.Base(p), ".stdout.ndjson")
-		t.Run(name, func(t *testing.T) {
+	for _, c := range conformance.Cases(t, Name) {
+		if !c.Captured {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
 			h := newHarness(t)
-			chunks, err := h.run(fake{transcript: name}, map[string]any{"prompt": "What is the answer?", "provider": "fake"},
+			chunks, err := h.run(fake{transcript: c.Name, exit: c.Exit}, map[string]any{"prompt": "What is the answer?", "provider": "fake"},
 				adapter.Call{Model: "fake-model"})
-			got := normalize(t, chunks, err, 0)
-			want, rerr := os.ReadFile(filepath.Join(normalizeDir, name, "want.jsonl"))
-			if rerr != nil {
-				t.Fatal(rerr)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("end to end %s:\ngot:\n%s\nwant:\n%s", name, got, want)
-			}
+			conformance.MatchGolden(t, filepath.Join(c.Dir, "want.jsonl"), chunks, err)
 		})
 	}
 }
@@ -258,8 +161,8 @@ func TestStreamArgvAndWorkspace(t *testing.T) {
 				t.Fatalf("stream: %v", err)
 			}
 			rec := h.recorded()
-			if !slices.Equal(rec.Args, tt.want) {
-				t.Errorf("argv = %q, want %q", rec.Args, tt.want)
+			if !slices.Equal(rec.Argv, tt.want) {
+				t.Errorf("argv = %q, want %q", rec.Argv, tt.want)
 			}
 			wantCwd, err := filepath.EvalSymlinks(filepath.Join(h.root, "sub"))
 			if err != nil {
@@ -268,11 +171,7 @@ func TestStreamArgvAndWorkspace(t *testing.T) {
 			if rec.Cwd != wantCwd {
 				t.Errorf("cwd = %q, want the contained workspace %q", rec.Cwd, wantCwd)
 			}
-			env := map[string]string{}
-			for _, kv := range rec.Env {
-				k, v, _ := strings.Cut(kv, "=")
-				env[k] = v
-			}
+			env := rec.Env
 			for k, want := range map[string]string{EnvAPIKey: "sk-fake-0000", EnvAgentDir: "/srv/pi-agent", EnvOffline: "1", EnvTelemetry: "0"} {
 				if env[k] != want {
 					t.Errorf("child %s = %q, want %q", k, env[k], want)
@@ -300,15 +199,15 @@ func TestStreamResumeRoundTrip(t *testing.T) {
 	if id == "" {
 		t.Fatal("the first run confirmed no session id")
 	}
-	if slices.Contains(h.recorded().Args, "--session") {
-		t.Errorf("the first run resumed: %q", h.recorded().Args)
+	if slices.Contains(h.recorded().Argv, "--session") {
+		t.Errorf("the first run resumed: %q", h.recorded().Argv)
 	}
 	second, err := h.run(fake{transcript: "S1-resume"}, map[string]any{"prompt": "What was the answer again?", "provider": "fake", ResumeField: id},
 		adapter.Call{Model: "fake-model", SessionID: id})
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	args := h.recorded().Args
+	args := h.recorded().Argv
 	if i := slices.Index(args, "--session"); i < 0 || i+1 >= len(args) || args[i+1] != id {
 		t.Errorf("second argv = %q, want --session %s", args, id)
 	}
@@ -353,7 +252,7 @@ func TestStreamFailures(t *testing.T) {
 		{name: "500 without retries", fake: fake{transcript: "S5-noretry"},
 			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
 			wantClass: wire.ProviderError, wantContent: "HTTP 500 api_error: Internal server error"},
-		{name: "429: the attempt policy stops pi's retries and pi", fake: fake{transcript: "S4", hang: 20}, maxAttempts: 2,
+		{name: "429: the attempt policy stops pi's retries and pi", fake: fake{transcript: "S4", hang: true}, maxAttempts: 2,
 			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
 			wantClass: wire.ProviderQuotaError, wantContent: "(after 2 attempts; the run allows 2)"},
 		{name: "429: pi gives up first", fake: fake{transcript: "S4"}, maxAttempts: 10,
@@ -372,7 +271,7 @@ func TestStreamFailures(t *testing.T) {
 			h := newHarness(t)
 			start := time.Now()
 			chunks, err := h.run(tt.fake, map[string]any{"prompt": "What is the answer?"}, adapter.Call{Model: "fake-model", MaxAttempts: tt.maxAttempts})
-			if tt.fake.hang > 0 && time.Since(start) > time.Duration(tt.fake.hang)*time.Second/2 {
+			if tt.fake.hang && time.Since(start) > 10*time.Second {
 				t.Errorf("took %v: pi was not stopped when the attempt policy was spent", time.Since(start))
 			}
 			var types []wire.ChunkType
@@ -382,7 +281,9 @@ func TestStreamFailures(t *testing.T) {
 			if !slices.Equal(types, tt.wantTypes) {
 				t.Errorf("chunk types = %v, want %v", types, tt.wantTypes)
 			}
-			checkInvariants(t, chunks)
+			for _, p := range conformance.Check(Capabilities, chunks, err, conformance.Ran) {
+				t.Errorf("stream rule: %s", p)
+			}
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("final error %v, want none after the error chunk", err)
@@ -466,7 +367,7 @@ func TestStreamSystemPromptFileInWorkspace(t *testing.T) {
 		t.Fatalf("stream: %v", err)
 	}
 	want := []string{"--mode", "json", "-p", "--system-prompt", "SYSTEM.md", "--append-system-prompt", "plain text, not a file", "hi"}
-	if got := h.recorded().Args; !slices.Equal(got, want) {
+	if got := h.recorded().Argv; !slices.Equal(got, want) {
 		t.Errorf("argv = %q, want %q", got, want)
 	}
 }
@@ -479,11 +380,11 @@ func TestStreamMissingBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := a.Validate(encode(t, map[string]any{"prompt": "hi"}))
+	req, err := a.Validate(conformance.Encode(t, map[string]any{"prompt": "hi"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks, err := collect(t, a.Stream(context.Background(), adapter.Call{Request: req, MaxAttempts: 3}))
+	chunks, err := conformance.Drain(t, a.Stream(context.Background(), adapter.Call{Request: req, MaxAttempts: 3}))
 	var we *wire.Error
 	if len(chunks) != 0 || !errors.Is(err, wire.ProviderExecutableNotFound) || !errors.As(err, &we) || !strings.Contains(we.Message, InstallHint) {
 		t.Fatalf("got %d chunks and %v, want ProviderExecutableNotFound with %q", len(chunks), err, InstallHint)

@@ -1,10 +1,13 @@
 package pi
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -27,7 +30,7 @@ func TestRetryBound(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			events := readEvents(t, cliDir+"/"+tt.transcript+".stdout.ndjson")
+			events := readEvents(t, capture(t, tt.transcript).Stdout)
 			p := NewParser(adapter.Call{MaxAttempts: tt.maxAttempts})
 			at := -1
 			var last wire.Chunk
@@ -117,8 +120,7 @@ func TestClassify(t *testing.T) {
 // named by tool_execution_end and the toolResult message, once.
 func TestParserDeduplicatesTools(t *testing.T) {
 	for _, name := range []string{"S2", "S2-openai-completions"} {
-		events := readEvents(t, cliDir+"/"+name+".stdout.ndjson")
-		chunks, err := replay(NewParser(adapter.Call{}), events, 0)
+		chunks, err := parsing.Replay(t, capture(t, name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,5 +144,22 @@ func TestParserDeduplicatesTools(t *testing.T) {
 				t.Errorf("%s: id %s: %d tool_use, %d tool_result", name, id, n, results[id])
 			}
 		}
+	}
+}
+
+// readEvents frames stdout as the transport does and decodes each object.
+func readEvents(t testing.TB, stdout []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	dec := proc.NewDecoder(bytes.NewReader(stdout))
+	for {
+		ev, err := dec.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -46,7 +47,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Decode(encode(t, tt.in))
+			got, err := Decode(conformance.Encode(t, tt.in))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("Decode: %v", err)

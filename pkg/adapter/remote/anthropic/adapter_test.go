@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
@@ -20,24 +21,11 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// fixtureDir holds the recorded streams, one JSON file per case.
-const fixtureDir = "../../../../testdata/remote/anthropic"
-
 // testKey is the credential of every test; it must never leave the
 // request header.
 const testKey = "sk-ant-api03-TESTKEY-must-never-appear-anywhere-0123456789"
 
 const model = "claude-sonnet-4-5"
-
-func startFixtures(t *testing.T) *replay.Server {
-	t.Helper()
-	srv, err := replay.Start(fixtureDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
 
 func newAdapter(t *testing.T, baseURL string) adapter.Adapter {
 	t.Helper()
@@ -48,38 +36,18 @@ func newAdapter(t *testing.T, baseURL string) adapter.Adapter {
 	return a
 }
 
+// validate validates fields with a, as the router does.
 func validate(t *testing.T, a adapter.Adapter, fields map[string]any) any {
 	t.Helper()
-	b, err := wire.Marshal(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := a.Validate(b)
-	if err != nil {
-		t.Fatalf("validate %v: %v", fields, err)
-	}
-	return req
+	return conformance.Call(t, a, model, fields).Request
 }
 
-// run ranges over one stream and returns its chunks and final error,
-// failing on anything yielded after the error.
+// run ranges over one stream and returns its chunks and final error
+// (conformance.Collect).
 func run(t *testing.T, a adapter.Adapter, call adapter.Call) ([]wire.Chunk, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var chunks []wire.Chunk
-	var final error
-	for c, err := range a.Stream(ctx, call) {
-		if final != nil {
-			t.Fatalf("yielded (%+v, %v) after the error %v", c, err, final)
-		}
-		if err != nil {
-			final = err
-			continue
-		}
-		chunks = append(chunks, c)
-	}
-	return chunks, final
+	o := conformance.Collect(t, a, call)
+	return o.Chunks, o.Err
 }
 
 func jsonLines(t *testing.T, chunks []wire.Chunk) []string {
@@ -118,7 +86,7 @@ const system = `{"type":"system","is_error":false,"is_delta":false,"metadata":{"
 // TestFixtures replays every recorded stream and checks the exact chunk
 // stream and the typed terminal error.
 func TestFixtures(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	tests := []struct {
 		name    string
 		request map[string]any // nil: a plain prompt
@@ -290,7 +258,7 @@ func assertNoSecret(t *testing.T, chunks []wire.Chunk, err error, secrets ...str
 // carry provider-only continuation data: thinking signatures, redacted
 // thinking, encrypted search content and citation indexes, message ids.
 func TestCheckpointOnlyDataStaysOut(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	for _, tt := range []struct {
 		name    string
 		request map[string]any
@@ -326,7 +294,7 @@ func TestCheckpointOnlyDataStaysOut(t *testing.T) {
 // the first ends in a tool call and saves the checkpoint, the second
 // carries the tool result and continues the conversation from it.
 func TestToolRoundTrip(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	a := newAdapter(t, srv.URL()+"/roundtrip")
 	var state1, state2 []byte
 	first := map[string]any{"prompt": "What's the weather in Paris?", "system": "You are terse.",
@@ -439,7 +407,7 @@ func TestToolRoundTrip(t *testing.T) {
 // TestContinuationValidation checks that a run carrying tool results is
 // matched against the conversation before anything is sent.
 func TestContinuationValidation(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	a := newAdapter(t, srv.URL()+"/tool-call")
 	strictRead := map[string]any{
 		"name": "fs.read_file",
@@ -525,7 +493,7 @@ func mustState(t *testing.T, a adapter.Adapter, srv *replay.Server, name string)
 // refusal and the attempt cap before any output are retryable transport
 // errors; a status error, and a failure after output, are not.
 func TestRetryability(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +545,7 @@ func TestRetryability(t *testing.T) {
 // TestCancellation closes and cancels a stream after its first chunk: no
 // synthetic chunk, and the cancellation is the error.
 func TestCancellation(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	a := newAdapter(t, srv.URL()+"/text")
 	req := validate(t, a, map[string]any{"prompt": "p"})
 	n := 0
@@ -608,7 +576,7 @@ func TestCancellation(t *testing.T) {
 // TestNoCredential sends no x-api-key header when the profile has none (a
 // gateway adds it).
 func TestNoCredential(t *testing.T) {
-	srv := startFixtures(t)
+	srv := conformance.ReplayServer(t, anthropic.Name)
 	a, err := anthropic.New(remote.Config{BaseURL: srv.URL() + "/text", AllowLoopback: true})
 	if err != nil {
 		t.Fatal(err)

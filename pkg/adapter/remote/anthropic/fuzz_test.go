@@ -5,19 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/toolschema"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
-
-// fuzzSeedDir holds the seeds: the recorded stream bodies and odd ones. Go
-// reads a target's own corpus only from pkg/adapter/remote/anthropic/testdata/fuzz/; ours
-// lives with the other fixtures and is added with f.Add.
-var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "anthropic")
 
 // FuzzAnthropicStream feeds arbitrary bytes as the event-stream body
 // through the adapter's own read loop and parser. It asserts no panic, a
@@ -26,15 +19,7 @@ var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "ant
 // non-retryable wire errors, and, when the message ended, an assistant
 // turn that is a JSON array of blocks.
 func FuzzAnthropicStream(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*.sse"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range conformance.Seeds(f, Name, "*.sse") {
 		f.Add(b)
 	}
 	obj := map[string]any{"type": "object"}

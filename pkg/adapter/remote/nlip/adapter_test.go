@@ -25,7 +25,7 @@ const conv = "Yq3mN8vKp2R0sT5wXb7cLd9fHj"
 // retryability, whether the context reached the checkpoint, and the stream
 // rules of docs/contract.md §1.3.
 func TestFixtures(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, nlip.Name)
 	tests := []struct {
 		name     string
 		want     []wire.Chunk
@@ -53,44 +53,44 @@ func TestFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, newAdapter(t, srv, tt.name), "Book me a flight to Paris.", nil)
-			if got, want := chunksJSON(o.chunks), chunksJSON(tt.want); got != want {
+			if got, want := conformance.ChunksJSON(o.Chunks), conformance.ChunksJSON(tt.want); got != want {
 				t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
 			}
 			var we *wire.Error
 			switch {
-			case tt.wantErr == "" && o.err != nil:
-				t.Errorf("err = %v, want a clean end", o.err)
-			case tt.wantErr != "" && (!errors.As(o.err, &we) || we.Class != tt.wantErr):
-				t.Errorf("err = %v, want class %s", o.err, tt.wantErr)
+			case tt.wantErr == "" && o.Err != nil:
+				t.Errorf("err = %v, want a clean end", o.Err)
+			case tt.wantErr != "" && (!errors.As(o.Err, &we) || we.Class != tt.wantErr):
+				t.Errorf("err = %v, want class %s", o.Err, tt.wantErr)
 			case tt.wantErr != "" && we.Retryable:
-				t.Errorf("err = %v is retryable; only connect and timeout failures are", o.err)
-			case tt.errMatch != "" && !strings.Contains(o.err.Error(), tt.errMatch):
-				t.Errorf("err = %v, want it to contain %q", o.err, tt.errMatch)
+				t.Errorf("err = %v is retryable; only connect and timeout failures are", o.Err)
+			case tt.errMatch != "" && !strings.Contains(o.Err.Error(), tt.errMatch):
+				t.Errorf("err = %v, want it to contain %q", o.Err, tt.errMatch)
 			}
 			if got := savedConversation(t, o); got != tt.wantCtx {
 				t.Errorf("checkpoint conversation %q, want %q", got, tt.wantCtx)
 			}
 			// The context is checkpoint-only: no chunk carries it.
-			if strings.Contains(chunksJSON(o.chunks), conv) {
-				t.Errorf("the conversation token reached a chunk:\n%s", chunksJSON(o.chunks))
+			if strings.Contains(conformance.ChunksJSON(o.Chunks), conv) {
+				t.Errorf("the conversation token reached a chunk:\n%s", conformance.ChunksJSON(o.Chunks))
 			}
-			for _, p := range conformance.Check(nlip.Capabilities, o.chunks, o.err, conformance.Ran) {
+			for _, p := range conformance.Check(nlip.Capabilities, o.Chunks, o.Err, conformance.Ran) {
 				t.Errorf("stream rule: %s", p)
 			}
 		})
 	}
 }
 
-func savedConversation(t *testing.T, o outcome) string {
+func savedConversation(t *testing.T, o conformance.Outcome) string {
 	t.Helper()
-	if !o.saved {
+	if !o.Saved {
 		return ""
 	}
 	var cp struct {
 		V            int    `msgpack:"v"`
 		Conversation string `msgpack:"conversation"`
 	}
-	if err := wire.DecodeStrict(o.checkpoint, &cp); err != nil {
+	if err := wire.DecodeStrict(o.Checkpoint, &cp); err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}
 	if cp.V != 1 {
@@ -104,23 +104,23 @@ func savedConversation(t *testing.T, o outcome) string {
 // with the conversation token, and a later answer without a token keeps
 // the conversation's. The token is in the requests, never in a chunk.
 func TestConversation(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, nlip.Name)
 	a := newAdapter(t, srv, "conversation")
 	first := run(t, a, "Book me a flight to Paris.", nil)
-	second := run(t, a, "14 March.", first.checkpoint)
-	third := run(t, a, "Thanks!", second.checkpoint)
-	for i, o := range []outcome{first, second, third} {
-		if o.err != nil {
-			t.Fatalf("run %d: %v", i+1, o.err)
+	second := run(t, a, "14 March.", first.Checkpoint)
+	third := run(t, a, "Thanks!", second.Checkpoint)
+	for i, o := range []conformance.Outcome{first, second, third} {
+		if o.Err != nil {
+			t.Fatalf("run %d: %v", i+1, o.Err)
 		}
-		if strings.Contains(chunksJSON(o.chunks), conv) {
+		if strings.Contains(conformance.ChunksJSON(o.Chunks), conv) {
 			t.Errorf("run %d: the conversation token reached a chunk", i+1)
 		}
 	}
-	if got, want := chunksJSON(first.chunks), chunksJSON([]wire.Chunk{sys(), text("I can book that flight.\n\nWhich date do you want to fly?"), result("input_required")}); got != want {
+	if got, want := conformance.ChunksJSON(first.Chunks), conformance.ChunksJSON([]wire.Chunk{sys(), text("I can book that flight.\n\nWhich date do you want to fly?"), result("input_required")}); got != want {
 		t.Errorf("first run:\n%s\nwant:\n%s", got, want)
 	}
-	if got, want := chunksJSON(second.chunks), chunksJSON([]wire.Chunk{sys(), text("Booked: YYZ to CDG on 14 March, seat 22A."), result("end_turn")}); got != want {
+	if got, want := conformance.ChunksJSON(second.Chunks), conformance.ChunksJSON([]wire.Chunk{sys(), text("Booked: YYZ to CDG on 14 March, seat 22A."), result("end_turn")}); got != want {
 		t.Errorf("second run:\n%s\nwant:\n%s", got, want)
 	}
 	if got := savedConversation(t, third); got != conv {
@@ -163,14 +163,14 @@ func compact(t *testing.T, b []byte) string {
 // TestLanguageAndCredential: the language is the text message's
 // subformat, and a credential is sent as a bearer token.
 func TestLanguageAndCredential(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, nlip.Name)
 	a, err := nlip.New(remote.Config{BaseURL: agentURL(srv, "plain-text"), AllowLoopback: true, Credential: secret.New("agent-token-1")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := runCall(t, a, call(t, a, map[string]any{"prompt": "Bonjour", "language": "french", "model": model}, nil))
-	if o.err != nil {
-		t.Fatal(o.err)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
 	r := srv.Requests()[0]
 	if got := r.Header.Get("Authorization"); got != "Bearer agent-token-1" {
@@ -190,7 +190,7 @@ func TestBeforeConnecting(t *testing.T) {
 			t.Errorf("New(%q) = %v, want ProfileError", u, err)
 		}
 	}
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, nlip.Name)
 	a := newAdapter(t, srv, "plain-text")
 	for _, tt := range []struct {
 		name string
@@ -205,8 +205,8 @@ func TestBeforeConnecting(t *testing.T) {
 			c := call(t, a, map[string]any{"prompt": "hi"}, nil)
 			tt.edit(&c)
 			o := runCall(t, a, c)
-			if !errors.Is(o.err, wire.AgenticRequestValidationError) || len(o.chunks) != 0 || o.saved {
-				t.Errorf("err %v, %d chunks, saved %t; want a validation error and nothing else", o.err, len(o.chunks), o.saved)
+			if !errors.Is(o.Err, wire.AgenticRequestValidationError) || len(o.Chunks) != 0 || o.Saved {
+				t.Errorf("err %v, %d chunks, saved %t; want a validation error and nothing else", o.Err, len(o.Chunks), o.Saved)
 			}
 		})
 	}
@@ -217,7 +217,7 @@ func TestBeforeConnecting(t *testing.T) {
 
 // TestAttemptFailures is acceptance 4 at the adapter level.
 func TestAttemptFailures(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, nlip.Name)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -253,11 +253,11 @@ func TestAttemptFailures(t *testing.T) {
 			}
 			o := run(t, a, "hi", nil)
 			var we *wire.Error
-			if !errors.As(o.err, &we) || we.Class != tt.class || we.Retryable != tt.retryable {
-				t.Errorf("err = %v, want class %s retryable %t", o.err, tt.class, tt.retryable)
+			if !errors.As(o.Err, &we) || we.Class != tt.class || we.Retryable != tt.retryable {
+				t.Errorf("err = %v, want class %s retryable %t", o.Err, tt.class, tt.retryable)
 			}
-			if len(o.chunks) != tt.chunks {
-				t.Errorf("%d chunks before the failure, want %d", len(o.chunks), tt.chunks)
+			if len(o.Chunks) != tt.chunks {
+				t.Errorf("%d chunks before the failure, want %d", len(o.Chunks), tt.chunks)
 			}
 		})
 	}

@@ -2,8 +2,6 @@ package nlip_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,25 +10,12 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// fuzzSeedDir holds the answer parser's seeds: the recorded bodies and a
-// few odd ones, added with f.Add (Go reads a target's own corpus only from
-// the package's testdata/fuzz).
-var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "nlip")
-
 // FuzzNLIPResponse feeds arbitrary bytes as an agent's answer through
 // Parse and the chunk projection, as Stream does. It asserts no panic,
 // errors that are typed ProviderProtocolErrors, streams that keep every
 // rule of docs/contract.md §1.3, and the context never in a chunk.
 func FuzzNLIPResponse(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*.json"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range conformance.Seeds(f, nlip.Name, "*.json") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,15 +1,14 @@
 package nlip_test
 
 import (
-	"context"
-	"encoding/json"
-	"path/filepath"
-	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/nlip"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
@@ -18,20 +17,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fixtureDir holds the recorded agent answers, one JSON file per case.
-var fixtureDir = filepath.Join("..", "..", "..", "..", "testdata", "remote", "nlip")
-
 const model = "travel-agent"
-
-func serve(t *testing.T) *replay.Server {
-	t.Helper()
-	srv, err := replay.Start(fixtureDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
 
 // agentURL is the agent URL of case name: the reference server's /nlip/.
 func agentURL(srv *replay.Server, name string) string {
@@ -47,44 +33,22 @@ func newAdapter(t *testing.T, srv *replay.Server, name string) adapter.Adapter {
 	return a
 }
 
-type outcome struct {
-	chunks     []wire.Chunk
-	err        error
-	checkpoint []byte
-	saved      bool
-}
-
-func runCall(t *testing.T, a adapter.Adapter, call adapter.Call) outcome {
+// runCall ranges over one attempt to its end, recording what it saves.
+func runCall(t *testing.T, a adapter.Adapter, call adapter.Call) conformance.Outcome {
 	t.Helper()
-	var o outcome
-	call.SaveCheckpoint = func(b []byte) { o.checkpoint, o.saved = b, true }
-	for c, err := range a.Stream(context.Background(), call) {
-		if o.err != nil {
-			t.Fatalf("a value after the error %v: (%+v, %v)", o.err, c, err)
-		}
-		if err != nil {
-			o.err = err
-			continue
-		}
-		o.chunks = append(o.chunks, c)
-	}
-	return o
+	return conformance.CollectSaving(t, a, call)
 }
 
+// call validates fields as the router does and returns the first
+// attempt's call on checkpoint.
 func call(t *testing.T, a adapter.Adapter, fields map[string]any, checkpoint []byte) adapter.Call {
 	t.Helper()
-	b, err := wire.Marshal(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := a.Validate(b)
-	if err != nil {
-		t.Fatalf("validate %v: %v", fields, err)
-	}
-	return adapter.Call{RunID: "run-1", Request: req, Attempt: 1, Model: model, MaxAttempts: 3, Checkpoint: checkpoint}
+	c := conformance.Call(t, a, model, fields)
+	c.Checkpoint = checkpoint
+	return c
 }
 
-func run(t *testing.T, a adapter.Adapter, prompt string, checkpoint []byte) outcome {
+func run(t *testing.T, a adapter.Adapter, prompt string, checkpoint []byte) conformance.Outcome {
 	t.Helper()
 	return runCall(t, a, call(t, a, map[string]any{"prompt": prompt}, checkpoint))
 }
@@ -102,12 +66,34 @@ func errChunk(class wire.Class, msg string) wire.Chunk {
 	return wire.Chunk{Type: wire.ChunkError, Content: msg, IsError: true, Metadata: wire.Metadata{ErrorClass: class}}
 }
 
-func chunksJSON(cs []wire.Chunk) string {
-	var b strings.Builder
-	for _, c := range cs {
-		j, _ := json.Marshal(c)
-		b.Write(j)
-		b.WriteByte('\n')
+// TestConformance runs the conformance suite over the nlip adapter, the
+// agent's answers served over real loopback HTTP from testdata/remote/nlip.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := conformance.ReplayServer(t, nlip.Name)
+	// The agent answers in one JSON object; the slow one sends it in two
+	// pieces after its headers, so that the suite can cancel the run
+	// between the system chunk and the answer.
+	slow := conformance.PacedServer(t, replay.Response{Headers: map[string]string{"Content-Type": "application/json"}}, []string{
+		`{"format": "text", "subformat": "english",` + "\n",
+		`"content": "The answer is 42.", "submessages": [{"format": "token", "subformat": "conversation", "content": "c1"}]}` + "\n",
+	}, 40*time.Millisecond)
+	base := conformance.CaseURLs(srv, slow, "/nlip/")
+	build := func(url string) (adapter.Adapter, error) {
+		return nlip.New(remote.Config{BaseURL: url, AllowLoopback: true})
 	}
-	return b.String()
+	conformance.Run(t, conformance.Subject{
+		Name: nlip.Name,
+		New: func(cli.Config) (adapter.Adapter, error) {
+			return conformance.PromptCased(nlip.Name, "plain-text", base, build, func(req any) string { return req.(nlip.Request).Prompt })
+		},
+		Model:   "travel-agent",
+		Request: func(p string) map[string]any { return map[string]any{"prompt": p} },
+		Streams: append([]conformance.Stream{{Name: "default"}}, conformance.CaseStreams("multi-part", "input-required",
+			"no-context", "empty-answer", "provider-error", "cut", "unsupported-part", "http-401", "http-429", "http-500", "http-529")...),
+		Happy:        "default",
+		Errors:       []string{"provider-error"},
+		ServerErrors: []string{"http-500"},
+		Slow:         conformance.CaseStreams("slow")[0],
+	})
 }

@@ -15,7 +15,7 @@ import (
 // loopback HTTP and checks the exact chunk stream, the typed terminal error,
 // its retryability and the stream rules of docs/contract.md §1.3.
 func TestFixtures(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, ollama.Name)
 	prompt := map[string]any{"prompt": "What is the answer?"}
 	weather := map[string]any{"prompt": "Weather in Toronto and Paris?", "tools": []any{map[string]any{
 		"name": "get_weather", "description": "Current weather for a city",
@@ -63,24 +63,24 @@ func TestFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, newAdapter(t, srv, tt.name), tt.in, nil)
-			if got, want := chunksJSON(o.chunks), chunksJSON(tt.want); got != want {
+			if got, want := conformance.ChunksJSON(o.Chunks), conformance.ChunksJSON(tt.want); got != want {
 				t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
 			}
 			var we *wire.Error
 			switch {
-			case tt.wantErr == "" && o.err != nil:
-				t.Errorf("err = %v, want a clean end", o.err)
-			case tt.wantErr != "" && !errors.As(o.err, &we):
-				t.Errorf("err = %v (%T), want a *wire.Error of class %s", o.err, o.err, tt.wantErr)
+			case tt.wantErr == "" && o.Err != nil:
+				t.Errorf("err = %v, want a clean end", o.Err)
+			case tt.wantErr != "" && !errors.As(o.Err, &we):
+				t.Errorf("err = %v (%T), want a *wire.Error of class %s", o.Err, o.Err, tt.wantErr)
 			case tt.wantErr != "" && we.Class != tt.wantErr:
-				t.Errorf("err = %v, want class %s", o.err, tt.wantErr)
+				t.Errorf("err = %v, want class %s", o.Err, tt.wantErr)
 			case tt.wantErr != "" && we.Retryable != tt.retryable:
-				t.Errorf("err = %v, retryable %t, want %t", o.err, we.Retryable, tt.retryable)
+				t.Errorf("err = %v, retryable %t, want %t", o.Err, we.Retryable, tt.retryable)
 			}
-			if o.saved != tt.saved {
-				t.Errorf("checkpoint saved = %t, want %t", o.saved, tt.saved)
+			if o.Saved != tt.saved {
+				t.Errorf("checkpoint saved = %t, want %t", o.Saved, tt.saved)
 			}
-			for _, p := range conformance.Check(ollama.Capabilities, o.chunks, o.err, conformance.Ran) {
+			for _, p := range conformance.Check(ollama.Capabilities, o.Chunks, o.Err, conformance.Ran) {
 				t.Errorf("stream rule: %s", p)
 			}
 		})
@@ -90,24 +90,24 @@ func TestFixtures(t *testing.T) {
 // TestStatusErrorMessages checks that an HTTP error carries Ollama's own
 // message, so an operator sees what the server said.
 func TestStatusErrorMessages(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, ollama.Name)
 	o := run(t, newAdapter(t, srv, "http-404"), map[string]any{"prompt": "hi"}, nil)
-	if o.err == nil || !strings.Contains(o.err.Error(), `model "qwen3:8b" not found, try pulling it first`) {
-		t.Errorf("err = %v, want Ollama's message", o.err)
+	if o.Err == nil || !strings.Contains(o.Err.Error(), `model "qwen3:8b" not found, try pulling it first`) {
+		t.Errorf("err = %v, want Ollama's message", o.Err)
 	}
-	if len(o.chunks) != 0 {
-		t.Errorf("chunks before an HTTP error: %s", chunksJSON(o.chunks))
+	if len(o.Chunks) != 0 {
+		t.Errorf("chunks before an HTTP error: %s", conformance.ChunksJSON(o.Chunks))
 	}
 }
 
 // TestRequestBody checks what is sent for a fresh conversation.
 func TestRequestBody(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, ollama.Name)
 	a := newAdapter(t, srv, "plain-text")
 	o := run(t, a, map[string]any{"prompt": "What is the answer?", "system": "Be brief.", "max_tokens": 64,
 		"temperature": 0.5, "reasoning_effort": "low", "model": model}, nil)
-	if o.err != nil {
-		t.Fatal(o.err)
+	if o.Err != nil {
+		t.Fatal(o.Err)
 	}
 	reqs := srv.Requests()
 	if len(reqs) != 1 {
@@ -140,10 +140,10 @@ func TestRequestBody(t *testing.T) {
 }
 
 func TestModelMismatch(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, ollama.Name)
 	o := run(t, newAdapter(t, srv, "plain-text"), map[string]any{"prompt": "hi", "model": "llama3.2"}, nil)
-	if !errors.Is(o.err, wire.AgenticRequestValidationError) || len(o.chunks) != 0 {
-		t.Errorf("chunks %d, err %v; want a validation error before any chunk", len(o.chunks), o.err)
+	if !errors.Is(o.Err, wire.AgenticRequestValidationError) || len(o.Chunks) != 0 {
+		t.Errorf("chunks %d, err %v; want a validation error before any chunk", len(o.Chunks), o.Err)
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Errorf("%d requests sent for an invalid call", n)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
@@ -14,11 +12,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// fuzzSeedDir holds the stream parser's seeds: the recorded bodies and a
-// few odd ones. Go reads a target's own corpus only from the package's
-// testdata/fuzz; ours lives with the other fixtures and is added with f.Add.
-var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "ollama")
-
 // FuzzOllamaStream feeds arbitrary bytes as an /api/chat body through the
 // NDJSON framing and the Parser, as Stream does. It asserts no panic, a
 // stream that keeps every rule of docs/contract.md §1.3 (conformance.Check: chunk
@@ -26,15 +19,7 @@ var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "oll
 // metadata), tool_use chunks with a name and an object input, and parser
 // errors that are typed ProviderProtocolErrors.
 func FuzzOllamaStream(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*.ndjson"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range conformance.Seeds(f, ollama.Name, "*.ndjson") {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

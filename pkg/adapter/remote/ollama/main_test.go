@@ -2,14 +2,15 @@ package ollama_test
 
 import (
 	"context"
-	"encoding/json"
-	"path/filepath"
-	"strings"
+	"fmt"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/ollama"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
@@ -19,21 +20,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fixtureDir holds the recorded /api/chat responses, one JSON file per case.
-var fixtureDir = filepath.Join("..", "..", "..", "..", "testdata", "remote", "ollama")
-
 const model = "qwen3:8b"
-
-// serve starts the fixture server for the test.
-func serve(t *testing.T) *replay.Server {
-	t.Helper()
-	srv, err := replay.Start(fixtureDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
-	return srv
-}
 
 // newAdapter returns the adapter pointed at case name of srv.
 func newAdapter(t *testing.T, srv *replay.Server, name string) adapter.Adapter {
@@ -45,45 +32,13 @@ func newAdapter(t *testing.T, srv *replay.Server, name string) adapter.Adapter {
 	return a
 }
 
-// request validates fields as the router does.
-func request(t *testing.T, a adapter.Adapter, fields map[string]any) any {
+// run validates fields as the router does and ranges over one attempt on
+// checkpoint to its end, recording what it saves.
+func run(t *testing.T, a adapter.Adapter, fields map[string]any, checkpoint []byte) conformance.Outcome {
 	t.Helper()
-	b, err := wire.Marshal(fields)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := a.Validate(b)
-	if err != nil {
-		t.Fatalf("validate %v: %v", fields, err)
-	}
-	return req
-}
-
-// outcome is one attempt as the runner sees it.
-type outcome struct {
-	chunks     []wire.Chunk
-	err        error
-	checkpoint []byte
-	saved      bool
-}
-
-// run ranges over one attempt to its end.
-func run(t *testing.T, a adapter.Adapter, fields map[string]any, checkpoint []byte) outcome {
-	t.Helper()
-	var o outcome
-	call := adapter.Call{RunID: "run-1", Request: request(t, a, fields), Attempt: 1, Model: model, MaxAttempts: 3,
-		Checkpoint: checkpoint, SaveCheckpoint: func(b []byte) { o.checkpoint, o.saved = b, true }}
-	for c, err := range a.Stream(context.Background(), call) {
-		if o.err != nil {
-			t.Fatalf("a value after the error %v: (%+v, %v)", o.err, c, err)
-		}
-		if err != nil {
-			o.err = err
-			continue
-		}
-		o.chunks = append(o.chunks, c)
-	}
-	return o
+	call := conformance.Call(t, a, model, fields)
+	call.Checkpoint = checkpoint
+	return conformance.CollectSaving(t, a, call)
 }
 
 // Chunk builders for expected streams.
@@ -107,14 +62,95 @@ func errChunk(class wire.Class, msg string) wire.Chunk {
 	return wire.Chunk{Type: wire.ChunkError, Content: msg, IsError: true, Metadata: wire.Metadata{ErrorClass: class}}
 }
 
-func chunksJSON(cs []wire.Chunk) string {
-	var b strings.Builder
-	for _, c := range cs {
-		j, _ := json.Marshal(c)
-		b.Write(j)
-		b.WriteByte('\n')
+func secretFor(s string) secret.String { return secret.New(s) }
+
+// TestConformance runs the conformance suite over the ollama adapter, its
+// streams served over real loopback HTTP from testdata/remote/ollama.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := conformance.ReplayServer(t, ollama.Name)
+	slow := conformance.PacedServer(t, replay.Response{Headers: map[string]string{"Content-Type": "application/x-ndjson"}}, ollamaSlow(), 40*time.Millisecond)
+	base := conformance.CaseURLs(srv, slow, "")
+	newOllama := func(url string) (adapter.Adapter, error) {
+		return ollama.New(remote.Config{BaseURL: url, AllowLoopback: true})
 	}
-	return b.String()
+	weather := map[string]any{"name": "get_weather", "input_schema": map[string]any{"type": "object",
+		"properties": map[string]any{"city": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}}}
+	conformance.Run(t, conformance.Subject{
+		Name: ollama.Name,
+		New: func(cli.Config) (adapter.Adapter, error) {
+			return conformance.PromptCased(ollama.Name, "plain-text", base, newOllama, func(req any) string { return req.(ollama.Request).Prompt })
+		},
+		Model:   "qwen3:8b",
+		Request: func(p string) map[string]any { return map[string]any{"prompt": p} },
+		Streams: append([]conformance.Stream{
+			{Name: "default"},
+			{Name: "tool-call", Request: map[string]any{"prompt": conformance.CasePrefix + "tool-call", "tools": []any{weather}}},
+		}, conformance.CaseStreams("thinking", "usage", "provider-error", "cut", "no-done", "http-401", "http-429", "http-500", "http-529")...),
+		Happy:        "default",
+		Errors:       []string{"provider-error"},
+		ServerErrors: []string{"http-500"},
+		Slow:         conformance.CaseStreams("slow")[0],
+		Reasoning:    "the user wants a short answer",
+	})
 }
 
-func secretFor(s string) secret.String { return secret.New(s) }
+// ollamaSlow is a plain answer whose objects the paced server sends one
+// by one, so that the suite can cancel it after its first chunk.
+func ollamaSlow() []string {
+	var lines []string
+	for _, w := range []string{"The", " answer", " is", " 42", "."} {
+		lines = append(lines, fmt.Sprintf(`{"model":"qwen3:8b","message":{"role":"assistant","content":%q},"done":false}`+"\n", w))
+	}
+	return append(lines, `{"model":"qwen3:8b","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":15,"eval_count":6}`+"\n")
+}
+
+// TestOllamaToolStreams checks the tool streams of the ollama adapter
+// against the stream rules under its real declaration (emits_tool_events
+// true), while TestConformance waits for the remote tool proof: the
+// recorded tool calls, with and without the server's ids, as the first run
+// of a round trip yields them.
+func TestOllamaToolStreams(t *testing.T) {
+	t.Parallel()
+	srv := conformance.ReplayServer(t, ollama.Name)
+	weather := map[string]any{"name": "get_weather", "input_schema": map[string]any{"type": "object",
+		"properties": map[string]any{"city": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}}}
+	for _, name := range []string{"tool-call", "tool-roundtrip", "tool-roundtrip-noid"} {
+		t.Run(name, func(t *testing.T) {
+			a, err := ollama.New(remote.Config{BaseURL: srv.URL() + "/" + name, AllowLoopback: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := wire.Marshal(map[string]any{"prompt": "Weather?", "tools": []any{weather}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, err := a.Validate(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var chunks []wire.Chunk
+			var streamErr error
+			uses := 0
+			for c, err := range a.Stream(context.Background(), adapter.Call{RunID: "conformance-1", Request: req, Attempt: 1, Model: "qwen3:8b", MaxAttempts: 3}) {
+				if err != nil {
+					streamErr = err
+					continue
+				}
+				chunks = append(chunks, c)
+				if c.Type == wire.ChunkToolUse {
+					uses++
+				}
+			}
+			for _, p := range conformance.Check(ollama.Capabilities, chunks, streamErr, conformance.Ran) {
+				t.Errorf("stream rule: %s", p)
+			}
+			if streamErr != nil || uses == 0 {
+				t.Errorf("err %v, %d tool_use chunks; want a clean end with tool calls", streamErr, uses)
+			}
+			if last := chunks[len(chunks)-1]; last.Type != wire.ChunkResult || last.Metadata.StopReason != "tool_use" {
+				t.Errorf("last chunk %+v, want the result with stop_reason tool_use", last)
+			}
+		})
+	}
+}

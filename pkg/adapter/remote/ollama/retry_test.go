@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/ollama"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -19,7 +20,7 @@ import (
 // no chunk; a status error is not retryable; a failure after the first
 // chunk is not retryable.
 func TestAttemptFailures(t *testing.T) {
-	srv := serve(t)
+	srv := conformance.ReplayServer(t, ollama.Name)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,14 +70,14 @@ func TestAttemptFailures(t *testing.T) {
 			}
 			o := run(t, a, map[string]any{"prompt": "hi"}, nil)
 			var we *wire.Error
-			if !errors.As(o.err, &we) {
-				t.Fatalf("err = %v (%T), want a *wire.Error", o.err, o.err)
+			if !errors.As(o.Err, &we) {
+				t.Fatalf("err = %v (%T), want a *wire.Error", o.Err, o.Err)
 			}
 			if we.Class != tt.class || we.Retryable != tt.retryable {
 				t.Errorf("err = %v (retryable %t), want class %s retryable %t", we, we.Retryable, tt.class, tt.retryable)
 			}
-			if len(o.chunks) != tt.chunks {
-				t.Errorf("%d chunks, want %d:\n%s", len(o.chunks), tt.chunks, chunksJSON(o.chunks))
+			if len(o.Chunks) != tt.chunks {
+				t.Errorf("%d chunks, want %d:\n%s", len(o.Chunks), tt.chunks, conformance.ChunksJSON(o.Chunks))
 			}
 		})
 	}

@@ -22,7 +22,7 @@ import (
 func runPolicy(t *testing.T, a adapter.Adapter, maxAttempts int) (int, []wire.Chunk, error) {
 	t.Helper()
 	for n := 1; ; n++ {
-		c := call(t, a, map[string]any{"prompt": conformance.Prompt})
+		c := conformance.Call(t, a, model, map[string]any{"prompt": conformance.Prompt})
 		c.Attempt, c.MaxAttempts = n, maxAttempts
 		chunks, err := collect(t, a, c)
 		var we *wire.Error
@@ -47,7 +47,7 @@ func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.
 // max_attempts; an HTTP 500 or 401 is not; a failure after the first chunk
 // is not.
 func TestAttempts(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 
 	// A loopback port nobody listens on.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -126,7 +126,7 @@ func TestUnavailable(t *testing.T) {
 	if a.Name() != openai.Name || a.Capabilities() != openai.Capabilities {
 		t.Errorf("Unavailable declares %s %+v", a.Name(), a.Capabilities())
 	}
-	if _, err := a.Validate(encode(t, map[string]any{"prompt": "hi"})); !errors.Is(err, wire.ProviderUnavailable) {
+	if _, err := a.Validate(conformance.Encode(t, map[string]any{"prompt": "hi"})); !errors.Is(err, wire.ProviderUnavailable) {
 		t.Errorf("Validate: %v", err)
 	}
 }

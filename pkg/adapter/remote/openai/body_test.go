@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 )
 
@@ -14,7 +15,7 @@ import (
 // and no previous_response_id; temperature is left out for a model the
 // options mark as rejecting it.
 func TestRequestBody(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	fields := map[string]any{
 		"prompt": "Read the README.", "system": "Be brief.", "tools": []any{fsRead(1 << 20)},
 		"max_tokens": 2048, "temperature": 0.2, "reasoning_effort": "high",
@@ -30,7 +31,7 @@ func TestRequestBody(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAdapter(t, srv, "tool-call", tt.opts)
-			if _, err := collect(t, a, call(t, a, fields)); err != nil {
+			if _, err := collect(t, a, conformance.Call(t, a, model, fields)); err != nil {
 				t.Fatal(err)
 			}
 			reqs := requestsOf(srv, "tool-call")

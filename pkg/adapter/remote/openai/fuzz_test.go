@@ -3,8 +3,6 @@ package openai_test
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
@@ -12,27 +10,13 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// fuzzSeedDir holds the stream parser's seeds: the recorded response
-// bodies and some odd shapes. Go reads a target's own corpus only from
-// pkg/adapter/remote/openai/testdata/fuzz/; ours lives with the other fixtures at the top
-// of the repository and is added with f.Add.
-var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "openai")
-
 // FuzzOpenAIStream feeds arbitrary bytes as the SSE body of a response to
 // a request that declared the tool fs.read. The parser must never panic,
 // never yield a chunk that breaks the stream rules (conformance.Check),
 // never name a tool by its wire alias, and end only with a typed,
 // non-retryable error (the response had begun).
 func FuzzOpenAIStream(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*.sse"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, s := range seeds {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range conformance.Seeds(f, openai.Name, "*.sse") {
 		f.Add(b)
 	}
 	f.Add([]byte("data: {\"type\":\"error\",\"message\":\"boom\"}\n\n"))

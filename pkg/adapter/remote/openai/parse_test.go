@@ -2,10 +2,10 @@ package openai_test
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -16,7 +16,7 @@ import (
 // deltas) and become complete (is_delta=false) chunks; and malformed
 // streams, each a protocol or transport error after what came before.
 func TestParseShapes(t *testing.T) {
-	odd, err := os.ReadFile(filepath.Join(fuzzSeedDir, "odd-events.sse"))
+	odd, err := os.ReadFile(conformance.Testdata(t, "fuzz", openai.Name, "odd-events.sse"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/adapter/toolschema"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -59,7 +60,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := openai.Decode(encode(t, tt.in))
+			got, err := openai.Decode(conformance.Encode(t, tt.in))
 			if len(tt.wantErr) == 0 {
 				if err != nil {
 					t.Fatalf("err = %v", err)

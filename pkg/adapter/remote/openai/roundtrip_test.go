@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -30,11 +31,11 @@ const (
 // replay the history statelessly, and nothing checkpoint-only (encrypted
 // reasoning, response and item ids) appears in any chunk.
 func TestToolRoundTrip(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	a := newAdapter(t, srv, "tool-roundtrip", openai.Options{})
 
 	// 1: the model calls fs.read (sent as fs_read).
-	c1 := call(t, a, map[string]any{"prompt": "What does answer.txt say?", "system": "You are terse.", "tools": []any{fsRead(1 << 20)}})
+	c1 := conformance.Call(t, a, model, map[string]any{"prompt": "What does answer.txt say?", "system": "You are terse.", "tools": []any{fsRead(1 << 20)}})
 	var saved1 []byte
 	c1.SaveCheckpoint = func(b []byte) { saved1 = bytes.Clone(b) }
 	chunks1, err := collect(t, a, c1)
@@ -48,7 +49,7 @@ func TestToolRoundTrip(t *testing.T) {
 		}
 	}
 	if use == nil {
-		t.Fatalf("no tool_use chunk:\n%s", chunkJSON(t, chunks1))
+		t.Fatalf("no tool_use chunk:\n%s", conformance.ChunksJSON(chunks1))
 	}
 	want := map[string]any{"path": "answer.txt"}
 	if use.ToolName != "fs.read" || use.ToolID != rtCallID || !reflect.DeepEqual(use.ToolInput, want) {
@@ -62,7 +63,7 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 
 	// 2: the tool result goes back; the model answers.
-	c2 := call(t, a, map[string]any{"tool_results": []any{map[string]any{"tool_id": rtCallID, "output": "42\n"}}})
+	c2 := conformance.Call(t, a, model, map[string]any{"tool_results": []any{map[string]any{"tool_id": rtCallID, "output": "42\n"}}})
 	c2.Checkpoint = saved1
 	var saved2 []byte
 	c2.SaveCheckpoint = func(b []byte) { saved2 = bytes.Clone(b) }
@@ -76,12 +77,12 @@ func TestToolRoundTrip(t *testing.T) {
 	last := chunks2[len(chunks2)-1]
 	if last.Type != wire.ChunkResult || last.Metadata.StopReason != "end_turn" ||
 		*last.Metadata.Usage != (wire.Usage{InputTokens: 146, CacheReadTokens: 256, OutputTokens: 12}) {
-		t.Errorf("second run's result = %s", chunkJSON(t, []wire.Chunk{last}))
+		t.Errorf("second run's result = %s", conformance.ChunksJSON([]wire.Chunk{last}))
 	}
 
 	// 3: a follow-up prompt continues the same conversation (the server
 	// repeats its last response).
-	c3 := call(t, a, map[string]any{"prompt": "Thanks. And in words?"})
+	c3 := conformance.Call(t, a, model, map[string]any{"prompt": "Thanks. And in words?"})
 	c3.Checkpoint = saved2
 	c3.SaveCheckpoint = func([]byte) {}
 	chunks3, err := collect(t, a, c3)
@@ -140,7 +141,7 @@ func TestToolRoundTrip(t *testing.T) {
 	}
 
 	// Checkpoint-only data: in the checkpoint, never in a chunk.
-	all := chunkJSON(t, chunks1) + chunkJSON(t, chunks2) + chunkJSON(t, chunks3)
+	all := conformance.ChunksJSON(chunks1) + conformance.ChunksJSON(chunks2) + conformance.ChunksJSON(chunks3)
 	for _, s := range []string{rtEncrypted, rtResponse1, rtResponse2, rtReasoning, rtCallItem, rtMessage, "gAAAAA"} {
 		if strings.Contains(all, s) {
 			t.Errorf("a chunk carries checkpoint-only data %q", s)
@@ -170,7 +171,7 @@ func text(chunks []wire.Chunk) string {
 // maxBytes and returns the checkpoint with the call pending.
 func pendingCall(t *testing.T, a adapter.Adapter, maxBytes int) []byte {
 	t.Helper()
-	c := call(t, a, map[string]any{"prompt": "Read the README.", "tools": []any{fsRead(maxBytes)}})
+	c := conformance.Call(t, a, model, map[string]any{"prompt": "Read the README.", "tools": []any{fsRead(maxBytes)}})
 	var saved []byte
 	c.SaveCheckpoint = func(b []byte) { saved = bytes.Clone(b) }
 	if _, err := collect(t, a, c); err != nil {
@@ -191,11 +192,11 @@ const toolCallID = "call_Xq4nT8vLw2ZpR6sKj0mYb3Hd"
 // model made it, but no result for it is accepted: the arguments are
 // validated centrally before, and nothing reaches the provider.
 func TestInvalidToolArgumentsRejected(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	a := newAdapter(t, srv, "tool-call", openai.Options{})
 	saved := pendingCall(t, a, 1024)
 	for _, isErr := range []bool{false, true} {
-		c := call(t, a, map[string]any{"tool_results": []any{map[string]any{"tool_id": toolCallID, "output": "# README", "is_error": isErr}}})
+		c := conformance.Call(t, a, model, map[string]any{"tool_results": []any{map[string]any{"tool_id": toolCallID, "output": "# README", "is_error": isErr}}})
 		c.Checkpoint = saved
 		c.SaveCheckpoint = func([]byte) { t.Error("a rejected run saved a checkpoint") }
 		chunks, err := collect(t, a, c)
@@ -211,7 +212,7 @@ func TestInvalidToolArgumentsRejected(t *testing.T) {
 	}
 	// The same arguments under the schema the model was given are valid.
 	ok := pendingCall(t, a, 1<<20)
-	c := call(t, a, map[string]any{"tool_results": []any{map[string]any{"tool_id": toolCallID, "output": map[string]any{"bytes": 8}}}})
+	c := conformance.Call(t, a, model, map[string]any{"tool_results": []any{map[string]any{"tool_id": toolCallID, "output": map[string]any{"bytes": 8}}}})
 	c.Checkpoint = ok
 	if _, err := collect(t, a, c); err != nil {
 		t.Errorf("valid arguments: %v", err)
@@ -221,12 +222,12 @@ func TestInvalidToolArgumentsRejected(t *testing.T) {
 // TestContinuationChecks: a run whose request does not fit the
 // conversation fails before anything is sent.
 func TestContinuationChecks(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	a := newAdapter(t, srv, "tool-call", openai.Options{})
 	saved := pendingCall(t, a, 1<<20)
 	done := func() []byte { // a conversation with no pending call
 		b := newAdapter(t, srv, "text", openai.Options{})
-		c := call(t, b, map[string]any{"prompt": "hi"})
+		c := conformance.Call(t, b, model, map[string]any{"prompt": "hi"})
 		var s []byte
 		c.SaveCheckpoint = func(x []byte) { s = x }
 		if _, err := collect(t, b, c); err != nil {
@@ -252,12 +253,12 @@ func TestContinuationChecks(t *testing.T) {
 		{name: "model_not_pinned_one", fields: map[string]any{"prompt": "hi", "model": "gpt-4.1"}, want: wire.AgenticRequestValidationError, wantText: "not the pinned model"},
 		{name: "checkpoint_of_another_model", fields: result(toolCallID), checkpoint: saved, model: "gpt-5.5-mini", want: wire.PinMismatch},
 		{name: "corrupt_checkpoint", fields: map[string]any{"prompt": "hi"}, checkpoint: []byte{0x81, 0xa1, 'v'}, want: wire.ProviderProtocolError},
-		{name: "checkpoint_of_another_version", fields: map[string]any{"prompt": "hi"}, checkpoint: encode(t, map[string]any{"v": 9, "model": model, "items": []any{}}), want: wire.ProviderProtocolError},
+		{name: "checkpoint_of_another_version", fields: map[string]any{"prompt": "hi"}, checkpoint: conformance.Encode(t, map[string]any{"v": 9, "model": model, "items": []any{}}), want: wire.ProviderProtocolError},
 	}
 	before := len(srv.Requests())
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := call(t, a, tt.fields)
+			c := conformance.Call(t, a, model, tt.fields)
 			c.Checkpoint = tt.checkpoint
 			if tt.model != "" {
 				c.Model = tt.model
@@ -283,9 +284,9 @@ func TestContinuationChecks(t *testing.T) {
 // a stored message fails the run at its end instead of being stored a turn
 // behind (or not at all).
 func TestCheckpointTooLarge(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	a := newAdapter(t, srv, "text", openai.Options{})
-	c := call(t, a, map[string]any{"prompt": strings.Repeat("x", 1_000_000)})
+	c := conformance.Call(t, a, model, map[string]any{"prompt": strings.Repeat("x", 1_000_000)})
 	c.SaveCheckpoint = func([]byte) { t.Error("a checkpoint over the bound was saved") }
 	chunks, err := collect(t, a, c)
 	if !errors.Is(err, wire.ProviderContextError) {

@@ -1,11 +1,8 @@
 package openai_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -56,11 +53,11 @@ var fixtureCases = []struct {
 // checks the exact chunk stream and typed terminal error, the stream rules,
 // and the request line and headers.
 func TestFixtures(t *testing.T) {
-	srv := startServer(t)
+	srv := conformance.ReplayServer(t, openai.Name)
 	for _, tt := range fixtureCases {
 		t.Run(tt.name, func(t *testing.T) {
 			a := newAdapter(t, srv, tt.name, openai.Options{})
-			chunks, err := collect(t, a, call(t, a, tt.req))
+			chunks, err := collect(t, a, conformance.Call(t, a, model, tt.req))
 
 			var types []string
 			for _, c := range chunks {
@@ -91,7 +88,7 @@ func TestFixtures(t *testing.T) {
 			for _, p := range conformance.Check(openai.Capabilities, chunks, err, conformance.Ran) {
 				t.Errorf("stream rule: %s", p)
 			}
-			if strings.Contains(chunkJSON(t, chunks)+errText(err), credential) {
+			if strings.Contains(conformance.ChunksJSON(chunks)+errText(err), credential) {
 				t.Errorf("the credential leaked into the output")
 			}
 			golden(t, tt.name, chunks, err)
@@ -129,22 +126,6 @@ func golden(t *testing.T, name string, chunks []wire.Chunk, err error) {
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
-	got := chunkJSON(t, chunks) + string(end) + "\n"
-	path := filepath.Join(wantDir, name+".jsonl")
-	if *update {
-		if err := os.MkdirAll(wantDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, rerr := os.ReadFile(path)
-	if rerr != nil {
-		t.Fatalf("%v (run with -update to create it)", rerr)
-	}
-	if !bytes.Equal([]byte(got), want) {
-		t.Errorf("outcome differs from %s\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
+	conformance.Compare(t, conformance.Testdata(t, "remote", openai.Name, "want", name+".jsonl"),
+		[]byte(conformance.ChunksJSON(chunks)+string(end)+"\n"))
 }

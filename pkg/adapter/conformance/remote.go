@@ -1,0 +1,242 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// ReplayServer serves the recorded responses of the remote adapter named
+// name (testdata/remote/<name>) on loopback until t ends; case c's base
+// URL is URL()+"/"+c.
+func ReplayServer(t testing.TB, name string) *replay.Server {
+	t.Helper()
+	srv, err := replay.Start(Testdata(t, "remote", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// Recorded returns the recorded response testdata/remote/<name>/<c>.json
+// (its only or first response).
+func Recorded(t testing.TB, name, c string) replay.Response {
+	t.Helper()
+	b, err := os.ReadFile(Testdata(t, "remote", name, c+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Responses []replay.Response `json:"responses"`
+		replay.Response
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s/%s.json: %v", name, c, err)
+	}
+	if len(f.Responses) > 0 {
+		return f.Responses[0]
+	}
+	return f.Response
+}
+
+// SSEEvents cuts an event-stream body into its events, each with the blank
+// line that ends it.
+func SSEEvents(body string) []string { return strings.SplitAfter(body, "\n\n") }
+
+// Paced writes resp's headers and status, then each of parts, flushed, pace
+// apart, until the client goes away: a response slow enough for a stream
+// to be cancelled, or to pass its deadline, in its middle (the replay
+// server writes a body at once).
+func Paced(resp replay.Response, parts []string, pace time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(max(resp.Status, http.StatusOK))
+		flusher, _ := w.(http.Flusher)
+		for i, p := range parts {
+			if i > 0 {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-time.After(pace):
+				}
+			}
+			if _, err := io.WriteString(w, p); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	})
+}
+
+// PacedServer serves Paced(resp, parts, pace) on loopback until t ends and
+// returns its URL.
+func PacedServer(t testing.TB, resp replay.Response, parts []string, pace time.Duration) string {
+	t.Helper()
+	srv := httptest.NewServer(Paced(resp, parts, pace))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// CasePrefix starts a prompt that names the recorded case its stream is
+// served (PromptCased).
+const CasePrefix = "fixture-case:"
+
+// PromptCased returns the remote adapter that build makes, rebuilt for
+// every stream with the base URL (base) of the case its prompt names
+// after CasePrefix, or of fallback when it names none. The suite builds an
+// adapter per stream from one Subject and does not tell it the stream,
+// while a remote adapter's recorded response is chosen by its base URL;
+// everything but the URL is the real adapter's. prompt reads the prompt
+// off a validated request.
+func PromptCased(name, fallback string, base func(c string) string, build func(url string) (adapter.Adapter, error), prompt func(req any) string) (adapter.Adapter, error) {
+	a, err := build(base(fallback))
+	if err != nil {
+		return nil, err
+	}
+	if a.Name() != name {
+		return nil, fmt.Errorf("built %q, want %q", a.Name(), name)
+	}
+	return &promptCased{Adapter: a, base: base, build: build, prompt: prompt, fallback: fallback}, nil
+}
+
+// CaseRequest is the minimal request whose prompt names the recorded case
+// c (PromptCased).
+func CaseRequest(c string) map[string]any { return map[string]any{"prompt": CasePrefix + c} }
+
+// CaseStreams returns a Stream for each recorded case, its request naming
+// the case (CaseRequest).
+func CaseStreams(cases ...string) []Stream {
+	out := make([]Stream, 0, len(cases))
+	for _, c := range cases {
+		out = append(out, Stream{Name: c, Request: CaseRequest(c)})
+	}
+	return out
+}
+
+// CaseURLs returns the base URL of each recorded case of srv, with path
+// (the provider's root under it, or "") appended; the case "slow" is
+// served by the paced server at slow instead.
+func CaseURLs(srv *replay.Server, slow, path string) func(c string) string {
+	return func(c string) string {
+		if c == "slow" {
+			return slow + path
+		}
+		return srv.URL() + "/" + c + path
+	}
+}
+
+type promptCased struct {
+	adapter.Adapter // built for the fallback case: name, declaration, validation
+	base            func(c string) string
+	build           func(url string) (adapter.Adapter, error)
+	prompt          func(req any) string
+	fallback        string
+}
+
+func (c *promptCased) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wire.Chunk, error] {
+	name := c.fallback
+	if p, ok := strings.CutPrefix(c.prompt(call.Request), CasePrefix); ok {
+		name = p
+	}
+	a, err := c.build(c.base(name))
+	if err != nil {
+		return func(yield func(wire.Chunk, error) bool) { yield(wire.Chunk{}, err) }
+	}
+	return a.Stream(ctx, call)
+}
+
+// Call validates fields with a, as the router does, and returns the first
+// attempt's call on model (run "run-1", three attempts allowed). It fails
+// t if fields do not validate.
+func Call(t testing.TB, a adapter.Adapter, model string, fields map[string]any) adapter.Call {
+	t.Helper()
+	req, err := a.Validate(Encode(t, fields))
+	if err != nil {
+		t.Fatalf("validate %v: %v", fields, err)
+	}
+	return adapter.Call{RunID: "run-1", Request: req, Attempt: 1, Model: model, MaxAttempts: 3}
+}
+
+// Outcome is one attempt as the runner sees it.
+type Outcome struct {
+	Chunks []wire.Chunk
+	Err    error
+	// Checkpoint is what the attempt saved, if Saved (CollectSaving).
+	Checkpoint []byte
+	Saved      bool
+}
+
+// Collect ranges over one attempt of call to its end, within runTimeout
+// (Drain).
+func Collect(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	chunks, err := Drain(t, a.Stream(ctx, call))
+	return Outcome{Chunks: chunks, Err: err}
+}
+
+// Drain ranges over a stream to its end and returns its chunks and its
+// error. It fails t if anything follows the error, or an error comes with
+// a non-zero chunk.
+func Drain(t testing.TB, stream iter.Seq2[wire.Chunk, error]) ([]wire.Chunk, error) {
+	t.Helper()
+	var chunks []wire.Chunk
+	var final error
+	for c, err := range stream {
+		if final != nil {
+			t.Fatalf("the stream yielded (%+v, %v) after its error %v", c, err, final)
+		}
+		if err != nil {
+			if !reflect.DeepEqual(c, wire.Chunk{}) {
+				t.Errorf("the error %v came with a non-zero chunk %+v", err, c)
+			}
+			final = err
+			continue
+		}
+		chunks = append(chunks, c)
+	}
+	return chunks, final
+}
+
+// CollectSaving is Collect with call's SaveCheckpoint recording what the
+// attempt saves in the Outcome.
+func CollectSaving(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
+	t.Helper()
+	var saved []byte
+	var ok bool
+	call.SaveCheckpoint = func(b []byte) { saved, ok = b, true }
+	o := Collect(t, a, call)
+	o.Checkpoint, o.Saved = saved, ok
+	return o
+}
+
+// ChunksJSON is each chunk's JSON, one a line, for messages.
+func ChunksJSON(chunks []wire.Chunk) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		j, _ := json.Marshal(c)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
