@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
-	"github.com/agentmesh/agentmesh/pkg/serve"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,15 +27,15 @@ const importPath = "github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 var suiteRunners = []string{"Run", "RunCLI"}
 
 // TestEveryAdapterRunsTheSuite keeps the suite complete: every adapter this
-// build can host (serve.KnownAdapters) has a package under pkg/adapter
+// build can host (catalog.Names) has a package under pkg/adapter
 // that declares its name (const Name or DefaultName) and a Test function
 // of that package's tests calls conformance.Run (or RunCLI), so that the package's own
 // go test runs the suite. An adapter registered without that fails here.
 func TestEveryAdapterRunsTheSuite(t *testing.T) {
 	pkgs := adapterPackages(t, filepath.Join(conformance.Root(t), "pkg", "adapter"))
-	known := serve.KnownAdapters()
+	known := catalog.Names()
 	if len(known) == 0 {
-		t.Fatal("serve.KnownAdapters is empty")
+		t.Fatal("catalog.Names is empty")
 	}
 	for _, name := range known {
 		p, ok := pkgs[name]
