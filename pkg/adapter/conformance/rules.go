@@ -405,15 +405,27 @@ func checkCancellation(t *testing.T, s Subject, caps wire.Capabilities, c *corpu
 	})
 	t.Run("deadline", func(t *testing.T) {
 		t.Parallel()
-		// The deadline must pass after the first chunk: under load a
-		// subprocess may need longer to start, so retry with a longer one.
-		for d := deadline; ; d *= 2 {
+		// The deadline must pass after the first chunk and before the
+		// end. How long a stream takes varies with the machine's load, so
+		// the deadline is searched for: doubled while no chunk came
+		// before it (a subprocess slow to start), halved while an
+		// in-process stream finished before it. Each try is a whole run
+		// that must still pass every check; only the timing is searched.
+		d := deadline
+		for try := 1; ; try++ {
 			h, st := long(t)
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			o := h.run(t, ctx, h.call(t, st), nil)
 			cancel()
-			if len(o.chunks) == 0 && d < 4*deadline {
-				t.Logf("no chunk within %v; retrying with a longer deadline", d)
+			switch {
+			case try < 8 && len(o.chunks) == 0:
+				t.Logf("try %d: no chunk within %v; trying a longer deadline", try, d)
+				d *= 2
+				continue
+			case try < 8 && o.err == nil && !sub:
+				h.check(t, o, Ran)
+				t.Logf("try %d: the stream ended within %v; trying a shorter deadline", try, d)
+				d /= 2
 				continue
 			}
 			after(t, h, o, TimedOut)
