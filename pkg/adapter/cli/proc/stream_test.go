@@ -591,7 +591,7 @@ func TestStreamTeardown(t *testing.T) {
 	modes := []struct {
 		name     string
 		args     []string
-		timeout  time.Duration // a deadline, if > 0
+		timeout  time.Duration // a deadline this long after the first map, if > 0
 		cancel   bool          // cancel with errCause after the first map
 		stop     bool          // break out of the loop after the first map
 		wantErr  error         // nil: no error at all
@@ -599,7 +599,7 @@ func TestStreamTeardown(t *testing.T) {
 	}{
 		{name: "normal EOF", args: []string{"ticks=3"}, wantMaps: 4},
 		{name: "parser failure", args: []string{"bad"}, wantErr: wire.ProviderProtocolError, wantMaps: 1},
-		{name: "deadline", timeout: 1500 * time.Millisecond, wantErr: context.DeadlineExceeded, wantMaps: 1},
+		{name: "deadline", timeout: 300 * time.Millisecond, wantErr: context.DeadlineExceeded, wantMaps: 1},
 		{name: "cancel", cancel: true, wantErr: errCause, wantMaps: 1},
 		{name: "early close", stop: true, wantMaps: 1},
 	}
@@ -616,19 +616,17 @@ func TestStreamTeardown(t *testing.T) {
 		for _, v := range variants {
 			t.Run(mode.name+"/"+v.name, func(t *testing.T) {
 				t.Parallel()
-				ctx := testContext(t)
-				if mode.timeout > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, mode.timeout)
-					defer cancel()
-				}
-				ctx, cancel := context.WithCancelCause(ctx)
+				late := newLateDeadline(testContext(t))
+				ctx, cancel := context.WithCancelCause(late)
 				defer cancel(nil)
 				grandchild := 0
 				r := collect(t, ctx, fakeSpec("grandchild", append(mode.args, v.args...)...), func(i int, m map[string]any) bool {
 					if i == 0 {
 						f, _ := m["grandchild"].(float64)
 						grandchild = int(f)
+						if mode.timeout > 0 {
+							late.arm(mode.timeout)
+						}
 						if mode.cancel {
 							cancel(errCause)
 						}
@@ -649,6 +647,56 @@ func TestStreamTeardown(t *testing.T) {
 			})
 		}
 	}
+}
+
+// lateDeadline is a context whose deadline is set only when arm is called,
+// so a test's deadline passes a fixed time after the child's first output
+// however long a loaded machine took to start the child. Its Err is
+// context.DeadlineExceeded once that deadline passed, as a
+// context.WithDeadline's is; it ends with its parent too.
+type lateDeadline struct {
+	context.Context
+	done chan struct{}
+	mu   sync.Mutex
+	at   time.Time
+	err  error
+}
+
+func newLateDeadline(parent context.Context) *lateDeadline {
+	l := &lateDeadline{Context: parent, done: make(chan struct{})}
+	context.AfterFunc(parent, func() { l.end(parent.Err()) })
+	return l
+}
+
+// arm sets the deadline d from now.
+func (l *lateDeadline) arm(d time.Duration) {
+	l.mu.Lock()
+	l.at = time.Now().Add(d)
+	l.mu.Unlock()
+	time.AfterFunc(d, func() { l.end(context.DeadlineExceeded) })
+}
+
+func (l *lateDeadline) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.done)
+	}
+}
+
+func (l *lateDeadline) Deadline() (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.at, !l.at.IsZero()
+}
+
+func (l *lateDeadline) Done() <-chan struct{} { return l.done }
+
+func (l *lateDeadline) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // TestStreamDrainTimeout: a process that left the group (setsid) and holds
