@@ -15,7 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -133,7 +133,7 @@ func outputJSON(path string) (bool, error) {
 }
 
 // Decode reads every run the way a CLI adapter reads its child's stdout
-// (cli.Stream without the child): proc.Decoder's framing, then
+// (cli.Stream without the child): ndjson.Decoder's framing, then
 // cli.Feed through a fresh parser per run, then End. It returns the
 // chunks produced. A run whose stdout does not decode is an error; a
 // parser error ends that run, as it ends a stream, and is not.
@@ -141,7 +141,7 @@ func (t Transcript) Decode() (int, error) {
 	chunks := 0
 	for i, run := range t.Runs {
 		p := t.NewParser()
-		dec := proc.NewDecoder(bytes.NewReader(run))
+		dec := ndjson.NewDecoder(bytes.NewReader(run))
 		for {
 			b, err := dec.NextBytes()
 			if err == io.EOF {

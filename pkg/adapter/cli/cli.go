@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -278,7 +279,7 @@ func (e *DecodeError) Error() string { return "decode stdout object: " + e.Err.E
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Feed maps one object of a CLI's stdout, as framed by proc.StreamRaw or
-// proc.Decoder.NextBytes, through p as Stream does: to Line first when p
+// ndjson.Decoder.NextBytes, through p as Stream does: to Line first when p
 // is a LineParser, else (or when Line leaves it) decoded into a map for
 // Event. Bytes that do not decode give a *DecodeError and reach neither.
 // The error is otherwise the parser's. It blocks only as long as p does.
@@ -288,7 +289,7 @@ func Feed(p Parser, b []byte) ([]wire.Chunk, error) {
 			return chunks, err
 		}
 	}
-	ev, err := proc.DecodeObject(b)
+	ev, err := ndjson.DecodeObject(b)
 	if err != nil {
 		return nil, &DecodeError{Err: err}
 	}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -19,10 +19,10 @@ type lineState struct {
 // events, and a run's system/init and successful result) straight from
 // the line's bytes into the parser's typed shapes, with no map. Any other
 // event, and any line it cannot read exactly as encoding/json would
-// (proc.Lexer), it leaves to Event, unhandled and with the parser
+// (ndjson.Lexer), it leaves to Event, unhandled and with the parser
 // unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	var typ, sid, kind string
 	var msg, event, sub, model, text, stop, usage []byte
 	var isErr, hasCost, hasTurns, hasDur, hasAPIDur bool
@@ -84,7 +84,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			if msg == nil {
 				return nil, false, nil
 			}
-			ml := proc.NewLexer(msg)
+			ml := ndjson.NewLexer(msg)
 			if a = p.lexMessage(&ml); !ml.End() {
 				return nil, false, nil
 			}
@@ -179,7 +179,7 @@ func lexUsage(raw []byte) (*wire.Usage, bool) {
 	if raw == nil || string(raw) == "null" {
 		return nil, true
 	}
-	l := proc.NewLexer(raw)
+	l := ndjson.NewLexer(raw)
 	var u wire.Usage
 	for k := range l.Members() {
 		var dst *int64
@@ -206,7 +206,7 @@ func lexUsage(raw []byte) (*wire.Usage, bool) {
 // parser's block slice; checkAssistant finishes it. A message without
 // content fails l. The message id is the parser's own string when it is
 // the same, and the model is kept only as far as synthetic reads it.
-func (p *Parser) lexMessage(l *proc.Lexer) assistantEvent {
+func (p *Parser) lexMessage(l *ndjson.Lexer) assistantEvent {
 	a := assistantEvent{blocks: p.line.blocks[:0]}
 	content := false
 	for k := range l.Members() {
@@ -287,7 +287,7 @@ func (p *Parser) checkAssistant(a *assistantEvent) bool {
 // lexBlock reads one content block: its type, its text (a text block's
 // text or a thinking block's thinking), a tool_use's id, name and raw
 // input (until lexAssistant decodes it).
-func lexBlock(l *proc.Lexer) (contentBlock, bool) {
+func lexBlock(l *ndjson.Lexer) (contentBlock, bool) {
 	var b contentBlock
 	var text, thinking string
 	var input []byte
@@ -342,7 +342,7 @@ func lexUser(msg []byte) (userEvent, bool) {
 	if msg == nil {
 		return u, false
 	}
-	l := proc.NewLexer(msg)
+	l := ndjson.NewLexer(msg)
 	content := false
 	for k := range l.Members() {
 		if string(k) != "content" {
@@ -403,7 +403,7 @@ func lexStreamEvent(ev []byte) (streamEvent, bool) {
 	if ev == nil {
 		return se, false
 	}
-	l := proc.NewLexer(ev)
+	l := ndjson.NewLexer(ev)
 	var idx float64
 	hasIdx := false
 	var cbType, cbText, cbThinking, dType, dText, dThinking string

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -26,7 +26,7 @@ func sameAsEvent(t *testing.T, data []byte) {
 		if len(line) == 0 || line[0] != '{' {
 			continue
 		}
-		m, derr := proc.DecodeObject(line)
+		m, derr := ndjson.DecodeObject(line)
 		fc, handled, ferr := fast.Line(line)
 		if derr != nil {
 			if handled {

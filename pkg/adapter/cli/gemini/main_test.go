@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -142,7 +142,7 @@ func normalized(t testing.TB, chunks []wire.Chunk, err error) []string {
 func replay(t testing.TB, stdout []byte, exit int, stderr string) ([]wire.Chunk, error) {
 	t.Helper()
 	p := newParser()
-	dec := proc.NewDecoder(bytes.NewReader(stdout))
+	dec := ndjson.NewDecoder(bytes.NewReader(stdout))
 	var chunks []wire.Chunk
 	for {
 		ev, err := dec.Next()

@@ -11,11 +11,11 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// sameAsEvent frames data as the adapter does (proc.Decoder) and feeds
+// sameAsEvent frames data as the adapter does (ndjson.Decoder) and feeds
 // each object to two parsers made by newParser, one through Line (and
 // Event for what Line leaves, as the adapter does) and one through Event
 // alone, and fails unless they give the same chunks and errors, object by
@@ -23,7 +23,7 @@ import (
 func sameAsEvent(t *testing.T, data []byte, newParser func() *Parser) {
 	t.Helper()
 	fast, slow := newParser(), newParser()
-	dec := proc.NewDecoder(bytes.NewReader(data))
+	dec := ndjson.NewDecoder(bytes.NewReader(data))
 	for {
 		line, err := dec.NextBytes()
 		if err == io.EOF {
@@ -32,7 +32,7 @@ func sameAsEvent(t *testing.T, data []byte, newParser func() *Parser) {
 		if err != nil {
 			return // the stream ends at a framing error either way
 		}
-		m, derr := proc.DecodeObject(line)
+		m, derr := ndjson.DecodeObject(line)
 		fc, handled, ferr := fast.Line(line)
 		if derr != nil {
 			if handled {
@@ -181,7 +181,7 @@ func TestLineTakesRecordedRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := NewParser(adapter.Call{})
-		dec := proc.NewDecoder(bytes.NewReader(b))
+		dec := ndjson.NewDecoder(bytes.NewReader(b))
 		for n := 0; ; n++ {
 			line, err := dec.NextBytes()
 			if err == io.EOF {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -88,7 +89,7 @@ func (s *Spec) setDefaults() {
 // Stream starts the child and yields every JSON map it writes to stdout, in
 // order. The last value yielded may carry an error: ProviderExecutableNotFound
 // (before any process starts), ProviderProtocolError (a value that is not a
-// map, malformed JSON, an object over MaxValueBytes, or an unrepaired
+// map, malformed JSON, an object over ndjson.MaxValueBytes, or an unrepaired
 // incomplete tail), ProviderProcessError or a quota/auth/context subclass (a
 // non-zero exit, after every map already written), or ctx's cause if ctx
 // ended. On every path, including the consumer breaking out of the loop or
@@ -103,7 +104,7 @@ func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
 			if m == nil {
 				var err error
-				if m, err = DecodeObject(b); err != nil {
+				if m, err = ndjson.DecodeObject(b); err != nil {
 					return false, err
 				}
 			}
@@ -113,15 +114,16 @@ func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 }
 
 // StreamRaw is Stream without the decoding: it yields the bytes of each
-// value on stdout that starts a JSON object (Decoder.NextBytes), valid only
-// until the loop body returns, and leaves it to the consumer to decode them
-// (with a Lexer, or DecodeObject). A map that TailRepair made is yielded
-// encoded as JSON. Its errors, teardown and blocking are Stream's, except
-// that a syntax error or a number out of range inside an object is the
-// consumer's to find: such an object is yielded like any other. A consumer
-// that finds one reports it as Stream would, a ProviderProtocolError
-// naming the binary's stdout (ProtocolError), after breaking out of the
-// loop so that the child is torn down first.
+// value on stdout that starts a JSON object (ndjson.Decoder.NextBytes),
+// valid only until the loop body returns, and leaves it to the consumer to
+// decode them (with an ndjson.Lexer, or ndjson.DecodeObject). A map that
+// TailRepair made is yielded encoded as JSON. Its errors, teardown and
+// blocking are Stream's, except that a syntax error or a number out of
+// range inside an object is the consumer's to find: such an object is
+// yielded like any other. A consumer that finds one reports it as Stream
+// would, a ProviderProtocolError naming the binary's stdout
+// (ProtocolError), after breaking out of the loop so that the child is
+// torn down first.
 func StreamRaw(ctx context.Context, spec Spec) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
 		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
@@ -379,7 +381,7 @@ func (c *child) stderrTail() string {
 // that stops the stream, or nil at a clean EOF; errStop means the consumer
 // stopped.
 func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any) (bool, error)) error {
-	dec := NewDecoder(c.stdout)
+	dec := ndjson.NewDecoder(c.stdout)
 	for {
 		b, err := dec.NextBytes()
 		if err == io.EOF {
@@ -389,7 +391,7 @@ func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if errors.Is(err, ErrIncomplete) && c.spec.TailRepair != nil {
+			if errors.Is(err, ndjson.ErrIncomplete) && c.spec.TailRepair != nil {
 				if fixed, ok := c.spec.TailRepair(dec.Tail()); ok && fixed != nil {
 					more, err := frame(nil, fixed)
 					if err != nil {

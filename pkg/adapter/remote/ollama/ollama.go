@@ -10,7 +10,7 @@ import (
 	"net/http"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/toolschema"
 	"github.com/agentmesh/agentmesh/pkg/cost"
@@ -172,7 +172,7 @@ func (a *Adapter) stream(ctx context.Context, call adapter.Call, yield func(wire
 		return err
 	}
 	tracked := &readTracker{r: resp.Body}
-	dec := proc.NewDecoder(tracked)
+	dec := ndjson.NewDecoder(tracked)
 	p := NewParser()
 	for {
 		m, err := dec.Next()
