@@ -7,7 +7,7 @@ BENCHFLAGS ?=
 # Fuzz targets as package:Target. Add a line here when you add a Fuzz function.
 FUZZ_TARGETS := \
 	./pkg/wire:FuzzDecodeRunRequest ./pkg/wire:FuzzDecodeEvent ./pkg/wire:FuzzDecodeWork ./pkg/wire:FuzzScan \
-	./pkg/adapter/ndjson:FuzzDecoder ./pkg/adapter/ndjson:FuzzLexer \
+	./pkg/adapter/ndjson:FuzzDecoder ./pkg/adapter/ndjson:FuzzLexer ./pkg/adapter/ndjson:FuzzNextLine ./pkg/adapter/cli:FuzzFeedLine \
 	./pkg/adapter/cli/claudecode:FuzzClaudeParser ./pkg/adapter/cli/claudecode:FuzzClaudeLine ./pkg/adapter/cli/codex:FuzzCodexParser ./pkg/adapter/cli/codex:FuzzCodexLine ./pkg/adapter/cli/codex:FuzzProviderFromConfig \
 	./pkg/adapter/cli/gemini:FuzzGeminiParser ./pkg/adapter/cli/gemini:FuzzGeminiLine ./pkg/adapter/cli/pi:FuzzPiParser ./pkg/adapter/cli/pi:FuzzPiLine \
 	./pkg/exporter/redact:FuzzValidate ./pkg/exporter/redact:FuzzRedact \

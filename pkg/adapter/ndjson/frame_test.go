@@ -176,16 +176,24 @@ func TestDecoderReadError(t *testing.T) {
 // pkg/adapter/ndjson/testdata/fuzz/FuzzDecoder; ours sits with the other fixtures.
 var fuzzSeedDir = filepath.Join("..", "..", "..", "testdata", "fuzz", "ndjson")
 
-func FuzzDecoder(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
-	if err != nil || len(seeds) == 0 {
+// fuzzSeeds are the contents of the files in fuzzSeedDir.
+func fuzzSeeds(f *testing.F) [][]byte {
+	f.Helper()
+	files, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
+	if err != nil || len(files) == 0 {
 		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
 	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
+	seeds := make([][]byte, len(files))
+	for i, p := range files {
+		if seeds[i], err = os.ReadFile(p); err != nil {
 			f.Fatal(err)
 		}
+	}
+	return seeds
+}
+
+func FuzzDecoder(f *testing.F) {
+	for _, b := range fuzzSeeds(f) {
 		for _, k := range []uint8{0, 1, 6, 255} {
 			f.Add(b, k)
 		}
@@ -302,4 +310,56 @@ func ExampleDecoder() {
 	// b
 	// c
 	// incomplete tail {"type":
+}
+
+// framesOf is what a Decoder made of an input, read with NextBytes or
+// with NextLine: each value's bytes (a guess without the whitespace after
+// its object) and the error that ended the stream, with the tail of an
+// incomplete one.
+func framesOf(r io.Reader, lines, refuseAll bool) (got []string, end string) {
+	dec := ndjson.NewDecoder(r)
+	for {
+		var b []byte
+		var err error
+		if lines {
+			var guess bool
+			b, guess, err = dec.NextLine()
+			if err == nil && guess {
+				l := ndjson.NewLexer(b)
+				l.Skip()
+				if !l.End() || refuseAll {
+					b, err = dec.Reframe()
+				} else {
+					b = bytes.TrimRight(b, " \t\r\n")
+				}
+			}
+		} else {
+			b, err = dec.NextBytes()
+		}
+		if err != nil {
+			return got, err.Error() + " tail " + string(dec.Tail())
+		}
+		got = append(got, string(b))
+	}
+}
+
+// FuzzNextLine holds NextLine's guesses, taken where a Lexer reads them
+// as one object and refused (Reframe) elsewhere, or all refused, to
+// NextBytes's frames: the same values and the same end, however the
+// input is split into reads.
+func FuzzNextLine(f *testing.F) {
+	for _, b := range fuzzSeeds(f) {
+		for _, k := range []uint8{0, 6, 255} {
+			f.Add(b, k)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, k uint8) {
+		want, wantEnd := framesOf(bytes.NewReader(b), false, false)
+		for _, refuseAll := range []bool{false, true} {
+			got, end := framesOf(&chunkReader{b: b, n: int(k) + 1}, true, refuseAll)
+			if !reflect.DeepEqual(got, want) || end != wantEnd {
+				t.Fatalf("NextLine (reads of %d bytes, refusing all %t) gave %q, %s; NextBytes gave %q, %s", int(k)+1, refuseAll, got, end, want, wantEnd)
+			}
+		}
+	})
 }

@@ -3,8 +3,6 @@ package ndjson_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -125,15 +123,7 @@ func TestLexer(t *testing.T) {
 // FuzzLexer checks the Lexer against encoding/json (lexMatches) on the
 // framing seeds and what the fuzzer makes of them.
 func FuzzLexer(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fuzzSeeds(f) {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			f.Add(line)
 		}
