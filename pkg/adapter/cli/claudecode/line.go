@@ -11,6 +11,7 @@ import (
 // lineState is what the fast path reuses from one line to the next.
 type lineState struct {
 	blocks []contentBlock
+	chunks []wire.Chunk // an assistant line's chunks, until the next Line
 }
 
 // Line is the fast path of Event (cli.LineParser): it reads the
@@ -20,7 +21,8 @@ type lineState struct {
 // the line's bytes into the parser's typed shapes, with no map. Any other
 // event, and any line it cannot read exactly as encoding/json would
 // (ndjson.Lexer), it leaves to Event, unhandled and with the parser
-// unchanged.
+// unchanged. The chunks of an assistant line are valid until the next
+// call of Line: their slice is reused.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := ndjson.NewLexer(b)
 	var typ, sid, kind string
@@ -93,7 +95,10 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		if !p.checkAssistant(&a) {
 			return nil, false, nil
 		}
-		chunks = p.assistant(&a)
+		chunks = p.assistant(p.line.chunks[:0], &a)
+		if p.line.chunks = chunks[:0]; len(chunks) == 0 {
+			chunks = nil // as Event gives it
+		}
 	case typ == "user":
 		u, ok := lexUser(msg)
 		if !ok {
@@ -124,7 +129,8 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		}
 		md := wire.Metadata{Usage: u, StopReason: string(stop)}
 		if hasCost {
-			md.TotalCostUSD = &cost
+			c := cost // (a copy: the other lines' cost stays off the heap)
+			md.TotalCostUSD = &c
 		}
 		if hasTurns {
 			n := int(turns)
