@@ -12,7 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/bench"
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -95,7 +95,7 @@ func TestFakeCLIParses(t *testing.T) {
 			}
 			p := claudecode.NewParser()
 			var got []wire.Chunk
-			dec := proc.NewDecoder(&out)
+			dec := ndjson.NewDecoder(&out)
 			for {
 				ev, err := dec.Next()
 				if errors.Is(err, io.EOF) {

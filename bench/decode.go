@@ -15,7 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -133,32 +133,27 @@ func outputJSON(path string) (bool, error) {
 }
 
 // Decode reads every run the way a CLI adapter reads its child's stdout
-// (cli.Stream without the child): proc.Decoder's framing, then
-// cli.Feed through a fresh parser per run, then End. It returns the
-// chunks produced. A run whose stdout does not decode is an error; a
-// parser error ends that run, as it ends a stream, and is not.
+// (cli.Stream without the child: cli.FeedAll) with a fresh parser per run,
+// then End. It returns the chunks produced. A run whose stdout does not decode is an
+// error; a parser error ends that run, as it ends a stream, and is not.
 func (t Transcript) Decode() (int, error) {
 	chunks := 0
 	for i, run := range t.Runs {
 		p := t.NewParser()
-		dec := proc.NewDecoder(bytes.NewReader(run))
-		for {
-			b, err := dec.NextBytes()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return chunks, fmt.Errorf("%s run %d: %w", t.Name, i, err)
-			}
-			cs, err := cli.Feed(p, b)
+		var bad error
+		err := cli.FeedAll(p, ndjson.NewDecoder(bytes.NewReader(run)), func(cs []wire.Chunk, err error) bool {
 			chunks += len(cs)
 			var de *cli.DecodeError
 			if errors.As(err, &de) {
-				return chunks, fmt.Errorf("%s run %d: %w", t.Name, i, err)
+				bad = err
 			}
-			if err != nil {
-				break
-			}
+			return err == nil
+		})
+		if err == nil {
+			err = bad
+		}
+		if err != nil {
+			return chunks, fmt.Errorf("%s run %d: %w", t.Name, i, err)
 		}
 		cs, _ := p.End()
 		chunks += len(cs)

@@ -13,7 +13,7 @@ import (
 const decodeSize = 4 << 20
 
 // BenchmarkCLIDecode measures the CLI decode path: a CLI's NDJSON stdout
-// read the adapter's way (proc.Decoder's framing and the CLI's parser,
+// read the adapter's way (ndjson.Decoder's framing and the CLI's parser,
 // Transcript.Decode) against encoding/json's Decoder into map[string]any
 // over the same bytes (Transcript.DecodeMaps), in the same run, taking
 // turns at going first. One case is the fake CLI's Claude Code lines

@@ -168,6 +168,7 @@ type Writer struct {
 	attempt string
 
 	batch  wire.ChunkBatch // the open batch: chunks not handed to NATS yet
+	chunk  wire.Chunk      // the chunk ChunkAsync encodes
 	first  uint64          // seq of the open batch's first chunk
 	opened time.Time       // when its first chunk came
 	timer  *time.Timer     // publishes the open batch once its window has passed; nil before the first batch
@@ -329,7 +330,10 @@ func (w *Writer) ChunkAsync(ctx context.Context, c wire.Chunk) error {
 	if w.err != nil {
 		return w.err
 	}
-	added, err := w.batch.Add(&c, w.l.batchBytes)
+	// Encoded from a field, not from &c: c stays off the heap. (The field
+	// holds the last chunk until the next, or until the writer goes.)
+	w.chunk = c
+	added, err := w.batch.Add(&w.chunk, w.l.batchBytes)
 	if err != nil {
 		return fmt.Errorf("publish chunk %d of %s: %w", w.seq+1, w.runID, err)
 	}

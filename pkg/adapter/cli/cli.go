@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"slices"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -42,10 +44,13 @@ type Parser interface {
 type LineParser interface {
 	Parser
 	// Line maps one event given as the bytes of one JSON object, as framed
-	// by proc.StreamRaw (not yet known to be valid JSON). If handled is
-	// false the parser has not changed and the caller decodes the bytes
-	// and calls Event; otherwise the chunks and error are Event's for the
-	// same event. b is valid only during the call.
+	// by proc.StreamRaw (not yet known to be valid JSON), or as a whole
+	// line of stdout that may hold more than one object or part of one
+	// (proc.StreamLines). If handled is false the parser has not changed
+	// and the caller decodes the bytes and calls Event; otherwise b is one
+	// JSON object followed by whitespace only, as encoding/json reads it,
+	// and the chunks and error are Event's for that event. b is valid only
+	// during the call; the chunks may be valid only until the next call.
 	Line(b []byte) (chunks []wire.Chunk, handled bool, err error)
 }
 
@@ -233,18 +238,23 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 	}
 }
 
-// streamLines is Stream's loop for a LineParser (Feed). An object that is
-// not JSON after all ends the stream as proc.Stream would end it: the child
-// is torn down, then the protocol error naming its stdout is the last
-// value.
+// streamLines is Stream's loop for a LineParser (FeedLine): the lines
+// Line reads are never framed, the others are framed and fed. An object
+// that is not JSON after all ends the stream as proc.Stream would end it:
+// the child is torn down, then the protocol error naming its stdout is the
+// last value.
 func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *adapter.Guard) {
 	var bad *DecodeError
-	for b, err := range proc.StreamRaw(ctx, ps) {
+	for l, err := range proc.StreamLines(ctx, ps) {
 		if err != nil {
 			g.Fail(err)
 			return
 		}
-		chunks, err := Feed(p, b)
+		chunks, refused, err := FeedLine(p, l.Bytes, l.Guess)
+		if refused {
+			l.Refuse()
+			continue
+		}
 		if errors.As(err, &bad) {
 			break // proc tears the child down before the loop ends
 		}
@@ -278,7 +288,7 @@ func (e *DecodeError) Error() string { return "decode stdout object: " + e.Err.E
 func (e *DecodeError) Unwrap() error { return e.Err }
 
 // Feed maps one object of a CLI's stdout, as framed by proc.StreamRaw or
-// proc.Decoder.NextBytes, through p as Stream does: to Line first when p
+// ndjson.Decoder.NextBytes, through p as Stream does: to Line first when p
 // is a LineParser, else (or when Line leaves it) decoded into a map for
 // Event. Bytes that do not decode give a *DecodeError and reach neither.
 // The error is otherwise the parser's. It blocks only as long as p does.
@@ -288,9 +298,65 @@ func Feed(p Parser, b []byte) ([]wire.Chunk, error) {
 			return chunks, err
 		}
 	}
-	ev, err := proc.DecodeObject(b)
+	ev, err := ndjson.DecodeObject(b)
 	if err != nil {
 		return nil, &DecodeError{Err: err}
 	}
 	return p.Event(ev)
+}
+
+// FeedLine is Feed for what proc.StreamLines yields. A guess (b is a line
+// from an object's '{' through its newline, unframed) goes to Line alone:
+// Line takes it only if it is one JSON object followed by whitespace only,
+// and refused reports that Line left it, p unchanged, for the caller to
+// refuse. Anything else is Feed's.
+func FeedLine(p LineParser, b []byte, guess bool) (chunks []wire.Chunk, refused bool, err error) {
+	if !guess {
+		chunks, err = Feed(p, b)
+		return chunks, false, err
+	}
+	chunks, handled, err := p.Line(b)
+	return chunks, !handled, err
+}
+
+// FeedAll reads a CLI's stdout from dec as Stream reads a child's: a
+// LineParser's lines go to Line unframed (ndjson.Decoder.NextLine,
+// FeedLine) and only what it leaves is framed (Reframe) and fed; any
+// other parser's objects are framed (NextBytes) and fed (Feed). each gets
+// what every value gave and says whether to go on. FeedAll returns the
+// framing error that ended the stream, or nil at EOF or when each
+// stopped; it does not call End.
+func FeedAll(p Parser, dec *ndjson.Decoder, each func([]wire.Chunk, error) bool) error {
+	lp, lines := p.(LineParser)
+	for {
+		var b []byte
+		var guess bool
+		var err error
+		if lines {
+			b, guess, err = dec.NextLine()
+		} else {
+			b, err = dec.NextBytes()
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var chunks []wire.Chunk
+		if guess {
+			var refused bool
+			if chunks, refused, err = FeedLine(lp, b, true); refused {
+				if b, err = dec.Reframe(); err != nil {
+					return err
+				}
+				chunks, err = Feed(p, b)
+			}
+		} else {
+			chunks, err = Feed(p, b)
+		}
+		if !each(chunks, err) {
+			return nil
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -151,7 +152,7 @@ func (p Parsing) Replay(t testing.TB, c Case) ([]wire.Chunk, error) {
 	t.Helper()
 	binary := cmp.Or(p.Binary, p.Name)
 	parser := p.NewParser(t, c)
-	dec := proc.NewDecoder(bytes.NewReader(c.Stdout))
+	dec := ndjson.NewDecoder(bytes.NewReader(c.Stdout))
 	var out []wire.Chunk
 	emit := func(cs []wire.Chunk) bool {
 		for _, ch := range cs {
@@ -174,7 +175,7 @@ func (p Parsing) Replay(t testing.TB, c Case) ([]wire.Chunk, error) {
 			if cs, err = cli.Feed(parser, b); errors.As(err, &bad) {
 				return out, proc.ProtocolError(binary, bad.Err)
 			}
-		case errors.Is(err, proc.ErrIncomplete) && p.TailRepair != nil:
+		case errors.Is(err, ndjson.ErrIncomplete) && p.TailRepair != nil:
 			fixed, ok := p.TailRepair(dec.Tail())
 			if !ok || fixed == nil {
 				return out, proc.ProtocolError(binary, err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -31,7 +31,7 @@ func SameAsEvent(t *testing.T, data []byte, newParser func() cli.LineParser) {
 		if err != nil {
 			return // the stream ends at a framing error either way
 		}
-		m, derr := proc.DecodeObject(line)
+		m, derr := ndjson.DecodeObject(line)
 		fc, handled, ferr := fast.Line(line)
 		if derr != nil {
 			if handled {
@@ -135,7 +135,7 @@ func LineTakesCaptures(t *testing.T, name string, newParser func() cli.LineParse
 // ends in one. The bytes are valid until the next iteration.
 func Frames(data []byte) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		dec := proc.NewDecoder(bytes.NewReader(data))
+		dec := ndjson.NewDecoder(bytes.NewReader(data))
 		for {
 			b, err := dec.NextBytes()
 			if err == io.EOF || !yield(b, err) || err != nil {

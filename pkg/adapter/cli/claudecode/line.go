@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // lineState is what the fast path reuses from one line to the next.
 type lineState struct {
 	blocks []contentBlock
+	chunks []wire.Chunk // an assistant line's chunks, until the next Line
 }
 
 // Line is the fast path of Event (cli.LineParser): it reads the
@@ -19,10 +20,11 @@ type lineState struct {
 // events, and a run's system/init and successful result) straight from
 // the line's bytes into the parser's typed shapes, with no map. Any other
 // event, and any line it cannot read exactly as encoding/json would
-// (proc.Lexer), it leaves to Event, unhandled and with the parser
-// unchanged.
+// (ndjson.Lexer), it leaves to Event, unhandled and with the parser
+// unchanged. The chunks of an assistant line are valid until the next
+// call of Line: their slice is reused.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	var typ, sid, kind string
 	var msg, event, sub, model, text, stop, usage []byte
 	var isErr, hasCost, hasTurns, hasDur, hasAPIDur bool
@@ -84,7 +86,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			if msg == nil {
 				return nil, false, nil
 			}
-			ml := proc.NewLexer(msg)
+			ml := ndjson.NewLexer(msg)
 			if a = p.lexMessage(&ml); !ml.End() {
 				return nil, false, nil
 			}
@@ -93,7 +95,10 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		if !p.checkAssistant(&a) {
 			return nil, false, nil
 		}
-		chunks = p.assistant(&a)
+		chunks = p.assistant(p.line.chunks[:0], &a)
+		if p.line.chunks = chunks[:0]; len(chunks) == 0 {
+			chunks = nil // as Event gives it
+		}
 	case typ == "user":
 		u, ok := lexUser(msg)
 		if !ok {
@@ -124,7 +129,8 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		}
 		md := wire.Metadata{Usage: u, StopReason: string(stop)}
 		if hasCost {
-			md.TotalCostUSD = &cost
+			c := cost // (a copy: the other lines' cost stays off the heap)
+			md.TotalCostUSD = &c
 		}
 		if hasTurns {
 			n := int(turns)
@@ -179,7 +185,7 @@ func lexUsage(raw []byte) (*wire.Usage, bool) {
 	if raw == nil || string(raw) == "null" {
 		return nil, true
 	}
-	l := proc.NewLexer(raw)
+	l := ndjson.NewLexer(raw)
 	var u wire.Usage
 	for k := range l.Members() {
 		var dst *int64
@@ -206,7 +212,7 @@ func lexUsage(raw []byte) (*wire.Usage, bool) {
 // parser's block slice; checkAssistant finishes it. A message without
 // content fails l. The message id is the parser's own string when it is
 // the same, and the model is kept only as far as synthetic reads it.
-func (p *Parser) lexMessage(l *proc.Lexer) assistantEvent {
+func (p *Parser) lexMessage(l *ndjson.Lexer) assistantEvent {
 	a := assistantEvent{blocks: p.line.blocks[:0]}
 	content := false
 	for k := range l.Members() {
@@ -287,7 +293,7 @@ func (p *Parser) checkAssistant(a *assistantEvent) bool {
 // lexBlock reads one content block: its type, its text (a text block's
 // text or a thinking block's thinking), a tool_use's id, name and raw
 // input (until lexAssistant decodes it).
-func lexBlock(l *proc.Lexer) (contentBlock, bool) {
+func lexBlock(l *ndjson.Lexer) (contentBlock, bool) {
 	var b contentBlock
 	var text, thinking string
 	var input []byte
@@ -342,7 +348,7 @@ func lexUser(msg []byte) (userEvent, bool) {
 	if msg == nil {
 		return u, false
 	}
-	l := proc.NewLexer(msg)
+	l := ndjson.NewLexer(msg)
 	content := false
 	for k := range l.Members() {
 		if string(k) != "content" {
@@ -403,7 +409,7 @@ func lexStreamEvent(ev []byte) (streamEvent, bool) {
 	if ev == nil {
 		return se, false
 	}
-	l := proc.NewLexer(ev)
+	l := ndjson.NewLexer(ev)
 	var idx float64
 	hasIdx := false
 	var cbType, cbText, cbThinking, dType, dText, dThinking string

@@ -8,12 +8,12 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 )
 
 // BenchmarkLine frames and parses a recorded transcript (S1) the way the
-// adapter does: proc.Decoder, then cli.Feed through a fresh parser.
+// adapter does: ndjson.Decoder, then cli.Feed through a fresh parser.
 func BenchmarkLine(b *testing.B) {
 	data, err := os.ReadFile(conformance.Testdata(b, "cli", claudecode.Name, "S1.stdout.ndjson"))
 	if err != nil {
@@ -23,7 +23,7 @@ func BenchmarkLine(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p := claudecode.NewParser()
-		dec := proc.NewDecoder(bytes.NewReader(data))
+		dec := ndjson.NewDecoder(bytes.NewReader(data))
 		for {
 			line, err := dec.NextBytes()
 			if err == io.EOF {

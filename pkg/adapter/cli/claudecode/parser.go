@@ -111,7 +111,7 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	case "assistant":
 		var a assistantEvent
 		if a, err = assistantOf(ev); err == nil {
-			chunks = p.assistant(&a)
+			chunks = p.assistant(nil, &a)
 		}
 	case "user":
 		var u userEvent
@@ -277,7 +277,8 @@ func assistantOf(ev map[string]any) (assistantEvent, error) {
 	return a, nil
 }
 
-func (p *Parser) assistant(a *assistantEvent) []wire.Chunk {
+// assistant appends an assistant message's chunks to chunks.
+func (p *Parser) assistant(chunks []wire.Chunk, a *assistantEvent) []wire.Chunk {
 	if a.synthetic() {
 		// The CLI's own message, not the model's: never assistant text.
 		if a.kind != "" {
@@ -292,7 +293,6 @@ func (p *Parser) assistant(a *assistantEvent) []wire.Chunk {
 	if a.id != p.msgID || a.id == "" {
 		p.msgID, p.msgTexts = a.id, p.msgTexts[:0]
 	}
-	var chunks []wire.Chunk
 	for _, b := range a.blocks {
 		switch b.typ {
 		case "text", "thinking":

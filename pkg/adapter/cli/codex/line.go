@@ -1,7 +1,7 @@
 package codex
 
 import (
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -12,7 +12,7 @@ type str struct {
 	set, isNul bool
 }
 
-func readStr(l *proc.Lexer) str {
+func readStr(l *ndjson.Lexer) str {
 	if l.Peek() == 'n' {
 		l.Null()
 		return str{set: true, isNul: true}
@@ -27,7 +27,7 @@ func (s str) ok() bool { return s.set && !s.isNul }
 // no copy: for a member Line only compares with names it knows, so that
 // a line costs no allocation for it. Raw bytes with an escape never
 // equal a name, and Line leaves such a line to Event.
-func quoted(l *proc.Lexer) []byte {
+func quoted(l *ndjson.Lexer) []byte {
 	if c := l.Peek(); c != '"' && c != 'n' {
 		l.Fail() // Event reports a member of another type
 	}
@@ -57,10 +57,10 @@ var phases = [...]string{"item.started", "item.updated", "item.completed"}
 // turn.completed and error lines) straight from the line's bytes into
 // typed fields, with no map. Any other event, any field of a type Event
 // would report, and any line it cannot read exactly as encoding/json
-// would (proc.Lexer), it leaves to Event, unhandled and with the parser
+// would (ndjson.Lexer), it leaves to Event, unhandled and with the parser
 // unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	var typ []byte
 	var threadID, message str
 	var it lineItem
@@ -142,7 +142,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	case is(it.kind, "error"):
 		return nil, true, nil
 	case is(it.kind, "command_execution"):
-		il := proc.NewLexer(it.id)
+		il := ndjson.NewLexer(it.id)
 		id := il.String()
 		if !il.End() || !it.command.ok() {
 			return nil, false, nil
@@ -157,7 +157,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 
 // lexItem reads an item object's members that Line's items use; the last
 // of a repeated member wins, as in a map.
-func lexItem(l *proc.Lexer) lineItem {
+func lexItem(l *ndjson.Lexer) lineItem {
 	var it lineItem
 	for k := range l.Members() {
 		switch string(k) {
@@ -184,7 +184,7 @@ func lexItem(l *proc.Lexer) lineItem {
 
 // lexCounts reads a usage object as countsOf does; a count countsOf
 // rejects fails the lexer, so that Event reports it.
-func lexCounts(l *proc.Lexer) counts {
+func lexCounts(l *ndjson.Lexer) counts {
 	var c counts
 	for k := range l.Members() {
 		var dst *int64

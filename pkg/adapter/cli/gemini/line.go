@@ -3,7 +3,7 @@ package gemini
 import (
 	"encoding/json"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -25,10 +25,10 @@ type lineEvent struct {
 // straight from the line's bytes, with no map; a tool's parameters and
 // output alone are decoded with encoding/json. An error event, any field
 // of a type Event would report, and any line it cannot read exactly as
-// encoding/json would (proc.Lexer), it leaves to Event, unhandled and with
+// encoding/json would (ndjson.Lexer), it leaves to Event, unhandled and with
 // the parser unchanged.
 func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	var ev lineEvent
 	for k := range l.Members() {
 		switch string(k) {
@@ -143,7 +143,7 @@ func (p *parser) lineResult(ev *lineEvent) ([]wire.Chunk, bool, error) {
 		case 0:
 		case '{':
 			if ev.errMsg != nil {
-				ml := proc.NewLexer(ev.errMsg)
+				ml := ndjson.NewLexer(ev.errMsg)
 				if msg = ml.String(); !ml.End() {
 					return nil, false, nil
 				}
@@ -158,7 +158,7 @@ func (p *parser) lineResult(ev *lineEvent) ([]wire.Chunk, bool, error) {
 	var st *stats
 	if ev.stats != nil && string(ev.stats) != "null" {
 		var c stats
-		sl := proc.NewLexer(ev.stats)
+		sl := ndjson.NewLexer(ev.stats)
 		for k := range sl.Members() {
 			i := statIndex(k)
 			if i < 0 {
@@ -196,7 +196,7 @@ func statIndex(k []byte) int {
 // no copy: for a member Line only compares with names it knows, so that
 // a line costs no allocation for it. Raw bytes with an escape never
 // equal a name, and Line leaves such a line to Event.
-func quoted(l *proc.Lexer) []byte {
+func quoted(l *ndjson.Lexer) []byte {
 	if c := l.Peek(); c != '"' && c != 'n' {
 		l.Fail() // Event reports a member of another type
 	}
@@ -212,7 +212,7 @@ func is(raw []byte, s string) bool {
 // has read.
 func memberNames(b []byte) []string {
 	var names []string
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	for k := range l.Members() {
 		names = append(names, string(k))
 		l.Skip()

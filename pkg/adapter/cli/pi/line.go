@@ -3,7 +3,7 @@ package pi
 import (
 	"encoding/json"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -48,10 +48,10 @@ type lineState struct {
 // events) straight from the line's bytes into typed fields, with no map;
 // a tool's arguments alone are decoded with encoding/json. The retry and
 // compaction events, any field of a type Event would report, and any line
-// it cannot read exactly as encoding/json would (proc.Lexer), it leaves
+// it cannot read exactly as encoding/json would (ndjson.Lexer), it leaves
 // to Event, unhandled and with the parser unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	var typ []byte // quoted
 	var id, toolCallID, toolName string
 	isError := false
@@ -124,7 +124,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			if msg == nil {
 				return nil, false, nil
 			}
-			ml := proc.NewLexer(msg)
+			ml := ndjson.NewLexer(msg)
 			if m = p.lexMessage(&ml); !ml.End() {
 				return nil, false, nil
 			}
@@ -144,7 +144,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			if ame == nil {
 				return nil, false, nil
 			}
-			al := proc.NewLexer(ame)
+			al := ndjson.NewLexer(ame)
 			if u = lexUpdate(&al); !al.End() {
 				return nil, false, nil
 			}
@@ -162,7 +162,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		}
 		var parts []string
 		if result != nil && string(result) != "null" {
-			rl := proc.NewLexer(result)
+			rl := ndjson.NewLexer(result)
 			for k := range rl.Members() {
 				if string(k) == "content" {
 					parts = p.lexParts(&rl)
@@ -266,7 +266,7 @@ func (p *Parser) lineMessageEnd(m *lineMessage) ([]wire.Chunk, bool, error) {
 // content is read by the message's role: an assistant's blocks or a tool
 // result's parts; any other role's content is skipped. The usage must be
 // what addUsage adds without an error.
-func (p *Parser) lexMessage(l *proc.Lexer) lineMessage {
+func (p *Parser) lexMessage(l *ndjson.Lexer) lineMessage {
 	var m lineMessage
 	var content []byte // raw, when the role came after it
 	contentRole := ""  // the role the content was read by
@@ -312,7 +312,7 @@ func (p *Parser) lexMessage(l *proc.Lexer) lineMessage {
 		// The role the content is read by came after it (or changed).
 		m.blocks, m.parts = nil, nil
 		if content != nil {
-			cl := proc.NewLexer(content)
+			cl := ndjson.NewLexer(content)
 			if m.role == "assistant" {
 				m.blocks = p.lexBlocks(&cl)
 			} else {
@@ -330,7 +330,7 @@ func (p *Parser) lexMessage(l *proc.Lexer) lineMessage {
 
 // lexUsage reads a message's usage as addUsage does; a count or cost
 // addUsage reports fails the lexer. Null is no usage.
-func lexUsage(l *proc.Lexer) *usageCounts {
+func lexUsage(l *ndjson.Lexer) *usageCounts {
 	if l.Peek() == 'n' {
 		l.Null()
 		return nil
@@ -384,7 +384,7 @@ func lexUsage(l *proc.Lexer) *usageCounts {
 
 // lexBlocks reads an assistant message's content; any block Event
 // reports fails the lexer. The slice is the parser's, reused.
-func (p *Parser) lexBlocks(l *proc.Lexer) []lineBlock {
+func (p *Parser) lexBlocks(l *ndjson.Lexer) []lineBlock {
 	blocks := p.line.blocks[:0]
 	for range l.Elements() {
 		var b lineBlock
@@ -432,7 +432,7 @@ func (p *Parser) lexBlocks(l *proc.Lexer) []lineBlock {
 // lexParts reads a tool result's content as its output shows it (Event's
 // toolResult); null is no content, anything but a list of objects fails
 // the lexer. The slice is the parser's, reused.
-func (p *Parser) lexParts(l *proc.Lexer) []string {
+func (p *Parser) lexParts(l *ndjson.Lexer) []string {
 	parts := p.line.parts[:0]
 	if l.Peek() == 'n' {
 		l.Null()
@@ -459,7 +459,7 @@ func (p *Parser) lexParts(l *proc.Lexer) []string {
 }
 
 // lexUpdate reads a message_update's assistantMessageEvent.
-func lexUpdate(l *proc.Lexer) lineUpdate {
+func lexUpdate(l *ndjson.Lexer) lineUpdate {
 	var u lineUpdate
 	for k := range l.Members() {
 		switch string(k) {
@@ -534,7 +534,7 @@ func (p *Parser) lineUpdate(u *lineUpdate) ([]wire.Chunk, bool, error) {
 		}
 		var id, name string
 		var args []byte
-		tl := proc.NewLexer(u.toolCall)
+		tl := ndjson.NewLexer(u.toolCall)
 		for k := range tl.Members() {
 			switch string(k) {
 			case "id":
@@ -570,7 +570,7 @@ func lexRedacted(partial []byte, idx int) (redacted, ok bool) {
 	if partial == nil || partial[0] != '{' {
 		return false, true // not an object: not redacted
 	}
-	l := proc.NewLexer(partial)
+	l := ndjson.NewLexer(partial)
 	for k := range l.Members() {
 		if string(k) != "content" {
 			l.Skip()
@@ -608,7 +608,7 @@ func lexRedacted(partial []byte, idx int) (redacted, ok bool) {
 // no copy: for a member Line only compares with names it knows, so that
 // a line costs no allocation for it. Raw bytes with an escape never
 // equal a name, and Line leaves such a line to Event.
-func quoted(l *proc.Lexer) []byte {
+func quoted(l *ndjson.Lexer) []byte {
 	if c := l.Peek(); c != '"' && c != 'n' {
 		l.Fail() // Event reports a member of another type
 	}
@@ -649,7 +649,7 @@ type str struct {
 	set, isNul bool
 }
 
-func readStr(l *proc.Lexer) str {
+func readStr(l *ndjson.Lexer) str {
 	if l.Peek() == 'n' {
 		l.Null()
 		return str{set: true, isNul: true}
@@ -659,7 +659,7 @@ func readStr(l *proc.Lexer) str {
 
 // readBool reads a boolean member as a map lookup sees it: s is "true" or
 // "false" (set and not null) or the member is null or absent.
-func readBool(l *proc.Lexer) str {
+func readBool(l *ndjson.Lexer) str {
 	switch l.Peek() {
 	case 'n':
 		l.Null()
@@ -677,7 +677,7 @@ func readBool(l *proc.Lexer) str {
 // ok reports whether the member is a string, as v.(string) does.
 func (s str) ok() bool { return s.set && !s.isNul }
 
-// isObject reports whether a raw member (proc.Lexer.Raw) is what optMap
+// isObject reports whether a raw member (ndjson.Lexer.Raw) is what optMap
 // takes without an error: absent, null or an object.
 func isObject(raw []byte) bool { return raw == nil || string(raw) == "null" || raw[0] == '{' }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -151,7 +151,7 @@ func TestParserDeduplicatesTools(t *testing.T) {
 func readEvents(t testing.TB, stdout []byte) []map[string]any {
 	t.Helper()
 	var out []map[string]any
-	dec := proc.NewDecoder(bytes.NewReader(stdout))
+	dec := ndjson.NewDecoder(bytes.NewReader(stdout))
 	for {
 		ev, err := dec.Next()
 		if err == io.EOF {

@@ -2,9 +2,9 @@
 // uses (docs/contract.md §4.8, "Subprocess safety"): argument-vector exec only,
 // a new process group, stdin from /dev/null unless the adapter opts in, an
 // allow-listed environment, stdout framed as newline-delimited or directly
-// concatenated JSON maps, stderr drained concurrently with its first 256 KiB
-// kept, typed errors for a missing binary and a non-zero exit, and
-// SIGTERM-then-SIGKILL teardown of the whole group on every path.
+// concatenated JSON maps (package ndjson), stderr drained concurrently with
+// its first 256 KiB kept, typed errors for a missing binary and a non-zero
+// exit, and SIGTERM-then-SIGKILL teardown of the whole group on every path.
 //
 // Children die with their runner, as far as Linux allows. Each child gets
 // the parent-death signal SIGKILL (see sysProcAttr for why it is forked

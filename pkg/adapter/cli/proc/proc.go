@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -88,7 +89,7 @@ func (s *Spec) setDefaults() {
 // Stream starts the child and yields every JSON map it writes to stdout, in
 // order. The last value yielded may carry an error: ProviderExecutableNotFound
 // (before any process starts), ProviderProtocolError (a value that is not a
-// map, malformed JSON, an object over MaxValueBytes, or an unrepaired
+// map, malformed JSON, an object over ndjson.MaxValueBytes, or an unrepaired
 // incomplete tail), ProviderProcessError or a quota/auth/context subclass (a
 // non-zero exit, after every map already written), or ctx's cause if ctx
 // ended. On every path, including the consumer breaking out of the loop or
@@ -100,10 +101,10 @@ func (s *Spec) setDefaults() {
 // runs.
 func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 	return func(yield func(map[string]any, error) bool) {
-		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
+		run(ctx, spec, false, func(b []byte, m map[string]any, _ bool) (bool, error) {
 			if m == nil {
 				var err error
-				if m, err = DecodeObject(b); err != nil {
+				if m, err = ndjson.DecodeObject(b); err != nil {
 					return false, err
 				}
 			}
@@ -113,18 +114,19 @@ func Stream(ctx context.Context, spec Spec) iter.Seq2[map[string]any, error] {
 }
 
 // StreamRaw is Stream without the decoding: it yields the bytes of each
-// value on stdout that starts a JSON object (Decoder.NextBytes), valid only
-// until the loop body returns, and leaves it to the consumer to decode them
-// (with a Lexer, or DecodeObject). A map that TailRepair made is yielded
-// encoded as JSON. Its errors, teardown and blocking are Stream's, except
-// that a syntax error or a number out of range inside an object is the
-// consumer's to find: such an object is yielded like any other. A consumer
-// that finds one reports it as Stream would, a ProviderProtocolError
-// naming the binary's stdout (ProtocolError), after breaking out of the
-// loop so that the child is torn down first.
+// value on stdout that starts a JSON object (ndjson.Decoder.NextBytes),
+// valid only until the loop body returns, and leaves it to the consumer to
+// decode them (with an ndjson.Lexer, or ndjson.DecodeObject). A map that
+// TailRepair made is yielded encoded as JSON. Its errors, teardown and
+// blocking are Stream's, except that a syntax error or a number out of
+// range inside an object is the consumer's to find: such an object is
+// yielded like any other. A consumer that finds one reports it as Stream
+// would, a ProviderProtocolError naming the binary's stdout
+// (ProtocolError), after breaking out of the loop so that the child is
+// torn down first.
 func StreamRaw(ctx context.Context, spec Spec) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		run(ctx, spec, func(b []byte, m map[string]any) (bool, error) {
+		run(ctx, spec, false, func(b []byte, m map[string]any, _ bool) (bool, error) {
 			if m != nil {
 				var err error
 				if b, err = json.Marshal(m); err != nil {
@@ -136,6 +138,50 @@ func StreamRaw(ctx context.Context, spec Spec) iter.Seq2[[]byte, error] {
 	}
 }
 
+// A Line is what StreamLines yields: one object on the child's stdout, or
+// a guess at one.
+type Line struct {
+	// Bytes is the object as StreamRaw frames it or, with Guess, the line
+	// from an object's '{' through its newline, unframed
+	// (ndjson.Decoder.NextLine). It is valid until the loop body returns.
+	Bytes []byte
+	// Guess reports that Bytes is a line the consumer must read as one
+	// JSON object followed by whitespace only, or Refuse.
+	Guess   bool
+	refused bool
+}
+
+// Refuse, called on a guess, says it is not one JSON object followed by
+// whitespace only. The consumer must not have acted on it; the next value
+// StreamLines yields is the object the line starts with, framed.
+func (l *Line) Refuse() { l.refused = l.Guess }
+
+// StreamLines is StreamRaw for a consumer that reads every object exactly
+// or not at all (with an ndjson.Lexer), and so can spare the framing of
+// lines it reads: each line on stdout that starts an object is yielded as
+// a guess, and only one the consumer refuses is framed, then yielded
+// again as StreamRaw would yield it. Its errors, teardown and blocking are
+// StreamRaw's. The *Line is reused from one value to the next.
+func StreamLines(ctx context.Context, spec Spec) iter.Seq2[*Line, error] {
+	return func(yield func(*Line, error) bool) {
+		var l Line
+		run(ctx, spec, true, func(b []byte, m map[string]any, guess bool) (bool, error) {
+			if m != nil {
+				var err error
+				if b, err = json.Marshal(m); err != nil {
+					return false, fmt.Errorf("encode the repaired tail: %w", err)
+				}
+			}
+			l = Line{Bytes: b, Guess: guess}
+			more := yield(&l, nil)
+			if l.refused {
+				return more, errRefused
+			}
+			return more, nil
+		}, func(err error) { yield(nil, err) })
+	}
+}
+
 // ProtocolError is the error Stream ends with when the child's stdout
 // holds err (a framing or decoding error): a ProviderProtocolError naming
 // binary's stdout.
@@ -143,10 +189,15 @@ func ProtocolError(binary string, err error) *wire.Error {
 	return wire.Errorf(wire.ProviderProtocolError, "%s stdout: %v", binary, err)
 }
 
-// run is Stream's body: frame gets each framed object (or, with m set,
-// the repaired tail) and reports whether to go on; fail gets the final
-// error, if any.
-func run(ctx context.Context, spec Spec, frame func(b []byte, m map[string]any) (bool, error), fail func(error)) {
+// A framer gets each object read from stdout (or, with m set, the
+// repaired tail) and reports whether to go on. With guess set (only when
+// run was asked for lines) b is an unframed line (ndjson.Decoder.NextLine);
+// errRefused sends the framed object after it.
+type framer func(b []byte, m map[string]any, guess bool) (bool, error)
+
+// run is Stream's body: frame gets each object, as lines when lines is
+// set; fail gets the final error, if any.
+func run(ctx context.Context, spec Spec, lines bool, frame framer, fail func(error)) {
 	spec.setDefaults() // each range over the Seq has its own copy to fill in
 	path, err := exec.LookPath(spec.Binary)
 	if err != nil {
@@ -174,7 +225,7 @@ func run(ctx context.Context, spec Spec, frame func(b []byte, m map[string]any) 
 			stopWatch()
 		}
 	}()
-	primary := c.read(ctx, frame)
+	primary := c.read(ctx, lines, frame)
 	err = c.finish(ctx, primary)
 	finished = true
 	stopWatch()
@@ -375,13 +426,26 @@ func (c *child) stderrTail() string {
 	return "[…] " + string(c.last.buf)
 }
 
-// read frames stdout and hands each object to frame. It returns the error
-// that stops the stream, or nil at a clean EOF; errStop means the consumer
-// stopped.
-func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any) (bool, error)) error {
-	dec := NewDecoder(c.stdout)
+// read frames stdout and hands each object to frame, lines unframed
+// where the consumer reads them (StreamLines) when lines is set. It
+// returns the error that stops the stream, or nil at a clean EOF; errStop
+// means the consumer stopped.
+func (c *child) read(ctx context.Context, lines bool, frame framer) error {
+	dec := ndjson.NewDecoder(c.stdout)
+	refused := false
 	for {
-		b, err := dec.NextBytes()
+		var b []byte
+		var guess bool
+		var err error
+		switch {
+		case refused:
+			b, err = dec.Reframe()
+			refused = false
+		case lines:
+			b, guess, err = dec.NextLine()
+		default:
+			b, err = dec.NextBytes()
+		}
 		if err == io.EOF {
 			return nil
 		}
@@ -389,9 +453,9 @@ func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if errors.Is(err, ErrIncomplete) && c.spec.TailRepair != nil {
+			if errors.Is(err, ndjson.ErrIncomplete) && c.spec.TailRepair != nil {
 				if fixed, ok := c.spec.TailRepair(dec.Tail()); ok && fixed != nil {
-					more, err := frame(nil, fixed)
+					more, err := frame(nil, fixed, false)
 					if err != nil {
 						return ProtocolError(c.spec.Binary, err)
 					}
@@ -403,7 +467,10 @@ func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any)
 			}
 			return ProtocolError(c.spec.Binary, err)
 		}
-		more, err := frame(b, nil)
+		more, err := frame(b, nil, guess)
+		if err == errRefused {
+			refused, err = true, nil
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
@@ -415,6 +482,9 @@ func (c *child) read(ctx context.Context, frame func(b []byte, m map[string]any)
 		}
 	}
 }
+
+// errRefused is a framer's answer to a guess its consumer refused.
+var errRefused = errors.New("guess refused")
 
 var errStop = errors.New("consumer stopped")
 

@@ -6,8 +6,8 @@ import (
 	"io"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/ollama"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -23,7 +23,7 @@ func FuzzOllamaStream(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dec := proc.NewDecoder(bytes.NewReader(data))
+		dec := ndjson.NewDecoder(bytes.NewReader(data))
 		p := ollama.NewParser()
 		var chunks []wire.Chunk
 		var perr error

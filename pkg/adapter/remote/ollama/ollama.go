@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/toolschema"
 	"github.com/agentmesh/agentmesh/pkg/cost"
@@ -131,7 +131,7 @@ func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, em
 		return err
 	}
 	tracked := &readTracker{r: resp.Body}
-	dec := proc.NewDecoder(tracked)
+	dec := ndjson.NewDecoder(tracked)
 	p := NewParser()
 	for {
 		m, err := dec.Next()

@@ -1,4 +1,4 @@
-package proc
+package ndjson
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"sync"
 )
 
@@ -74,6 +75,49 @@ func (d *Decoder) Next() (map[string]any, error) {
 // next call (after a clean EOF the Decoder's buffer is reused by others). Its errors are Next's, except that a syntax error or a
 // number out of range inside an object is left to the decoding.
 func (d *Decoder) NextBytes() ([]byte, error) {
+	if err := d.start(); err != nil {
+		return nil, err
+	}
+	return d.frame()
+}
+
+// NextLine is NextBytes for a consumer that reads every object exactly or
+// not at all, as a Lexer does, and so can spare the framing. When the next
+// value starts an object and a newline follows in what is already read,
+// NextLine returns without framing it, with guess true: b runs from the
+// object's '{' through that newline. Such a line holds the object
+// NextBytes would return followed by whitespace only exactly when it is
+// one JSON object followed by whitespace only, as encoding/json reads it:
+// such an object, before the line's first newline, has no newline,
+// control byte or unbalanced bracket where the framing would end it
+// early. A consumer that finds the line is not one calls Reframe before
+// anything else. Without a guess NextLine is
+// NextBytes. b is valid until the next call.
+func (d *Decoder) NextLine() (b []byte, guess bool, err error) {
+	if err := d.start(); err != nil {
+		return nil, false, err
+	}
+	if n := bytes.IndexByte(d.buf[d.off:], '\n'); n >= 0 && n < MaxValueBytes {
+		d.value = d.buf[d.off : d.off+n+1]
+		return d.value, true, nil
+	}
+	b, err = d.frame()
+	return b, false, err
+}
+
+// Reframe, called after NextLine returned a guess, returns what NextBytes
+// would have returned in its place: the object the guess starts with,
+// framed, or NextBytes's error.
+func (d *Decoder) Reframe() ([]byte, error) {
+	d.value = nil
+	return d.frame()
+}
+
+// start moves past the last value returned and the whitespace after it,
+// to the first byte of the next value, and returns the error that ends
+// the stream there: io.EOF, a read error, or encoding/json's for a value
+// that does not start an object.
+func (d *Decoder) start() error {
 	d.off += len(d.value)
 	d.value = nil
 	// Skip whitespace between values.
@@ -88,13 +132,19 @@ func (d *Decoder) NextBytes() ([]byte, error) {
 			if d.rerr == io.EOF {
 				d.release()
 			}
-			return nil, d.rerr
+			return d.rerr
 		}
 		d.fill()
 	}
 	if d.buf[d.off] != '{' {
-		return nil, d.fallback()
+		return d.fallback()
 	}
+	return nil
+}
+
+// frame finds the end of the object starting at off (scan), reading more
+// as it needs to.
+func (d *Decoder) frame() ([]byte, error) {
 	d.pos, d.stack, d.inStr, d.esc, d.checks = d.off, d.stack[:0], false, false, 0
 	for {
 		end, done := d.scan()
@@ -205,11 +255,39 @@ func (d *Decoder) scan() (end int, done bool) {
 // or a control byte (below 0x20): the bytes that end a run of plain string
 // bytes. Each test is the classic "has a zero byte" one; it is exact for
 // whether some byte matches, which is all the caller asks.
-func special(x uint64) bool {
+func special(x uint64) bool { return specialBits(x) != 0 }
+
+// specialBits has the high bit set of the first byte of x (the lowest)
+// that is a quote, a backslash or a control byte, and perhaps of later
+// ones: a "has a zero byte" test may flag bytes above a true match, never
+// below one, so the lowest bit set is exact.
+func specialBits(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (ones * '"')
 	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
+	return ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs
+}
+
+// nextStop returns the index of the first byte of b at or after i that is
+// a quote, a backslash, a control byte or, with ascii set, a byte of 0x80
+// or above; len(b) if there is none. It goes 8 bytes at a time.
+func nextStop(b []byte, i int, ascii bool) int {
+	var high uint64
+	if ascii {
+		high = 0x8080808080808080
+	}
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		if m := specialBits(x) | x&high; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 || ascii && c >= 0x80 {
+			return i
+		}
+	}
+	return i
 }
 
 // inString and outside are the bytes scan stops at inside a string (a

@@ -1,4 +1,4 @@
-package proc_test
+package ndjson_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 )
 
 // chunkReader returns at most n bytes per Read, so a value (and a rune)
@@ -43,7 +43,7 @@ type frames struct {
 
 func decodeFrames(r io.Reader) (frames, error) {
 	var f frames
-	dec := proc.NewDecoder(r)
+	dec := ndjson.NewDecoder(r)
 	for {
 		m, err := dec.Next()
 		if err == nil {
@@ -65,12 +65,12 @@ func decodeFrames(r io.Reader) (frames, error) {
 			if m, err := dec.Next(); m != nil || err != io.EOF {
 				return f, fmt.Errorf("Next after EOF = %v, %v", m, err)
 			}
-		case errors.Is(err, proc.ErrIncomplete):
+		case errors.Is(err, ndjson.ErrIncomplete):
 			f.end, f.tail = "incomplete", string(dec.Tail())
 			if len(bytes.TrimSpace(dec.Tail())) == 0 {
 				return f, fmt.Errorf("incomplete with an empty tail: %v", err)
 			}
-		case errors.Is(err, proc.ErrNotMap):
+		case errors.Is(err, ndjson.ErrNotMap):
 			f.end = "not a map"
 		case errors.As(err, &syn):
 			f.end = "syntax"
@@ -141,7 +141,7 @@ func TestDecoder(t *testing.T) {
 func TestDecoderIncremental(t *testing.T) {
 	pr, pw := io.Pipe()
 	defer pr.Close()
-	dec := proc.NewDecoder(pr)
+	dec := ndjson.NewDecoder(pr)
 	done := make(chan error, 1)
 	go func() {
 		_, err := pw.Write([]byte(`{"a":"日`))
@@ -162,7 +162,7 @@ func TestDecoderIncremental(t *testing.T) {
 // TestDecoderReadError: a failing reader's error comes back as is.
 func TestDecoderReadError(t *testing.T) {
 	errRead := errors.New("read failed")
-	dec := proc.NewDecoder(io.MultiReader(strings.NewReader(`{"a":1}{"b"`), iotest.ErrReader(errRead)))
+	dec := ndjson.NewDecoder(io.MultiReader(strings.NewReader(`{"a":1}{"b"`), iotest.ErrReader(errRead)))
 	if m, err := dec.Next(); err != nil || m["a"] != float64(1) {
 		t.Fatalf("first Next = %v, %v", m, err)
 	}
@@ -173,19 +173,27 @@ func TestDecoderReadError(t *testing.T) {
 
 // fuzzSeedDir holds the framing seeds: real transcript lines and framing
 // edge cases. Go reads a target's own corpus only from
-// pkg/adapter/cli/proc/testdata/fuzz/FuzzDecoder; ours sits with the other fixtures.
-var fuzzSeedDir = filepath.Join("..", "..", "..", "..", "testdata", "fuzz", "proc")
+// pkg/adapter/ndjson/testdata/fuzz/FuzzDecoder; ours sits with the other fixtures.
+var fuzzSeedDir = filepath.Join("..", "..", "..", "testdata", "fuzz", "ndjson")
 
-func FuzzDecoder(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
-	if err != nil || len(seeds) == 0 {
+// fuzzSeeds are the contents of the files in fuzzSeedDir.
+func fuzzSeeds(f *testing.F) [][]byte {
+	f.Helper()
+	files, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
+	if err != nil || len(files) == 0 {
 		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
 	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
+	seeds := make([][]byte, len(files))
+	for i, p := range files {
+		if seeds[i], err = os.ReadFile(p); err != nil {
 			f.Fatal(err)
 		}
+	}
+	return seeds
+}
+
+func FuzzDecoder(f *testing.F) {
+	for _, b := range fuzzSeeds(f) {
 		for _, k := range []uint8{0, 1, 6, 255} {
 			f.Add(b, k)
 		}
@@ -211,7 +219,7 @@ func FuzzDecoder(f *testing.F) {
 // to about 8 MiB.
 func benchInput(b *testing.B) []byte {
 	b.Helper()
-	line, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "testdata", "proc", "claude-S2.stdout.ndjson"))
+	line, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "ndjson", "claude-S2.stdout.ndjson"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -226,7 +234,7 @@ func BenchmarkDecoder(b *testing.B) {
 	in := benchInput(b)
 	ours := func() int {
 		n := 0
-		dec := proc.NewDecoder(bytes.NewReader(in))
+		dec := ndjson.NewDecoder(bytes.NewReader(in))
 		for {
 			_, err := dec.Next()
 			if err == io.EOF {
@@ -274,20 +282,20 @@ func BenchmarkDecoder(b *testing.B) {
 		i++
 	}
 	mb := float64(len(in)) * float64(i) / 1e6
-	b.ReportMetric(mb/oursT.Seconds(), "proc-MB/s")
+	b.ReportMetric(mb/oursT.Seconds(), "ndjson-MB/s")
 	b.ReportMetric(mb/stdT.Seconds(), "json-MB/s")
-	b.ReportMetric(stdT.Seconds()/oursT.Seconds(), "proc/json-speed")
+	b.ReportMetric(stdT.Seconds()/oursT.Seconds(), "ndjson/json-speed")
 }
 
 // Decoding a stream of concatenated and newline-delimited objects.
 func ExampleDecoder() {
-	dec := proc.NewDecoder(strings.NewReader("{\"type\":\"a\"}{\"type\":\"b\"}\n\n{\"type\":\"c\"}\n{\"type\":"))
+	dec := ndjson.NewDecoder(strings.NewReader("{\"type\":\"a\"}{\"type\":\"b\"}\n\n{\"type\":\"c\"}\n{\"type\":"))
 	for {
 		m, err := dec.Next()
 		if err == io.EOF {
 			break
 		}
-		if errors.Is(err, proc.ErrIncomplete) {
+		if errors.Is(err, ndjson.ErrIncomplete) {
 			fmt.Printf("incomplete tail %s\n", dec.Tail())
 			break
 		}
@@ -302,4 +310,56 @@ func ExampleDecoder() {
 	// b
 	// c
 	// incomplete tail {"type":
+}
+
+// framesOf is what a Decoder made of an input, read with NextBytes or
+// with NextLine: each value's bytes (a guess without the whitespace after
+// its object) and the error that ended the stream, with the tail of an
+// incomplete one.
+func framesOf(r io.Reader, lines, refuseAll bool) (got []string, end string) {
+	dec := ndjson.NewDecoder(r)
+	for {
+		var b []byte
+		var err error
+		if lines {
+			var guess bool
+			b, guess, err = dec.NextLine()
+			if err == nil && guess {
+				l := ndjson.NewLexer(b)
+				l.Skip()
+				if !l.End() || refuseAll {
+					b, err = dec.Reframe()
+				} else {
+					b = bytes.TrimRight(b, " \t\r\n")
+				}
+			}
+		} else {
+			b, err = dec.NextBytes()
+		}
+		if err != nil {
+			return got, err.Error() + " tail " + string(dec.Tail())
+		}
+		got = append(got, string(b))
+	}
+}
+
+// FuzzNextLine holds NextLine's guesses, taken where a Lexer reads them
+// as one object and refused (Reframe) elsewhere, or all refused, to
+// NextBytes's frames: the same values and the same end, however the
+// input is split into reads.
+func FuzzNextLine(f *testing.F) {
+	for _, b := range fuzzSeeds(f) {
+		for _, k := range []uint8{0, 6, 255} {
+			f.Add(b, k)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte, k uint8) {
+		want, wantEnd := framesOf(bytes.NewReader(b), false, false)
+		for _, refuseAll := range []bool{false, true} {
+			got, end := framesOf(&chunkReader{b: b, n: int(k) + 1}, true, refuseAll)
+			if !reflect.DeepEqual(got, want) || end != wantEnd {
+				t.Fatalf("NextLine (reads of %d bytes, refusing all %t) gave %q, %s; NextBytes gave %q, %s", int(k)+1, refuseAll, got, end, want, wantEnd)
+			}
+		}
+	})
 }

@@ -1,24 +1,22 @@
-package proc_test
+package ndjson_test
 
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 )
 
 // lexAny reads any value with the Lexer's reads into what encoding/json
 // makes of it in an interface; lexAnyBytes reads its strings with
 // StringBytes.
-func lexAny(l *proc.Lexer) any { return lexValue(l, false) }
+func lexAny(l *ndjson.Lexer) any { return lexValue(l, false) }
 
-func lexAnyBytes(l *proc.Lexer) any { return lexValue(l, true) }
+func lexAnyBytes(l *ndjson.Lexer) any { return lexValue(l, true) }
 
-func lexValue(l *proc.Lexer, asBytes bool) any {
+func lexValue(l *ndjson.Lexer, asBytes bool) any {
 	switch l.Peek() {
 	case '{':
 		m := map[string]any{}
@@ -54,7 +52,7 @@ func lexMatches(t *testing.T, b []byte) {
 	t.Helper()
 	var want any
 	jerr := json.Unmarshal(b, &want)
-	l := proc.NewLexer(b)
+	l := ndjson.NewLexer(b)
 	got := lexAny(&l)
 	ok := l.End()
 	if jerr != nil && ok {
@@ -63,18 +61,18 @@ func lexMatches(t *testing.T, b []byte) {
 	if ok && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: Lexer read %#v, encoding/json %#v", b, got, want)
 	}
-	lb := proc.NewLexer(b)
+	lb := ndjson.NewLexer(b)
 	if gotBytes := lexAnyBytes(&lb); lb.End() != ok || ok && !reflect.DeepEqual(gotBytes, got) {
 		t.Fatalf("%q: with StringBytes the Lexer read %#v (ok %t), with String %#v (ok %t)", b, gotBytes, lb.Ok(), got, ok)
 	}
-	s := proc.NewLexer(b)
+	s := ndjson.NewLexer(b)
 	s.Skip()
 	if sok := s.End(); jerr != nil && sok {
 		t.Fatalf("%q: Skip read what encoding/json rejects (%v)", b, jerr)
 	} else if ok && !sok {
 		t.Fatalf("%q: Skip failed on what the full read took", b)
 	}
-	r := proc.NewLexer(b)
+	r := ndjson.NewLexer(b)
 	raw := r.Raw()
 	if r.End() && !bytes.Equal(bytes.TrimSpace(raw), bytes.TrimSpace(b)) {
 		t.Fatalf("%q: Raw = %q", b, raw)
@@ -113,7 +111,7 @@ func TestLexer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lexMatches(t, []byte(tt.in))
-			l := proc.NewLexer([]byte(tt.in))
+			l := ndjson.NewLexer([]byte(tt.in))
 			lexAny(&l)
 			if got := l.End(); got != tt.wantOk {
 				t.Errorf("Ok = %t, want %t", got, tt.wantOk)
@@ -125,15 +123,7 @@ func TestLexer(t *testing.T) {
 // FuzzLexer checks the Lexer against encoding/json (lexMatches) on the
 // framing seeds and what the fuzzer makes of them.
 func FuzzLexer(f *testing.F) {
-	seeds, err := filepath.Glob(filepath.Join(fuzzSeedDir, "*"))
-	if err != nil || len(seeds) == 0 {
-		f.Fatalf("no seeds in %s (%v)", fuzzSeedDir, err)
-	}
-	for _, p := range seeds {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, b := range fuzzSeeds(f) {
 		for _, line := range bytes.Split(b, []byte("\n")) {
 			f.Add(line)
 		}

@@ -1,7 +1,6 @@
-package proc
+package ndjson
 
 import (
-	"encoding/binary"
 	"iter"
 	"strconv"
 	"unicode/utf8"
@@ -52,7 +51,8 @@ func (l *Lexer) End() bool {
 }
 
 func (l *Lexer) ws() {
-	for l.i < len(l.b) {
+	// Compact JSON has none: one comparison is the usual cost.
+	for l.i < len(l.b) && l.b[l.i] <= ' ' {
 		switch l.b[l.i] {
 		case ' ', '\t', '\n', '\r':
 			l.i++
@@ -111,16 +111,8 @@ func (l *Lexer) Members() iter.Seq[[]byte] {
 			}
 			l.i++
 			start := l.i
-			for l.i < len(l.b) && l.b[l.i] != '"' {
-				c := l.b[l.i]
-				if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
-					l.ok = false // escaped, control or non-ASCII name: leave it to encoding/json
-					return
-				}
-				l.i++
-			}
-			if l.i >= len(l.b) {
-				l.ok = false
+			if l.i = nextStop(l.b, l.i, true); l.i >= len(l.b) || l.b[l.i] != '"' {
+				l.ok = false // escaped, control or non-ASCII name: leave it to encoding/json
 				return
 			}
 			name := l.b[start:l.i]
@@ -213,15 +205,9 @@ func (l *Lexer) stringBytes() (b []byte, fresh bool) {
 	l.i++
 	start := l.i
 	for l.i < len(l.b) {
-		// Plain ASCII 8 bytes at a time: no quote, backslash, control or
-		// non-ASCII byte among them.
-		for l.i+8 <= len(l.b) {
-			if x := binary.LittleEndian.Uint64(l.b[l.i:]); special(x) || x&0x8080808080808080 != 0 {
-				break
-			}
-			l.i += 8
-		}
-		if l.i >= len(l.b) {
+		// Past plain ASCII 8 bytes at a time: no quote, backslash, control
+		// or non-ASCII byte among them.
+		if l.i = nextStop(l.b, l.i, true); l.i >= len(l.b) {
 			break
 		}
 		c := l.b[l.i]
@@ -572,17 +558,10 @@ func hasExp(b []byte) bool {
 func (l *Lexer) skipString() {
 	l.i++
 	for l.i < len(l.b) {
-		for l.i+8 <= len(l.b) && !special(binary.LittleEndian.Uint64(l.b[l.i:])) {
-			l.i += 8
-		}
-		if l.i >= len(l.b) {
+		if l.i = nextStop(l.b, l.i, false); l.i >= len(l.b) {
 			break
 		}
 		c := l.b[l.i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			l.i++
-			continue
-		}
 		switch {
 		case c == '"':
 			l.i++

@@ -1,4 +1,4 @@
-package proc
+package ndjson
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package proc_test
+package ndjson_test
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 )
 
 // BenchmarkDecoderFraming frames 2,000 lines shaped like Claude Code's
@@ -19,7 +19,7 @@ func BenchmarkDecoderFraming(b *testing.B) {
 	data := []byte(strings.Repeat(line, 2000))
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		dec := proc.NewDecoder(bytes.NewReader(data))
+		dec := ndjson.NewDecoder(bytes.NewReader(data))
 		for {
 			if _, err := dec.NextBytes(); err == io.EOF {
 				break
