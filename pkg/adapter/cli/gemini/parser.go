@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -146,7 +147,7 @@ func (p *parser) toolUse(ev map[string]any) ([]wire.Chunk, error) {
 	case map[string]any:
 		input = v
 	default:
-		return nil, protocolf("tool_use: parameters is %s, not an object", jsonType(v))
+		return nil, protocolf("tool_use: parameters is %s, not an object", ndjson.TypeName(v))
 	}
 	return p.toolUseChunks(name, id, input), nil
 }
@@ -222,7 +223,7 @@ func (p *parser) result(ev map[string]any) ([]wire.Chunk, error) {
 				return nil, err
 			}
 		default:
-			return nil, protocolf("result: error is %s, not an object", jsonType(e))
+			return nil, protocolf("result: error is %s, not an object", ndjson.TypeName(e))
 		}
 		return p.failed(msg), nil
 	default:
@@ -242,7 +243,7 @@ func (p *parser) result(ev map[string]any) ([]wire.Chunk, error) {
 		}
 		st = &c
 	default:
-		return nil, protocolf("result: stats is %s, not an object", jsonType(m))
+		return nil, protocolf("result: stats is %s, not an object", ndjson.TypeName(m))
 	}
 	return p.succeeded(st), nil
 }
@@ -450,7 +451,7 @@ func optString(ev map[string]any, event, k string) (string, error) {
 	case string:
 		return v, nil
 	default:
-		return "", protocolf("%s: %s is %s, not a string", event, k, jsonType(v))
+		return "", protocolf("%s: %s is %s, not a string", event, k, ndjson.TypeName(v))
 	}
 }
 
@@ -461,26 +462,8 @@ func optBool(ev map[string]any, event, k string) (bool, error) {
 	case bool:
 		return v, nil
 	default:
-		return false, protocolf("%s: %s is %s, not a boolean", event, k, jsonType(v))
+		return false, protocolf("%s: %s is %s, not a boolean", event, k, ndjson.TypeName(v))
 	}
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // keyList names at most eight of an object's keys (which may repeat),
