@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -85,7 +86,7 @@ func (p *parser) init(ev map[string]any) ([]wire.Chunk, error) {
 
 // initEvent maps init with its session_id and model ("" when null).
 func (p *parser) initEvent(sid, model string) ([]wire.Chunk, error) {
-	if sid != "" && !isUUID(sid) {
+	if sid != "" && !reqfield.IsUUID(sid) {
 		// It could never be resumed (--resume takes a UUID here), so it is
 		// not a confirmed id: the event is invalid.
 		return nil, protocolf("init: session_id is not a UUID")
