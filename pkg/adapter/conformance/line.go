@@ -17,6 +17,31 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
+// FuzzLine is the body of an adapter's Fuzz…Line target: it seeds f with
+// the adapter's seeds (Seeds(f, name, pattern)) and checks SameAsEvent on
+// each input. With alt non-nil the fuzzer also picks, by a second bool
+// argument, which of two parser configurations (newParser or alt) reads it.
+func FuzzLine(f *testing.F, name, pattern string, newParser, alt func() cli.LineParser) {
+	seeds := Seeds(f, name, pattern)
+	if alt == nil {
+		for _, b := range seeds {
+			f.Add(b)
+		}
+		f.Fuzz(func(t *testing.T, data []byte) { SameAsEvent(t, data, newParser) })
+		return
+	}
+	for _, b := range seeds {
+		f.Add(b, false)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, useAlt bool) {
+		np := newParser
+		if useAlt {
+			np = alt
+		}
+		SameAsEvent(t, data, np)
+	})
+}
+
 // SameAsEvent frames data as the CLI adapter does (proc's Decoder) and
 // feeds each object to two parsers made by newParser, one through Line
 // (and Event for what Line leaves, as the adapter does) and one through

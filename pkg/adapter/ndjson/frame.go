@@ -398,7 +398,7 @@ func (d *Decoder) fallback() error {
 		// Only a framing bug lands here: an object was complete after all.
 		return fmt.Errorf("%w: an object the framing missed", ErrNotMap)
 	}
-	return fmt.Errorf("%w: got %s", ErrNotMap, kind(v))
+	return fmt.Errorf("%w: got %s", ErrNotMap, TypeName(v))
 }
 
 type errReader struct{ err error }
@@ -416,7 +416,7 @@ func DecodeObject(b []byte) (map[string]any, error) {
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("%w: got %s", ErrNotMap, kind(v))
+		return nil, fmt.Errorf("%w: got %s", ErrNotMap, TypeName(v))
 	}
 	return m, nil
 }
@@ -429,18 +429,23 @@ func bytesOf(r io.Reader) []byte {
 	return b
 }
 
-func kind(v any) string {
+// TypeName names the JSON type of v as encoding/json decodes a value into
+// an any ("null", "a number", "an object", …; a json.Number is a number),
+// for "…, not a string" and "want …, got …" messages about decoded JSON.
+func TypeName(v any) string {
 	switch v.(type) {
 	case nil:
 		return "null"
 	case bool:
 		return "a boolean"
-	case float64:
+	case float64, json.Number:
 		return "a number"
 	case string:
 		return "a string"
 	case []any:
 		return "an array"
+	case map[string]any:
+		return "an object"
 	}
 	return fmt.Sprintf("%T", v)
 }

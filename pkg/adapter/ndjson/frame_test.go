@@ -363,3 +363,19 @@ func FuzzNextLine(f *testing.F) {
 		}
 	})
 }
+
+// TestTypeName: every type encoding/json decodes into an any has its JSON
+// name; anything else is named by its Go type.
+func TestTypeName(t *testing.T) {
+	var v []any
+	if err := json.Unmarshal([]byte(`[null, true, 1.5, "s", [], {}]`), &v); err != nil {
+		t.Fatal(err)
+	}
+	v = append(v, json.Number("7"), int64(3))
+	want := []string{"null", "a boolean", "a number", "a string", "an array", "an object", "a number", "int64"}
+	for i, x := range v {
+		if got := ndjson.TypeName(x); got != want[i] {
+			t.Errorf("TypeName(%#v) = %q, want %q", x, got, want[i])
+		}
+	}
+}

@@ -467,6 +467,42 @@ func (l *Lexer) Raw() []byte {
 	return l.b[start:l.i]
 }
 
+// Quoted reads a string or null as its raw bytes, quotes included, with
+// no copy, and fails on a value of any other type: for a member a parser
+// only compares with names it knows (Is), at no allocation. Raw bytes
+// with an escape never equal a name, so such a member matches none.
+func (l *Lexer) Quoted() []byte {
+	if c := l.Peek(); c != '"' && c != 'n' {
+		l.Fail()
+	}
+	return l.Raw()
+}
+
+// Is reports whether raw, as Quoted read it, is the string s.
+func Is(raw []byte, s string) bool {
+	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
+}
+
+// OptString is a string member as a lookup in the decoded map sees it:
+// absent (Set is false), null (Null), or the string S.
+type OptString struct {
+	S         string
+	Set, Null bool
+}
+
+// Ok reports whether the member is a string, as v.(string) does.
+func (s OptString) Ok() bool { return s.Set && !s.Null }
+
+// OptString reads a string or null member; a value of any other type
+// fails the lexer.
+func (l *Lexer) OptString() OptString {
+	if l.Peek() == 'n' {
+		l.Null()
+		return OptString{Set: true, Null: true}
+	}
+	return OptString{S: l.String(), Set: true}
+}
+
 // Skip reads any value and drops it, failing where encoding/json would.
 func (l *Lexer) Skip() { l.skip(0) }
 

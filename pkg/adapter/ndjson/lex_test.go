@@ -130,3 +130,41 @@ func FuzzLexer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { lexMatches(t, b) })
 }
+
+// TestQuotedAndOptString: Quoted and OptString read a string or null and
+// fail on anything else; Is matches Quoted's bytes against a name, and an
+// escaped spelling of the name matches nothing.
+func TestQuotedAndOptString(t *testing.T) {
+	for _, tt := range []struct {
+		in     string
+		is     string // the name Is matches, or ""
+		opt    ndjson.OptString
+		failed bool
+	}{
+		{in: `"init"`, is: "init", opt: ndjson.OptString{S: "init", Set: true}},
+		{in: `"in\u0069t"`, opt: ndjson.OptString{S: "init", Set: true}},
+		{in: `null`, opt: ndjson.OptString{Set: true, Null: true}},
+		{in: `7`, failed: true},
+		{in: `{"a":1}`, failed: true},
+	} {
+		l := ndjson.NewLexer([]byte(tt.in))
+		raw := l.Quoted()
+		if l.End() == tt.failed {
+			t.Errorf("Quoted(%s): End() = %t, want %t", tt.in, !tt.failed, !tt.failed)
+		}
+		if got := ndjson.Is(raw, "init"); got != (tt.is == "init") {
+			t.Errorf("Is(Quoted(%s), \"init\") = %t", tt.in, got)
+		}
+		l = ndjson.NewLexer([]byte(tt.in))
+		opt := l.OptString()
+		if l.End() == tt.failed {
+			t.Errorf("OptString(%s): End() = %t, want %t", tt.in, !tt.failed, !tt.failed)
+		}
+		if !tt.failed && opt != tt.opt {
+			t.Errorf("OptString(%s) = %+v, want %+v", tt.in, opt, tt.opt)
+		}
+		if want := tt.opt.Set && !tt.opt.Null; !tt.failed && opt.Ok() != want {
+			t.Errorf("OptString(%s).Ok() = %t, want %t", tt.in, opt.Ok(), want)
+		}
+	}
+}

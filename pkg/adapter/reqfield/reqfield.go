@@ -242,6 +242,29 @@ func (d *Decoder) Maps(k string) []map[string]any {
 	return out
 }
 
+// IsUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form,
+// either case: the form of the session and thread ids the CLI adapters
+// publish and accept for a resume.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // TypeName names the msgpack type of v as wire.DecodeStrict decodes it
 // ("an integer", "a map", …), for an adapter's own "want …, got …"
 // messages about the values it reads with Value or Maps.

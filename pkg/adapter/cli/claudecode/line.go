@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -75,7 +76,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			l.Skip()
 		}
 	}
-	if !l.End() || sid != "" && sid != p.session && !isUUID(sid) {
+	if !l.End() || sid != "" && sid != p.session && !reqfield.IsUUID(sid) {
 		return nil, false, nil
 	}
 	var chunks []wire.Chunk

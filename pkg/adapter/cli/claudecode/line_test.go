@@ -36,8 +36,5 @@ func TestLineTakesCommonShapes(t *testing.T) {
 // FuzzClaudeLine checks Line against Event (conformance.SameAsEvent) on
 // the parser's seeds and what the fuzzer makes of them.
 func FuzzClaudeLine(f *testing.F) {
-	for _, b := range conformance.Seeds(f, claudecode.Name, "*.ndjson") {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { conformance.SameAsEvent(t, data, newLineParser) })
+	conformance.FuzzLine(f, claudecode.Name, "*.ndjson", newLineParser, nil)
 }

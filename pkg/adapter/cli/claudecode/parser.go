@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -99,7 +100,7 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sid != "" && !isUUID(sid) {
+	if sid != "" && !reqfield.IsUUID(sid) {
 		// Only an id the resume field accepts is a session: a cut or
 		// malformed one is never published.
 		return nil, protocolf("session_id %q is not a session id (a UUID)", sid)

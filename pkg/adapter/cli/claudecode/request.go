@@ -86,34 +86,13 @@ func Decode(b []byte) (Request, error) {
 	}
 	noneEmpty("allowed_tools", req.AllowedTools)
 	noneEmpty("disallowed_tools", req.DisallowedTools)
-	if req.Resume != "" && !isUUID(req.Resume) {
+	// A UUID is the form of the CLI's session ids, and the only one its
+	// print mode accepts for --resume.
+	if req.Resume != "" && !reqfield.IsUUID(req.Resume) {
 		d.Bad(ResumeField, "%q is not a session id (a UUID)", req.Resume)
 	}
 	if err := d.Err(); err != nil {
 		return Request{}, err
 	}
 	return req, nil
-}
-
-// isUUID reports whether s is a UUID in its canonical 8-4-4-4-12 hex form,
-// the form of the CLI's session ids (and the only one its print mode
-// accepts for --resume).
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

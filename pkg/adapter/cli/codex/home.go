@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
 
 // home finds the child's CODEX_HOME from the environment the child will
@@ -256,7 +257,7 @@ func bracketDelta(s string) int {
 // readable one.
 func (h home) threadTotal(threadID string) *counts {
 	d := h.dir()
-	if d == "" || !isUUID(threadID) {
+	if d == "" || !reqfield.IsUUID(threadID) {
 		return nil
 	}
 	matches, err := filepath.Glob(filepath.Join(d, "sessions", "*", "*", "*", "rollout-*-"+threadID+".jsonl"))

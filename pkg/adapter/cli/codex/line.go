@@ -5,45 +5,11 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// str is a string member as a map lookup sees it: absent, null, or a
-// string. A member of any other type fails the lexer.
-type str struct {
-	s          string
-	set, isNul bool
-}
-
-func readStr(l *ndjson.Lexer) str {
-	if l.Peek() == 'n' {
-		l.Null()
-		return str{set: true, isNul: true}
-	}
-	return str{s: l.String(), set: true}
-}
-
-// ok reports whether the member is a string, as v.(string) does.
-func (s str) ok() bool { return s.set && !s.isNul }
-
-// quoted reads a string member as its raw bytes, quotes included, with
-// no copy: for a member Line only compares with names it knows, so that
-// a line costs no allocation for it. Raw bytes with an escape never
-// equal a name, and Line leaves such a line to Event.
-func quoted(l *ndjson.Lexer) []byte {
-	if c := l.Peek(); c != '"' && c != 'n' {
-		l.Fail() // Event reports a member of another type
-	}
-	return l.Raw()
-}
-
-// is reports whether raw, as quoted read it, is the string s.
-func is(raw []byte, s string) bool {
-	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
-}
-
 // lineItem is the item of an item.* event as Line reads it.
 type lineItem struct {
-	kind, id       []byte // quoted
+	kind, id       []byte // as ndjson.Lexer.Quoted reads them
 	output, status string
-	text, command  str
+	text, command  ndjson.OptString
 	code           float64
 	hasCode        bool
 }
@@ -62,7 +28,7 @@ var phases = [...]string{"item.started", "item.updated", "item.completed"}
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := ndjson.NewLexer(b)
 	var typ []byte
-	var threadID, message str
+	var threadID, message ndjson.OptString
 	var it lineItem
 	hasItem := false
 	var usage counts
@@ -70,11 +36,11 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			typ = quoted(&l)
+			typ = l.Quoted()
 		case "thread_id":
-			threadID = readStr(&l)
+			threadID = l.OptString()
 		case "message":
-			message = readStr(&l)
+			message = l.OptString()
 		case "item":
 			it, hasItem = lexItem(&l), true
 		case "usage":
@@ -94,32 +60,32 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	if p.failed {
 		return nil, true, nil // nothing after the error chunk
 	}
-	if p.result && !is(typ, "error") {
+	if p.result && !ndjson.Is(typ, "error") {
 		return nil, false, nil
 	}
 	switch {
-	case is(typ, "thread.started"):
-		chunks, err := p.thread(threadID.s)
+	case ndjson.Is(typ, "thread.started"):
+		chunks, err := p.thread(threadID.S)
 		return chunks, true, err
-	case is(typ, "turn.started"), is(typ, "item.plan.delta"):
+	case ndjson.Is(typ, "turn.started"), ndjson.Is(typ, "item.plan.delta"):
 		return nil, true, nil
-	case is(typ, "turn.completed"):
+	case ndjson.Is(typ, "turn.completed"):
 		var total *counts
 		if usageSet {
 			total = &usage
 		}
 		p.result, p.pending = true, ""
 		return p.completed(total), true, nil
-	case is(typ, "error"):
-		if !message.ok() {
+	case ndjson.Is(typ, "error"):
+		if !message.Ok() {
 			return nil, false, nil
 		}
-		p.warn(message.s)
+		p.warn(message.S)
 		return nil, true, nil
 	}
 	phase := ""
 	for _, ph := range phases {
-		if is(typ, ph) {
+		if ndjson.Is(typ, ph) {
 			phase = ph
 		}
 	}
@@ -127,27 +93,27 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		return nil, false, nil // turn.failed, request_user_input, unknown types, what Event reports
 	}
 	switch {
-	case is(it.kind, "agent_message"), is(it.kind, "plan"), is(it.kind, "reasoning"):
+	case ndjson.Is(it.kind, "agent_message"), ndjson.Is(it.kind, "plan"), ndjson.Is(it.kind, "reasoning"):
 		if phase != "item.completed" {
 			return nil, true, nil
 		}
-		if !it.text.ok() {
+		if !it.text.Ok() {
 			return nil, false, nil
 		}
 		kind := "agent_message"
-		if is(it.kind, "reasoning") {
+		if ndjson.Is(it.kind, "reasoning") {
 			kind = "reasoning"
 		}
-		return textChunks(kind, it.text.s), true, nil
-	case is(it.kind, "error"):
+		return textChunks(kind, it.text.S), true, nil
+	case ndjson.Is(it.kind, "error"):
 		return nil, true, nil
-	case is(it.kind, "command_execution"):
+	case ndjson.Is(it.kind, "command_execution"):
 		il := ndjson.NewLexer(it.id)
 		id := il.String()
-		if !il.End() || !it.command.ok() {
+		if !il.End() || !it.command.Ok() {
 			return nil, false, nil
 		}
-		chunks := p.tool(phase, id, "command_execution", map[string]any{"command": it.command.s}, func() (any, bool) {
+		chunks := p.tool(phase, id, "command_execution", map[string]any{"command": it.command.S}, func() (any, bool) {
 			return it.output, commandFailed(it.status, it.code, it.hasCode)
 		})
 		return chunks, true, nil
@@ -162,13 +128,13 @@ func lexItem(l *ndjson.Lexer) lineItem {
 	for k := range l.Members() {
 		switch string(k) {
 		case "id":
-			it.id = quoted(l) // only a tool needs it decoded
+			it.id = l.Quoted() // only a tool needs it decoded
 		case "type":
-			it.kind = quoted(l)
+			it.kind = l.Quoted()
 		case "text":
-			it.text = readStr(l)
+			it.text = l.OptString()
 		case "command":
-			it.command = readStr(l)
+			it.command = l.OptString()
 		case "aggregated_output":
 			it.output = l.String()
 		case "status":

@@ -55,16 +55,7 @@ func TestLineTakesCommonShapes(t *testing.T) {
 //
 //	go test -run '^$' -fuzz '^FuzzCodexLine$' -fuzztime 60s ./pkg/adapter/cli/codex
 func FuzzCodexLine(f *testing.F) {
-	for _, b := range conformance.Seeds(f, Name, "*") {
-		f.Add(b, false)
-	}
-	f.Fuzz(func(t *testing.T, data []byte, resume bool) {
-		np := lineParsers["new"]
-		if resume {
-			np = lineParsers["resumed"]
-		}
-		conformance.SameAsEvent(t, data, np)
-	})
+	conformance.FuzzLine(f, Name, "*", lineParsers["new"], lineParsers["resumed"])
 }
 
 // TestLineTakesRecordedRuns: the fast path takes every object of the

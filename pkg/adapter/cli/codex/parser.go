@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -168,7 +169,7 @@ func (p *Parser) thread(id string) ([]wire.Chunk, error) {
 	if strings.TrimSpace(id) == "" || len(id) > 256 {
 		return nil, protocolf("thread.started without a thread_id")
 	}
-	if !isUUID(id) {
+	if !reqfield.IsUUID(id) {
 		return nil, protocolf("thread.started with thread_id %q, which is not a thread id (a UUID)", id)
 	}
 	if p.threadID != "" {

@@ -92,7 +92,7 @@ func Decode(b []byte) (Request, error) {
 			d.Bad("model_instructions_file", `%q must be relative to the workspace, without ".."`, f)
 		}
 	}
-	if id := req.ResumeThreadID; id != "" && !isUUID(id) {
+	if id := req.ResumeThreadID; id != "" && !reqfield.IsUUID(id) {
 		d.Bad(ResumeField, "%q is not a thread id (a UUID)", id)
 	}
 	for _, f := range []struct{ name, v string }{
@@ -107,25 +107,4 @@ func Decode(b []byte) (Request, error) {
 		return Request{}, err
 	}
 	return req, nil
-}
-
-// isUUID reports whether s is a UUID in its 8-4-4-4-12 hex form, either case.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }

@@ -1,81 +1,46 @@
 package codex
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 )
 
 func TestDecode(t *testing.T) {
 	const id = "01a22a8b-564f-7be0-9f56-beadbebf0082"
-	tests := []struct {
-		name    string
-		in      map[string]any
-		want    Request
-		wantErr []string // each must appear in the one error's message
-	}{
-		{name: "prompt only", in: map[string]any{"prompt": "hi"}, want: Request{Prompt: "hi"}},
-		{name: "every field", in: map[string]any{"prompt": "hi", "model": "gpt-5.5", "sandbox": "read-only",
+	tests := []conformance.DecodeCase[Request]{
+		{Name: "prompt only", In: map[string]any{"prompt": "hi"}, Want: Request{Prompt: "hi"}},
+		{Name: "every field", In: map[string]any{"prompt": "hi", "model": "gpt-5.5", "sandbox": "read-only",
 			"developer_instructions": "be brief", "model_instructions_file": "docs/base.md", "resume_thread_id": id},
-			want: Request{Prompt: "hi", Model: "gpt-5.5", Sandbox: "read-only", DeveloperInstructions: "be brief",
+			Want: Request{Prompt: "hi", Model: "gpt-5.5", Sandbox: "read-only", DeveloperInstructions: "be brief",
 				ModelInstructionsFile: "docs/base.md", ResumeThreadID: id}},
-		{name: "nil optional fields", in: map[string]any{"prompt": "hi", "model": nil, "resume_thread_id": nil}, want: Request{Prompt: "hi"}},
-		{name: "unknown field", in: map[string]any{"prompt": "hi", "max_turns": 3}, wantErr: []string{`unknown field "max_turns"`}},
-		{name: "missing prompt", in: map[string]any{}, wantErr: []string{`"prompt": required`}},
-		{name: "empty prompt", in: map[string]any{"prompt": ""}, wantErr: []string{`"prompt": required`}},
-		{name: "nil prompt", in: map[string]any{"prompt": nil}, wantErr: []string{`"prompt": required`}},
-		{name: "prompt wrong type", in: map[string]any{"prompt": 42}, wantErr: []string{`"prompt": want a string, got an integer`}},
-		{name: "stdin prompt", in: map[string]any{"prompt": "-"}, wantErr: []string{`read the prompt from stdin`}},
-		{name: "huge prompt", in: map[string]any{"prompt": strings.Repeat("x", MaxArg+1)}, wantErr: []string{`"prompt": 131072 bytes`}},
-		{name: "NUL in prompt", in: map[string]any{"prompt": "a\x00b"}, wantErr: []string{`"prompt": contains a NUL byte`}},
-		{name: "invalid UTF-8", in: map[string]any{"prompt": "a\xffb"}, wantErr: []string{`"prompt": not valid UTF-8`}},
-		{name: "bad sandbox", in: map[string]any{"prompt": "hi", "sandbox": "yolo"}, wantErr: []string{`"sandbox": "yolo" is not one of`}},
-		{name: "full access refused", in: map[string]any{"prompt": "hi", "sandbox": "danger-full-access"}, wantErr: []string{`"danger-full-access" is not allowed`}},
-		{name: "sandbox wrong type", in: map[string]any{"prompt": "hi", "sandbox": true}, wantErr: []string{`"sandbox": want a string, got a boolean`}},
-		{name: "model flag", in: map[string]any{"prompt": "hi", "model": "--oss"}, wantErr: []string{`"model": "--oss" is not a model name`}},
-		{name: "resume not a uuid", in: map[string]any{"prompt": "hi", "resume_thread_id": "--last"}, wantErr: []string{`"resume_thread_id": "--last" is not a thread id`}},
-		{name: "resume wrong type", in: map[string]any{"prompt": "hi", "resume_thread_id": []any{"x"}}, wantErr: []string{`"resume_thread_id": want a string, got an array`}},
-		{name: "absolute instructions file", in: map[string]any{"prompt": "hi", "model_instructions_file": "/etc/passwd"}, wantErr: []string{`must be relative to the workspace`}},
-		{name: "traversing instructions file", in: map[string]any{"prompt": "hi", "model_instructions_file": "a/../../b"}, wantErr: []string{`must be relative to the workspace`}},
-		{name: "every problem at once", in: map[string]any{"prompt": 1, "sandbox": "x", "extra": 1, "model": map[string]any{}},
-			wantErr: []string{`unknown field "extra"`, `"prompt": want a string`, `"sandbox": "x"`, `"model": want a string, got a map`}},
+		{Name: "nil optional fields", In: map[string]any{"prompt": "hi", "model": nil, "resume_thread_id": nil}, Want: Request{Prompt: "hi"}},
+		{Name: "unknown field", In: map[string]any{"prompt": "hi", "max_turns": 3}, WantErr: []string{`unknown field "max_turns"`}},
+		{Name: "missing prompt", In: map[string]any{}, WantErr: []string{`"prompt": required`}},
+		{Name: "empty prompt", In: map[string]any{"prompt": ""}, WantErr: []string{`"prompt": required`}},
+		{Name: "nil prompt", In: map[string]any{"prompt": nil}, WantErr: []string{`"prompt": required`}},
+		{Name: "prompt wrong type", In: map[string]any{"prompt": 42}, WantErr: []string{`"prompt": want a string, got an integer`}},
+		{Name: "stdin prompt", In: map[string]any{"prompt": "-"}, WantErr: []string{`read the prompt from stdin`}},
+		{Name: "huge prompt", In: map[string]any{"prompt": strings.Repeat("x", MaxArg+1)}, WantErr: []string{`"prompt": 131072 bytes`}},
+		{Name: "NUL in prompt", In: map[string]any{"prompt": "a\x00b"}, WantErr: []string{`"prompt": contains a NUL byte`}},
+		{Name: "invalid UTF-8", In: map[string]any{"prompt": "a\xffb"}, WantErr: []string{`"prompt": not valid UTF-8`}},
+		{Name: "bad sandbox", In: map[string]any{"prompt": "hi", "sandbox": "yolo"}, WantErr: []string{`"sandbox": "yolo" is not one of`}},
+		{Name: "full access refused", In: map[string]any{"prompt": "hi", "sandbox": "danger-full-access"}, WantErr: []string{`"danger-full-access" is not allowed`}},
+		{Name: "sandbox wrong type", In: map[string]any{"prompt": "hi", "sandbox": true}, WantErr: []string{`"sandbox": want a string, got a boolean`}},
+		{Name: "model flag", In: map[string]any{"prompt": "hi", "model": "--oss"}, WantErr: []string{`"model": "--oss" is not a model name`}},
+		{Name: "resume not a uuid", In: map[string]any{"prompt": "hi", "resume_thread_id": "--last"}, WantErr: []string{`"resume_thread_id": "--last" is not a thread id`}},
+		{Name: "resume wrong type", In: map[string]any{"prompt": "hi", "resume_thread_id": []any{"x"}}, WantErr: []string{`"resume_thread_id": want a string, got an array`}},
+		{Name: "absolute instructions file", In: map[string]any{"prompt": "hi", "model_instructions_file": "/etc/passwd"}, WantErr: []string{`must be relative to the workspace`}},
+		{Name: "traversing instructions file", In: map[string]any{"prompt": "hi", "model_instructions_file": "a/../../b"}, WantErr: []string{`must be relative to the workspace`}},
+		{Name: "every problem at once", In: map[string]any{"prompt": 1, "sandbox": "x", "extra": 1, "model": map[string]any{}},
+			WantErr: []string{`unknown field "extra"`, `"prompt": want a string`, `"sandbox": "x"`, `"model": want a string, got a map`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b, err := wire.Marshal(tt.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Decode(b)
-			if len(tt.wantErr) > 0 {
-				if !errors.Is(err, wire.AgenticRequestValidationError) {
-					t.Fatalf("err = %v, want an AgenticRequestValidationError", err)
-				}
-				for _, s := range tt.wantErr {
-					if !strings.Contains(err.Error(), s) {
-						t.Errorf("err %q does not contain %q", err, s)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("Decode = %+v, want %+v", got, tt.want)
-			}
-		})
-	}
+	conformance.Decoding(t, Decode, tests)
 }
 
 func TestDecodeNotAMap(t *testing.T) {
-	for _, in := range [][]byte{nil, {0xc0}, {0x92, 0x01, 0x02}, {0x81}} {
-		if _, err := Decode(in); !errors.Is(err, wire.AgenticRequestValidationError) {
-			t.Errorf("Decode(% x) = %v, want an AgenticRequestValidationError", in, err)
-		}
-	}
+	conformance.DecodeRefuses(t, Decode, [][]byte{nil, {0xc0}, {0x92, 0x01, 0x02}, {0x81}})
 }
 
 func TestConfigArg(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 // lineEvent is one stream-json event as Line reads it.
 type lineEvent struct {
-	typ, role, status []byte // quoted
+	typ, role, status []byte // as ndjson.Lexer.Quoted reads them
 	sid, model        string
 	content, name, id string
 	delta             bool
@@ -33,13 +33,13 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			ev.typ = quoted(&l)
+			ev.typ = l.Quoted()
 		case "session_id":
 			ev.sid = l.String()
 		case "model":
 			ev.model = l.String()
 		case "role":
-			ev.role = quoted(&l)
+			ev.role = l.Quoted()
 		case "content":
 			ev.content = l.String()
 		case "delta":
@@ -49,7 +49,7 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		case "tool_id":
 			ev.id = l.String()
 		case "status":
-			ev.status = quoted(&l)
+			ev.status = l.Quoted()
 		case "parameters":
 			ev.params = l.Raw()
 		case "output":
@@ -87,31 +87,31 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		return nil, false, nil
 	}
 	switch {
-	case is(ev.typ, "init"):
+	case ndjson.Is(ev.typ, "init"):
 		chunks, err := p.initEvent(ev.sid, ev.model)
 		return chunks, true, err
-	case is(ev.typ, "message"):
+	case ndjson.Is(ev.typ, "message"):
 		role := "assistant"
 		switch {
-		case is(ev.role, "user"):
+		case ndjson.Is(ev.role, "user"):
 			role = "user"
-		case !is(ev.role, "assistant"):
+		case !ndjson.Is(ev.role, "assistant"):
 			return nil, false, nil
 		}
 		chunks, err := messageChunks(role, ev.content, ev.delta)
 		return chunks, true, err
-	case is(ev.typ, "tool_use"):
+	case ndjson.Is(ev.typ, "tool_use"):
 		input, ok := lexParams(ev.params)
 		if ev.name == "" || ev.id == "" || !ok {
 			return nil, false, nil
 		}
 		return p.toolUseChunks(ev.name, ev.id, input), true, nil
-	case is(ev.typ, "tool_result"):
+	case ndjson.Is(ev.typ, "tool_result"):
 		status := "success"
 		switch {
-		case is(ev.status, "error"):
+		case ndjson.Is(ev.status, "error"):
 			status = "error"
-		case !is(ev.status, "success"):
+		case !ndjson.Is(ev.status, "success"):
 			return nil, false, nil
 		}
 		if ev.id == "" {
@@ -127,7 +127,7 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 			}
 		}
 		return p.toolResultChunks(ev.id, status, out), true, nil
-	case is(ev.typ, "result"):
+	case ndjson.Is(ev.typ, "result"):
 		return p.lineResult(&ev)
 	}
 	return nil, false, nil // error events, and what Event reports
@@ -136,8 +136,8 @@ func (p *parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 // lineResult maps a result event for Line.
 func (p *parser) lineResult(ev *lineEvent) ([]wire.Chunk, bool, error) {
 	switch {
-	case is(ev.status, "success"):
-	case is(ev.status, "error"):
+	case ndjson.Is(ev.status, "success"):
+	case ndjson.Is(ev.status, "error"):
 		var msg string
 		switch ev.errKind {
 		case 0:
@@ -190,22 +190,6 @@ func statIndex(k []byte) int {
 		}
 	}
 	return -1
-}
-
-// quoted reads a string member as its raw bytes, quotes included, with
-// no copy: for a member Line only compares with names it knows, so that
-// a line costs no allocation for it. Raw bytes with an escape never
-// equal a name, and Line leaves such a line to Event.
-func quoted(l *ndjson.Lexer) []byte {
-	if c := l.Peek(); c != '"' && c != 'n' {
-		l.Fail() // Event reports a member of another type
-	}
-	return l.Raw()
-}
-
-// is reports whether raw, as quoted read it, is the string s.
-func is(raw []byte, s string) bool {
-	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
 }
 
 // memberNames are the names of the members of b, an object the lexer

@@ -41,10 +41,7 @@ func TestLineTakesCommonShapes(t *testing.T) {
 //
 //	go test -run '^$' -fuzz '^FuzzGeminiLine$' -fuzztime 60s ./pkg/adapter/cli/gemini
 func FuzzGeminiLine(f *testing.F) {
-	for _, b := range conformance.Seeds(f, Name, "*") {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) { conformance.SameAsEvent(t, data, newLineParser) })
+	conformance.FuzzLine(f, Name, "*", newLineParser, nil)
 }
 
 // TestLineTakesRecordedRuns: the fast path takes every object of the

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -84,7 +86,7 @@ func (p *parser) init(ev map[string]any) ([]wire.Chunk, error) {
 
 // initEvent maps init with its session_id and model ("" when null).
 func (p *parser) initEvent(sid, model string) ([]wire.Chunk, error) {
-	if sid != "" && !isUUID(sid) {
+	if sid != "" && !reqfield.IsUUID(sid) {
 		// It could never be resumed (--resume takes a UUID here), so it is
 		// not a confirmed id: the event is invalid.
 		return nil, protocolf("init: session_id is not a UUID")
@@ -146,7 +148,7 @@ func (p *parser) toolUse(ev map[string]any) ([]wire.Chunk, error) {
 	case map[string]any:
 		input = v
 	default:
-		return nil, protocolf("tool_use: parameters is %s, not an object", jsonType(v))
+		return nil, protocolf("tool_use: parameters is %s, not an object", ndjson.TypeName(v))
 	}
 	return p.toolUseChunks(name, id, input), nil
 }
@@ -222,7 +224,7 @@ func (p *parser) result(ev map[string]any) ([]wire.Chunk, error) {
 				return nil, err
 			}
 		default:
-			return nil, protocolf("result: error is %s, not an object", jsonType(e))
+			return nil, protocolf("result: error is %s, not an object", ndjson.TypeName(e))
 		}
 		return p.failed(msg), nil
 	default:
@@ -242,7 +244,7 @@ func (p *parser) result(ev map[string]any) ([]wire.Chunk, error) {
 		}
 		st = &c
 	default:
-		return nil, protocolf("result: stats is %s, not an object", jsonType(m))
+		return nil, protocolf("result: stats is %s, not an object", ndjson.TypeName(m))
 	}
 	return p.succeeded(st), nil
 }
@@ -450,7 +452,7 @@ func optString(ev map[string]any, event, k string) (string, error) {
 	case string:
 		return v, nil
 	default:
-		return "", protocolf("%s: %s is %s, not a string", event, k, jsonType(v))
+		return "", protocolf("%s: %s is %s, not a string", event, k, ndjson.TypeName(v))
 	}
 }
 
@@ -461,26 +463,8 @@ func optBool(ev map[string]any, event, k string) (bool, error) {
 	case bool:
 		return v, nil
 	default:
-		return false, protocolf("%s: %s is %s, not a boolean", event, k, jsonType(v))
+		return false, protocolf("%s: %s is %s, not a boolean", event, k, ndjson.TypeName(v))
 	}
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // keyList names at most eight of an object's keys (which may repeat),

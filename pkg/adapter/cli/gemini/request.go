@@ -47,29 +47,6 @@ const maxModelLen = 128
 
 var modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]*$`)
 
-// isUUID reports whether s is a session id the CLI's --resume takes as an
-// id (it also takes "latest" and an index, which the adapter never passes:
-// they would resume whatever session is newest, not the conversation's).
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // Decode strictly decodes a msgpack request. Every problem (unknown field,
 // wrong type, missing prompt, bad enum or value) is named in one
 // AgenticRequestValidationError. It starts nothing and is safe for
@@ -95,7 +72,10 @@ func Decode(b []byte) (Request, error) {
 	if req.ApprovalMode != "" && !slices.Contains(approvalModes, req.ApprovalMode) {
 		d.Bad("approval_mode", "%.64q is not one of default, auto_edit, yolo, plan", req.ApprovalMode)
 	}
-	if req.Resume != "" && !isUUID(req.Resume) {
+	// --resume also takes "latest" and an index, which the adapter never
+	// passes: they would resume whatever session is newest, not the
+	// conversation's.
+	if req.Resume != "" && !reqfield.IsUUID(req.Resume) {
 		d.Bad(ResumeField, "%.64q is not a session id (a UUID)", req.Resume)
 	}
 	for i, dir := range req.IncludeDirectories {

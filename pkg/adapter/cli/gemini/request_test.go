@@ -5,93 +5,54 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-func encodeRequest(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := wire.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestDecode(t *testing.T) {
 	const id = "f9f8d0ce-8f8e-497e-b1f8-e1b327e8af6e"
-	tests := []struct {
-		name    string
-		in      any
-		want    Request
-		wantErr []string // each must appear in the one validation error
-	}{
-		{name: "prompt only", in: map[string]any{"prompt": "hi"}, want: Request{Prompt: "hi"}},
+	tests := []conformance.DecodeCase[Request]{
+		{Name: "prompt only", In: map[string]any{"prompt": "hi"}, Want: Request{Prompt: "hi"}},
 		{
-			name: "every field",
-			in: map[string]any{"prompt": "hi", "model": "gemini-2.5-pro", "approval_mode": "yolo", "resume": id,
+			Name: "every field",
+			In: map[string]any{"prompt": "hi", "model": "gemini-2.5-pro", "approval_mode": "yolo", "resume": id,
 				"include_directories": []any{"lib"}, "system_md": "sys.md"},
-			want: Request{Prompt: "hi", Model: "gemini-2.5-pro", ApprovalMode: ApprovalYolo, Resume: id,
+			Want: Request{Prompt: "hi", Model: "gemini-2.5-pro", ApprovalMode: ApprovalYolo, Resume: id,
 				IncludeDirectories: []string{"lib"}, SystemMD: "sys.md"},
 		},
-		{name: "nil optional fields", in: map[string]any{"prompt": "hi", "model": nil, "resume": nil, "include_directories": nil}, want: Request{Prompt: "hi"}},
-		{name: "unknown field", in: map[string]any{"prompt": "hi", "max_turns": 3}, wantErr: []string{`unknown field "max_turns"`}},
-		{name: "missing prompt", in: map[string]any{"model": "flash"}, wantErr: []string{`"prompt": required`}},
-		{name: "empty prompt", in: map[string]any{"prompt": ""}, wantErr: []string{`"prompt": required`}},
-		{name: "prompt with NUL", in: map[string]any{"prompt": "a\x00b"}, wantErr: []string{`"prompt": contains a NUL byte`}},
-		{name: "prompt not a string", in: map[string]any{"prompt": 42}, wantErr: []string{`"prompt": want a string, got an integer`}},
-		{name: "bad approval mode", in: map[string]any{"prompt": "hi", "approval_mode": "always"}, wantErr: []string{`"approval_mode": "always" is not one of`}},
-		{name: "approval mode not a string", in: map[string]any{"prompt": "hi", "approval_mode": true}, wantErr: []string{`"approval_mode": want a string, got a boolean`}},
-		{name: "resume not a UUID", in: map[string]any{"prompt": "hi", "resume": "latest"}, wantErr: []string{`"resume": "latest" is not a session id`}},
-		{name: "resume that is a flag", in: map[string]any{"prompt": "hi", "resume": "--yolo"}, wantErr: []string{`"resume"`}},
-		{name: "model that is a flag", in: map[string]any{"prompt": "hi", "model": "--yolo"}, wantErr: []string{`"model": "--yolo" is not a model name`}},
-		{name: "model with a space", in: map[string]any{"prompt": "hi", "model": "gemini 2"}, wantErr: []string{`"model"`}},
-		{name: "include dirs not a list", in: map[string]any{"prompt": "hi", "include_directories": "lib"}, wantErr: []string{`"include_directories": want an array of strings, got a string`}},
-		{name: "include dir not a string", in: map[string]any{"prompt": "hi", "include_directories": []any{"lib", 3}}, wantErr: []string{`"include_directories"[1]: want a string`}},
-		{name: "include dir with a comma", in: map[string]any{"prompt": "hi", "include_directories": []any{"a/..,/etc"}}, wantErr: []string{`"include_directories"[0]: a comma`}},
-		{name: "include dir that is a flag", in: map[string]any{"prompt": "hi", "include_directories": []any{"-x"}}, wantErr: []string{`"include_directories"[0]: must not start with "-"`}},
-		{name: "empty system_md", in: map[string]any{"prompt": "hi", "system_md": ""}, wantErr: []string{`"system_md": must not be empty`}},
-		{name: "system_md not a string", in: map[string]any{"prompt": "hi", "system_md": []any{"x"}}, wantErr: []string{`"system_md": want a string, got an array`}},
+		{Name: "nil optional fields", In: map[string]any{"prompt": "hi", "model": nil, "resume": nil, "include_directories": nil}, Want: Request{Prompt: "hi"}},
+		{Name: "unknown field", In: map[string]any{"prompt": "hi", "max_turns": 3}, WantErr: []string{`unknown field "max_turns"`}},
+		{Name: "missing prompt", In: map[string]any{"model": "flash"}, WantErr: []string{`"prompt": required`}},
+		{Name: "empty prompt", In: map[string]any{"prompt": ""}, WantErr: []string{`"prompt": required`}},
+		{Name: "prompt with NUL", In: map[string]any{"prompt": "a\x00b"}, WantErr: []string{`"prompt": contains a NUL byte`}},
+		{Name: "prompt not a string", In: map[string]any{"prompt": 42}, WantErr: []string{`"prompt": want a string, got an integer`}},
+		{Name: "bad approval mode", In: map[string]any{"prompt": "hi", "approval_mode": "always"}, WantErr: []string{`"approval_mode": "always" is not one of`}},
+		{Name: "approval mode not a string", In: map[string]any{"prompt": "hi", "approval_mode": true}, WantErr: []string{`"approval_mode": want a string, got a boolean`}},
+		{Name: "resume not a UUID", In: map[string]any{"prompt": "hi", "resume": "latest"}, WantErr: []string{`"resume": "latest" is not a session id`}},
+		{Name: "resume that is a flag", In: map[string]any{"prompt": "hi", "resume": "--yolo"}, WantErr: []string{`"resume"`}},
+		{Name: "model that is a flag", In: map[string]any{"prompt": "hi", "model": "--yolo"}, WantErr: []string{`"model": "--yolo" is not a model name`}},
+		{Name: "model with a space", In: map[string]any{"prompt": "hi", "model": "gemini 2"}, WantErr: []string{`"model"`}},
+		{Name: "include dirs not a list", In: map[string]any{"prompt": "hi", "include_directories": "lib"}, WantErr: []string{`"include_directories": want an array of strings, got a string`}},
+		{Name: "include dir not a string", In: map[string]any{"prompt": "hi", "include_directories": []any{"lib", 3}}, WantErr: []string{`"include_directories"[1]: want a string`}},
+		{Name: "include dir with a comma", In: map[string]any{"prompt": "hi", "include_directories": []any{"a/..,/etc"}}, WantErr: []string{`"include_directories"[0]: a comma`}},
+		{Name: "include dir that is a flag", In: map[string]any{"prompt": "hi", "include_directories": []any{"-x"}}, WantErr: []string{`"include_directories"[0]: must not start with "-"`}},
+		{Name: "empty system_md", In: map[string]any{"prompt": "hi", "system_md": ""}, WantErr: []string{`"system_md": must not be empty`}},
+		{Name: "system_md not a string", In: map[string]any{"prompt": "hi", "system_md": []any{"x"}}, WantErr: []string{`"system_md": want a string, got an array`}},
 		{
-			name:    "every problem named at once",
-			in:      map[string]any{"prompt": 1, "approval_mode": "nope", "extra": "x", "resume": "1"},
-			wantErr: []string{`"prompt": want a string`, `"approval_mode": "nope"`, `unknown field "extra"`, `"resume": "1"`},
+			Name:    "every problem named at once",
+			In:      map[string]any{"prompt": 1, "approval_mode": "nope", "extra": "x", "resume": "1"},
+			WantErr: []string{`"prompt": want a string`, `"approval_mode": "nope"`, `unknown field "extra"`, `"resume": "1"`},
 		},
-		{name: "not a map", in: []any{"prompt"}, wantErr: []string{"not a map"}},
+		{Name: "not a map", In: []any{"prompt"}, WantErr: []string{"not a map"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := Decode(encodeRequest(t, tt.in))
-			if len(tt.wantErr) > 0 {
-				if !errors.Is(err, wire.AgenticRequestValidationError) {
-					t.Fatalf("err = %v, want an AgenticRequestValidationError", err)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("err = %v, want it to name %s", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
+	conformance.Decoding(t, Decode, tests)
 }
 
 func TestDecodeGarbage(t *testing.T) {
-	for _, in := range [][]byte{nil, {0xc1}, []byte("not msgpack")} {
-		if _, err := Decode(in); !errors.Is(err, wire.AgenticRequestValidationError) {
-			t.Errorf("Decode(%q) = %v, want an AgenticRequestValidationError", in, err)
-		}
-	}
+	conformance.DecodeRefuses(t, Decode, [][]byte{nil, {0xc1}, []byte("not msgpack")})
 }
 
 func TestCLIModel(t *testing.T) {

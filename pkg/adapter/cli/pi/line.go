@@ -52,13 +52,13 @@ type lineState struct {
 // to Event, unhandled and with the parser unchanged.
 func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	l := ndjson.NewLexer(b)
-	var typ []byte // quoted
+	var typ []byte // as ndjson.Lexer.Quoted reads it
 	var id, toolCallID, toolName string
 	isError := false
 	var msg, ame, args, result []byte
 	var attempt float64
-	hasAttempt := false        // a number, not null
-	var success, willRetry str // their raw bytes, for a bool
+	hasAttempt := false                     // a number, not null
+	var success, willRetry ndjson.OptString // their raw bytes, for a bool
 	var errMsg, finalError string
 	var m lineMessage
 	var u lineUpdate
@@ -66,17 +66,17 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			typ = quoted(&l)
+			typ = l.Quoted()
 		case "id":
 			id = l.String()
 		case "message":
-			if is(typ, "message_start") || is(typ, "message_end") {
+			if ndjson.Is(typ, "message_start") || ndjson.Is(typ, "message_end") {
 				m, lexedMsg = p.lexMessage(&l), true
 				continue
 			}
 			msg, lexedMsg = l.Raw(), false
 		case "assistantMessageEvent":
-			if is(typ, "message_update") {
+			if ndjson.Is(typ, "message_update") {
 				u, lexedAME = lexUpdate(&l), true
 				continue
 			}
@@ -184,7 +184,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		}
 		return p.retryStartWith(int(attempt), errMsg), true, nil
 	case "auto_retry_end":
-		if !success.ok() {
+		if !success.Ok() {
 			return nil, false, nil
 		}
 		ok := hasAttempt && isAttempt(attempt)
@@ -192,9 +192,9 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		if ok {
 			n = int(attempt)
 		}
-		return p.retryEndWith(success.s == "true", finalError, n, ok), true, nil
+		return p.retryEndWith(success.S == "true", finalError, n, ok), true, nil
 	case "compaction_end":
-		if willRetry.s == "true" {
+		if willRetry.S == "true" {
 			p.pending = nil
 		}
 		return nil, true, nil
@@ -388,16 +388,16 @@ func (p *Parser) lexBlocks(l *ndjson.Lexer) []lineBlock {
 	blocks := p.line.blocks[:0]
 	for range l.Elements() {
 		var b lineBlock
-		var text, thinking str
+		var text, thinking ndjson.OptString
 		var args []byte
 		for k := range l.Members() {
 			switch string(k) {
 			case "type":
 				b.typ = l.String()
 			case "text":
-				text = readStr(l)
+				text = l.OptString()
 			case "thinking":
-				thinking = readStr(l)
+				thinking = l.OptString()
 			case "redacted":
 				b.redacted = l.Bool()
 			case "id":
@@ -413,9 +413,9 @@ func (p *Parser) lexBlocks(l *ndjson.Lexer) []lineBlock {
 		ok := false
 		switch b.typ {
 		case "text":
-			b.text, ok = text.s, text.ok()
+			b.text, ok = text.S, text.Ok()
 		case "thinking":
-			b.text, ok = thinking.s, thinking.ok()
+			b.text, ok = thinking.S, thinking.Ok()
 		case "toolCall":
 			b.args, ok = args, isObject(args) && b.id != "" && b.name != ""
 		}
@@ -464,15 +464,15 @@ func lexUpdate(l *ndjson.Lexer) lineUpdate {
 	for k := range l.Members() {
 		switch string(k) {
 		case "type":
-			u.typ = known(quoted(l), updateTypes)
+			u.typ = known(l.Quoted(), updateTypes)
 		case "contentIndex":
 			u.index, u.hasIndex = l.Number()
 		case "delta":
-			d := readStr(l)
-			u.delta, u.hasDelta = d.s, d.ok()
+			d := l.OptString()
+			u.delta, u.hasDelta = d.S, d.Ok()
 		case "content":
-			c := readStr(l)
-			u.content, u.hasFull = c.s, c.ok()
+			c := l.OptString()
+			u.content, u.hasFull = c.S, c.Ok()
 		case "toolCall":
 			u.toolCall = l.Raw()
 		case "partial":
@@ -604,27 +604,11 @@ func lexRedacted(partial []byte, idx int) (redacted, ok bool) {
 	return redacted, l.End()
 }
 
-// quoted reads a string member as its raw bytes, quotes included, with
-// no copy: for a member Line only compares with names it knows, so that
-// a line costs no allocation for it. Raw bytes with an escape never
-// equal a name, and Line leaves such a line to Event.
-func quoted(l *ndjson.Lexer) []byte {
-	if c := l.Peek(); c != '"' && c != 'n' {
-		l.Fail() // Event reports a member of another type
-	}
-	return l.Raw()
-}
-
-// is reports whether raw, as quoted read it, is the string s.
-func is(raw []byte, s string) bool {
-	return len(raw) == len(s)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == s
-}
-
-// known returns the name of names that raw (as quoted read it) is, or ""
+// known returns the name of names that raw (as ndjson.Lexer.Quoted read it) is, or ""
 // (which Line leaves to Event).
 func known(raw []byte, names []string) string {
 	for _, n := range names {
-		if is(raw, n) {
+		if ndjson.Is(raw, n) {
 			return n
 		}
 	}
@@ -642,40 +626,22 @@ var (
 		"text_delta", "thinking_delta", "text_end", "thinking_end", "toolcall_end", "error"}
 )
 
-// str is a string member as a map lookup sees it: absent, null, or a
-// string. A member of any other type fails the lexer.
-type str struct {
-	s          string
-	set, isNul bool
-}
-
-func readStr(l *ndjson.Lexer) str {
-	if l.Peek() == 'n' {
-		l.Null()
-		return str{set: true, isNul: true}
-	}
-	return str{s: l.String(), set: true}
-}
-
-// readBool reads a boolean member as a map lookup sees it: s is "true" or
-// "false" (set and not null) or the member is null or absent.
-func readBool(l *ndjson.Lexer) str {
+// readBool reads a boolean member as a map lookup sees it: S is "true" or
+// "false" (Set and not Null) or the member is null or absent.
+func readBool(l *ndjson.Lexer) ndjson.OptString {
 	switch l.Peek() {
 	case 'n':
 		l.Null()
-		return str{set: true, isNul: true}
+		return ndjson.OptString{Set: true, Null: true}
 	case 't', 'f':
 		if l.Bool() {
-			return str{s: "true", set: true}
+			return ndjson.OptString{S: "true", Set: true}
 		}
-		return str{s: "false", set: true}
+		return ndjson.OptString{S: "false", Set: true}
 	}
 	l.Fail()
-	return str{}
+	return ndjson.OptString{}
 }
-
-// ok reports whether the member is a string, as v.(string) does.
-func (s str) ok() bool { return s.set && !s.isNul }
 
 // isObject reports whether a raw member (ndjson.Lexer.Raw) is what optMap
 // takes without an error: absent, null or an object.

@@ -55,16 +55,7 @@ func TestLineTakesCommonShapes(t *testing.T) {
 //
 //	go test -run '^$' -fuzz '^FuzzPiLine$' -fuzztime 60s ./pkg/adapter/cli/pi
 func FuzzPiLine(f *testing.F) {
-	for _, b := range conformance.Seeds(f, Name, "*") {
-		f.Add(b, false)
-	}
-	f.Fuzz(func(t *testing.T, data []byte, one bool) {
-		np := piParsers["default"]
-		if one {
-			np = piParsers["one"]
-		}
-		conformance.SameAsEvent(t, data, np)
-	})
+	conformance.FuzzLine(f, Name, "*", piParsers["default"], piParsers["one"])
 }
 
 // TestLineTakesRecordedRuns: the fast path takes every object of the

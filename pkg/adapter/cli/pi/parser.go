@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -217,7 +218,7 @@ func (p *Parser) session(ev map[string]any) ([]wire.Chunk, error) {
 // sessionWith maps a session line with its id ("" when it is not a
 // string).
 func (p *Parser) sessionWith(id string) ([]wire.Chunk, error) {
-	if !validSessionID(id) {
+	if !reqfield.IsUUID(id) {
 		return nil, protocolf("session line without a session id (a UUID)")
 	}
 	switch p.sessionID {

@@ -9,6 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/argv"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -124,7 +125,7 @@ func Invoke(req Request, call adapter.Call, dir string) (cli.Invocation, error) 
 		req.Model = call.Model
 	}
 	if req.Resume == "" && call.SessionID != "" {
-		if !validSessionID(call.SessionID) {
+		if !reqfield.IsUUID(call.SessionID) {
 			return cli.Invocation{}, wire.Errorf(wire.AgenticRequestValidationError, "%s: session %q is not a pi session id (a UUID)", Name, call.SessionID)
 		}
 		req.Resume = call.SessionID

@@ -49,29 +49,6 @@ type Request struct {
 	Resume string `msgpack:"resume,omitempty" cli:"--session"`
 }
 
-// validSessionID reports whether s is a session id the adapter publishes
-// and accepts: a UUID in its 8-4-4-4-12 hex form, either case (Pi 0.73
-// writes UUIDv7).
-func validSessionID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // namePattern is a provider or tool name: one token, no comma (tools are
 // joined with commas), no leading dash.
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
@@ -117,7 +94,8 @@ func Decode(b []byte) (Request, error) {
 	if req.NoTools && len(req.Tools) > 0 {
 		d.Bad("no_tools", `true while "tools" is set: give one or the other`)
 	}
-	if req.Resume != "" && !validSessionID(req.Resume) {
+	// A session id the adapter publishes is a UUID (Pi 0.73 writes UUIDv7).
+	if req.Resume != "" && !reqfield.IsUUID(req.Resume) {
 		d.Bad(ResumeField, "%q is not a pi session id (a UUID)", req.Resume)
 	}
 	if err := d.Err(); err != nil {

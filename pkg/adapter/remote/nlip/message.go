@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -105,7 +106,7 @@ func Parse(body []byte) (Result, *Failure, error) {
 		case FormatText:
 			s, ok := p.content.(string)
 			if !ok {
-				return Result{}, nil, protocolErr("%s: text content is %s, not a string", where, kind(p.content))
+				return Result{}, nil, protocolErr("%s: text content is %s, not a string", where, ndjson.TypeName(p.content))
 			}
 			if s == "" {
 				continue
@@ -118,7 +119,7 @@ func Parse(body []byte) (Result, *Failure, error) {
 		case FormatToken:
 			s, ok := p.content.(string)
 			if !ok {
-				return Result{}, nil, protocolErr("%s: token content is %s, not a string", where, kind(p.content))
+				return Result{}, nil, protocolErr("%s: token content is %s, not a string", where, ndjson.TypeName(p.content))
 			}
 			if strings.HasPrefix(strings.ToLower(p.subformat), SubformatConversation) && res.Context == "" {
 				res.Context = s
@@ -132,7 +133,7 @@ func Parse(body []byte) (Result, *Failure, error) {
 			case float64:
 				errs = append(errs, fmt.Sprintf("code %v", c))
 			default:
-				return Result{}, nil, protocolErr("%s: error content is %s", where, kind(p.content))
+				return Result{}, nil, protocolErr("%s: error content is %s", where, ndjson.TypeName(p.content))
 			}
 		case FormatStructured, FormatBinary, FormatLocation, FormatGeneric:
 			return Result{}, nil, protocolErr("%s: a %s part (subformat %.64q) has no text form; this adapter maps text, conversation tokens and errors only",
@@ -162,12 +163,12 @@ func flatten(top map[string]any) ([]part, error) {
 	}
 	if v, ok := m["messagetype"]; ok && v != nil {
 		if _, ok := v.(string); !ok {
-			return nil, protocolErr("messagetype is %s, not a string", kind(v))
+			return nil, protocolErr("messagetype is %s, not a string", ndjson.TypeName(v))
 		}
 	}
 	if v, ok := m["control"]; ok && v != nil {
 		if _, ok := v.(bool); !ok {
-			return nil, protocolErr("control is %s, not a boolean", kind(v))
+			return nil, protocolErr("control is %s, not a boolean", ndjson.TypeName(v))
 		}
 	}
 	first, err := readPart(m, "the message")
@@ -181,13 +182,13 @@ func flatten(top map[string]any) ([]part, error) {
 	}
 	list, ok := subs.([]any)
 	if !ok {
-		return nil, protocolErr("submessages is %s, not an array", kind(subs))
+		return nil, protocolErr("submessages is %s, not an array", ndjson.TypeName(subs))
 	}
 	for i, s := range list {
 		where := fmt.Sprintf("submessage %d", i)
 		sm, ok := s.(map[string]any)
 		if !ok {
-			return nil, protocolErr("%s is %s, not an object", where, kind(s))
+			return nil, protocolErr("%s is %s, not an object", where, ndjson.TypeName(s))
 		}
 		sm, err := fold(sm, submessageKeys, where)
 		if err != nil {
@@ -234,7 +235,7 @@ func readPart(m map[string]any, where string) (part, error) {
 	label := ""
 	if l, ok := m["label"]; ok && l != nil {
 		if label, ok = l.(string); !ok {
-			return part{}, protocolErr("%s: label is %s, not a string", where, kind(l))
+			return part{}, protocolErr("%s: label is %s, not a string", where, ndjson.TypeName(l))
 		}
 	}
 	return part{format: format, subformat: sub, label: label, content: content}, nil
@@ -306,22 +307,4 @@ func describe(err error) string {
 		return "null"
 	}
 	return err.Error()
-}
-
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }

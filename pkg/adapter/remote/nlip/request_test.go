@@ -5,54 +5,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/nlip"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 func TestDecode(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      map[string]any
-		want    nlip.Request
-		wantErr []string
-	}{
-		{name: "minimal", in: map[string]any{"prompt": "hi"}, want: nlip.Request{Prompt: "hi", Language: "english"}},
-		{name: "all", in: map[string]any{"prompt": "hi", "model": "travel-agent", "language": "french"},
-			want: nlip.Request{Prompt: "hi", Model: "travel-agent", Language: "french"}},
-		{name: "no prompt", in: map[string]any{}, wantErr: []string{`field "prompt": required, a non-empty string`}},
-		{name: "empty prompt", in: map[string]any{"prompt": ""}, wantErr: []string{`field "prompt": required`}},
-		{name: "tools are not NLIP's", in: map[string]any{"prompt": "hi", "tools": []any{}, "tool_results": []any{}},
-			wantErr: []string{`unknown field "tool_results"`, `unknown field "tools"`}},
-		{name: "wrong types", in: map[string]any{"prompt": 1, "model": true, "language": "two words"},
-			wantErr: []string{`field "prompt": want a string`, `field "model": want a string`, `field "language": "two words" is not a language name`}},
-		{name: "system", in: map[string]any{"prompt": "hi", "system": "x"}, wantErr: []string{`unknown field "system"`}},
+	tests := []conformance.DecodeCase[nlip.Request]{
+		{Name: "minimal", In: map[string]any{"prompt": "hi"}, Want: nlip.Request{Prompt: "hi", Language: "english"}},
+		{Name: "all", In: map[string]any{"prompt": "hi", "model": "travel-agent", "language": "french"},
+			Want: nlip.Request{Prompt: "hi", Model: "travel-agent", Language: "french"}},
+		{Name: "no prompt", In: map[string]any{}, WantErr: []string{`field "prompt": required, a non-empty string`}},
+		{Name: "empty prompt", In: map[string]any{"prompt": ""}, WantErr: []string{`field "prompt": required`}},
+		{Name: "tools are not NLIP's", In: map[string]any{"prompt": "hi", "tools": []any{}, "tool_results": []any{}},
+			WantErr: []string{`unknown field "tool_results"`, `unknown field "tools"`}},
+		{Name: "wrong types", In: map[string]any{"prompt": 1, "model": true, "language": "two words"},
+			WantErr: []string{`field "prompt": want a string`, `field "model": want a string`, `field "language": "two words" is not a language name`}},
+		{Name: "system", In: map[string]any{"prompt": "hi", "system": "x"}, WantErr: []string{`unknown field "system"`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b, err := wire.Marshal(tt.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := nlip.Decode(b)
-			if len(tt.wantErr) > 0 {
-				if !errors.Is(err, wire.AgenticRequestValidationError) {
-					t.Fatalf("err = %v, want AgenticRequestValidationError", err)
-				}
-				for _, f := range tt.wantErr {
-					if !strings.Contains(err.Error(), f) {
-						t.Errorf("err = %v\nwant it to contain %q", err, f)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Errorf("got %+v, want %+v", got, tt.want)
-			}
-		})
-	}
+	conformance.Decoding(t, nlip.Decode, tests)
 }
 
 // TestParse covers the answer shapes the fixtures do not.

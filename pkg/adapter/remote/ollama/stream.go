@@ -1,13 +1,13 @@
 package ollama
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/ndjson"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -57,7 +57,7 @@ func (p *Parser) Line(m map[string]any) ([]wire.Chunk, error) {
 	if e, ok := m["error"]; ok {
 		msg, ok := errorMessage(e)
 		if !ok {
-			return nil, protocolErr("error field is %s, not a message", kind(e))
+			return nil, protocolErr("error field is %s, not a message", ndjson.TypeName(e))
 		}
 		p.failed = true
 		return []wire.Chunk{ErrorChunk(msg)}, nil
@@ -71,7 +71,7 @@ func (p *Parser) Line(m map[string]any) ([]wire.Chunk, error) {
 	if hasDone {
 		b, ok := done.(bool)
 		if !ok {
-			return nil, protocolErr("done is %s, not a boolean", kind(done))
+			return nil, protocolErr("done is %s, not a boolean", ndjson.TypeName(done))
 		}
 		isDone = b
 	}
@@ -79,7 +79,7 @@ func (p *Parser) Line(m map[string]any) ([]wire.Chunk, error) {
 	if hasMsg && msg != nil {
 		mm, ok := msg.(map[string]any)
 		if !ok {
-			return nil, protocolErr("message is %s, not an object", kind(msg))
+			return nil, protocolErr("message is %s, not an object", ndjson.TypeName(msg))
 		}
 		cs, err := p.message(mm)
 		if err != nil {
@@ -133,7 +133,7 @@ func (p *Parser) message(m map[string]any) ([]wire.Chunk, error) {
 	if tc, ok := m["tool_calls"]; ok && tc != nil {
 		list, ok := tc.([]any)
 		if !ok {
-			return nil, protocolErr("tool_calls is %s, not an array", kind(tc))
+			return nil, protocolErr("tool_calls is %s, not an array", ndjson.TypeName(tc))
 		}
 		for i, item := range list {
 			call, err := parseToolCall(item)
@@ -161,7 +161,7 @@ var functionKeys = []string{"index", "name", "arguments"}
 func parseToolCall(v any) (toolCall, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return toolCall{}, fmt.Errorf("%s, not an object", kind(v))
+		return toolCall{}, fmt.Errorf("%s, not an object", ndjson.TypeName(v))
 	}
 	if k := unknownKey(m, toolCallKeys); k != "" {
 		return toolCall{}, fmt.Errorf("field %.64q is unknown", k)
@@ -175,7 +175,7 @@ func parseToolCall(v any) (toolCall, error) {
 	}
 	f, ok := m["function"].(map[string]any)
 	if !ok {
-		return toolCall{}, fmt.Errorf("function is %s, not an object", kind(m["function"]))
+		return toolCall{}, fmt.Errorf("function is %s, not an object", ndjson.TypeName(m["function"]))
 	}
 	if k := unknownKey(f, functionKeys); k != "" {
 		return toolCall{}, fmt.Errorf("function field %.64q is unknown", k)
@@ -190,7 +190,7 @@ func parseToolCall(v any) (toolCall, error) {
 	case map[string]any:
 		args = a
 	default:
-		return toolCall{}, fmt.Errorf("arguments are %s, not an object", kind(a))
+		return toolCall{}, fmt.Errorf("arguments are %s, not an object", ndjson.TypeName(a))
 	}
 	return toolCall{ID: id, Function: toolFunction{Name: name, Arguments: args}}, nil
 }
@@ -206,7 +206,7 @@ func checkFinal(m map[string]any) error {
 	}
 	if v, ok := m["done_reason"]; ok && v != nil {
 		if _, ok := v.(string); !ok {
-			return protocolErr("done_reason is %s, not a string", kind(v))
+			return protocolErr("done_reason is %s, not a string", ndjson.TypeName(v))
 		}
 	}
 	return nil
@@ -311,7 +311,7 @@ func optString(m map[string]any, k string) (string, error) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		return "", protocolErr("%s is %s, not a string", k, kind(v))
+		return "", protocolErr("%s is %s, not a string", k, ndjson.TypeName(v))
 	}
 	return s, nil
 }
@@ -327,24 +327,6 @@ func count(v any) (int64, bool) {
 
 func protocolErr(format string, args ...any) *wire.Error {
 	return wire.Errorf(wire.ProviderProtocolError, "ollama: "+format, args...)
-}
-
-func kind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64, json.Number:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 func keys(m map[string]any) string {
