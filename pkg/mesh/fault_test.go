@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -42,7 +41,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -93,10 +91,7 @@ func chaosTrials(t *testing.T, short int) int {
 // runFaultRunner is a runner service process: the same run function, on
 // the same transports, as the subprocess-runner service.
 func runFaultRunner() int {
-	var cfg runnerservice.Config
-	return service.Main("fault-runner", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
-		return runnerservice.Run(ctx, "agentmesh-fault-runner", []wire.Transport{wire.TransportSubprocess, wire.TransportInProcess}, cfg, log)
-	})
+	return runnerservice.Service{Name: "fault-runner", Transports: runnerservice.Subprocess.Transports}.Main()
 }
 
 // faultExec is one line of a run's executions file.

@@ -14,17 +14,38 @@ import (
 // started has stopped.
 type RunFunc func(ctx context.Context, log *slog.Logger) error
 
+// Spec is a service's configuration type C, through its pointer: a struct
+// that embeds Config, so that Common (promoted from Config) returns the
+// embedded common variables.
+type Spec[C any] interface {
+	*C
+	Common() *Config
+}
+
+// Common returns c itself: the common variables of a service's Config that
+// embeds this one.
+func (c *Config) Common() *Config { return c }
+
 // Main is the whole of a service's main function and returns its exit code.
-// It reads spec (a pointer to the service's Config, which embeds the
-// Config that common points to) from the AGENTMESH_* environment and
-// checks it (LoadConfig), builds a JSON logger on stderr
-// at AGENTMESH_LOG_LEVEL and calls run with a context that ends on SIGINT or
-// SIGTERM. -h or --help prints the variables instead.
+// It reads the service's Config C from the AGENTMESH_* environment and
+// checks it (LoadConfig), builds a JSON logger on stderr at
+// AGENTMESH_LOG_LEVEL and calls run with that Config and a context that
+// ends on SIGINT or SIGTERM. -h or --help prints the variables instead.
 //
 // Exit codes: 0 after a clean shutdown or help, 1 when run fails, 2 for a
 // bad argument or configuration, reported as "<name>: config: <problem
 // naming the variable>".
-func Main(name string, spec any, common *Config, run RunFunc) int {
+func Main[C any, P Spec[C]](name string, run func(ctx context.Context, cfg C, log *slog.Logger) error) int {
+	var cfg C
+	return MainSpec(name, &cfg, P(&cfg).Common(), func(ctx context.Context, log *slog.Logger) error {
+		return run(ctx, cfg, log)
+	})
+}
+
+// MainSpec is Main for a spec that is not a plain Config type, such as one
+// built at run time: spec (a pointer to the service's Config, which embeds
+// the Config that common points to) is filled before run is called.
+func MainSpec(name string, spec any, common *Config, run RunFunc) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return runMain(ctx, name, os.Args[1:], os.Stderr, spec, common, run)

@@ -120,3 +120,12 @@ func TestNameVariablesKeepsAmbiguousNames(t *testing.T) {
 		t.Fatalf("nameVariables = %v, want %q", err, want)
 	}
 }
+
+// TestCommon: a service's Config reaches the common variables it embeds
+// through Common, which Main hands to LoadConfig.
+func TestCommon(t *testing.T) {
+	var cfg testConfig
+	if got := (&cfg).Common(); got != &cfg.Config {
+		t.Errorf("Common() = %p, want the embedded Config %p", got, &cfg.Config)
+	}
+}

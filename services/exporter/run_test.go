@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"go.uber.org/goleak"
 )
@@ -18,14 +17,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestRun(t *testing.T) {
 	for _, tc := range []struct{ enabled, want string }{{"", "disabled"}, {"0", "disabled"}, {"1", "enabled"}} {
 		t.Run("enabled="+tc.enabled, func(t *testing.T) {
-			s := natstest.RunJetStream(t)
-			nc, _ := natstest.Connect(t, s)
 			if tc.enabled != "" {
 				t.Setenv(exports.EnvEnabled, tc.enabled)
 			}
-			var cfg Config
-			servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
-			p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+			_, nc, p := servicetest.Serve(t, nil, run)
 			if got := servicetest.CheckMicro(t, nc, "agentmesh-exporter").Metadata["export"]; got != tc.want {
 				t.Errorf("micro metadata export = %q, want %q", got, tc.want)
 			}
@@ -41,8 +36,7 @@ func TestEnablementRefused(t *testing.T) {
 	s := natstest.RunJetStream(t)
 	for _, v := range []string{"yes", "true", " 1", ""} {
 		t.Setenv(exports.EnvEnabled, v)
-		var cfg Config
-		servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), nil)
+		cfg := servicetest.LoadSpec[Config](t, s.ClientURL(), nil)
 		err := run(context.Background(), cfg, slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), exports.EnvEnabled) {
 			t.Errorf("%s=%q: run = %v, want an error naming the variable", exports.EnvEnabled, v, err)
@@ -51,9 +45,9 @@ func TestEnablementRefused(t *testing.T) {
 }
 
 func TestConfig(t *testing.T) {
-	servicetest.CheckConfigs(t, []servicetest.ConfigCase{
+	servicetest.CheckSpecs[Config](t, []servicetest.ConfigCase{
 		{Name: "defaults", Env: nil, Want: ""},
 		{Name: "workers", Env: map[string]string{"AGENTMESH_EXPORTER_WORKERS": "-1"}, Want: "AGENTMESH_EXPORTER_WORKERS: must be > 0"},
 		{Name: "ack wait", Env: map[string]string{"AGENTMESH_EXPORTER_ACK_WAIT": "10ms"}, Want: "AGENTMESH_EXPORTER_ACK_WAIT: must be at least 1s"},
-	}, func() (any, *service.Config) { var cfg Config; return &cfg, &cfg.Config })
+	})
 }

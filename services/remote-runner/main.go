@@ -7,16 +7,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
 )
 
-func main() {
-	var cfg Config
-	os.Exit(service.Main("remote-runner", &cfg, &cfg.Config.Config, func(ctx context.Context, log *slog.Logger) error {
-		return run(ctx, cfg, log)
-	}))
-}
+func main() { os.Exit(runnerservice.Remote.Main()) }

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
-	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"go.uber.org/goleak"
 )
@@ -16,11 +12,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun(t *testing.T) {
-	s := natstest.RunJetStream(t)
-	nc, _ := natstest.Connect(t, s)
-	var cfg Config
-	servicetest.Load(t, &cfg, &cfg.Config, s.ClientURL(), map[string]string{"AGENTMESH_FIXTURE_DIR": "../../testdata/fixture"})
-	p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+	s, nc, p := servicetest.Serve(t, map[string]string{"AGENTMESH_FIXTURE_DIR": "../../testdata/fixture"}, run)
 
 	info := servicetest.CheckMicro(t, nc, "agentmesh-router")
 	logged, _ := p.Log(t, "router started")["registry_version"].(string)
@@ -34,7 +26,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	servicetest.CheckConfigs(t, []servicetest.ConfigCase{
+	servicetest.CheckSpecs[Config](t, []servicetest.ConfigCase{
 		{Name: "defaults", Env: nil, Want: ""},
 		{Name: "workers zero is the default", Env: map[string]string{"AGENTMESH_ROUTER_WORKERS": "0"}, Want: ""},
 		{Name: "workers", Env: map[string]string{"AGENTMESH_ROUTER_WORKERS": "-1"}, Want: "AGENTMESH_ROUTER_WORKERS: must be > 0, got -1"},
@@ -42,5 +34,5 @@ func TestValidate(t *testing.T) {
 		{Name: "default deadline", Env: map[string]string{"AGENTMESH_ROUTER_DEFAULT_DEADLINE": "48h"}, Want: "AGENTMESH_ROUTER_DEFAULT_DEADLINE: must be in (0, max deadline 24h0m0s]"},
 		{Name: "default deadline beyond the max", Env: map[string]string{"AGENTMESH_ROUTER_MAX_DEADLINE": "10m"}, Want: "AGENTMESH_ROUTER_DEFAULT_DEADLINE"},
 		{Name: "max deadline", Env: map[string]string{"AGENTMESH_ROUTER_MAX_DEADLINE": "-1s"}, Want: "AGENTMESH_ROUTER_MAX_DEADLINE: must be > 0"},
-	}, func() (any, *service.Config) { var cfg Config; return &cfg, &cfg.Config })
+	})
 }

@@ -5,16 +5,9 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
-func main() {
-	var cfg Config
-	os.Exit(service.Main("sweeper", &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
-		return run(ctx, cfg, log)
-	}))
-}
+func main() { os.Exit(service.Main("sweeper", run)) }

@@ -36,15 +36,7 @@ func TestShippedProfilesCheckClean(t *testing.T) {
 					t.Setenv(v, "") // FromEnv takes empty as unset
 				}
 			}
-			ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
-			profiles, err := profile.Load(ac.ProfilesDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			adapters, err := ac.Registry(profiles)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, profiles, adapters := build(t, "../../../profiles")
 			if err := profile.CheckAdapters(profiles, adapters); err != nil {
 				t.Fatal(err)
 			}
@@ -74,15 +66,7 @@ func TestShippedProfilesCheckClean(t *testing.T) {
 func TestTokenClasses(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
-	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
-	profiles, err := ac.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := ac.Registry(profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, adapters := build(t, "../../../profiles")
 	want := map[string][]string{
 		"fixture":     {"input", "output"},
 		"claude-code": {"input", "output", "cache_read", "cache_write"},
@@ -212,15 +196,7 @@ func TestEachProfileHasItsOwnInstance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ac := Dirs{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
-	profiles, err := ac.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := ac.Registry(profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, adapters := build(t, dir)
 	prompt, err := wire.Marshal(map[string]any{"prompt": "hi"})
 	if err != nil {
 		t.Fatal(err)
@@ -261,15 +237,7 @@ func TestEachProfileHasItsOwnInstance(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
-	profiles, err := ac.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := ac.Registry(profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ac, profiles, reg := build(t, "../../../profiles")
 	if got := strings.Join(reg.Names(), ","); got != "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi" {
 		t.Errorf("Registry() names = %s, want every shipped profile's adapter", got)
 	}
@@ -287,15 +255,7 @@ func TestRegistry(t *testing.T) {
 // and the adapter's own.
 func TestTransports(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "test-key")
-	ac := Dirs{ProfilesDir: "../../../profiles", FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
-	profiles, err := ac.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := ac.Registry(profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, profiles, reg := build(t, "../../../profiles")
 	for _, n := range Names() {
 		want, _ := Transport(n)
 		a, ok := reg.Get(n)
@@ -329,4 +289,21 @@ func TestTransports(t *testing.T) {
 			t.Errorf("Names(%v) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
+}
+
+// build loads the profiles of dir and builds the adapter of every one,
+// failing the test on an error, with the fixture scripts of testdata and a
+// workspace root of the test's own.
+func build(t *testing.T, dir string) (Dirs, *profile.Registry, *adapter.Registry) {
+	t.Helper()
+	ac := Dirs{ProfilesDir: dir, FixtureDir: "testdata", WorkspaceRoot: t.TempDir()}
+	profiles, err := ac.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := ac.Registry(profiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ac, profiles, reg
 }

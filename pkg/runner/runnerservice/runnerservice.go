@@ -107,3 +107,51 @@ func Run(ctx context.Context, name string, transports []wire.Transport, c Config
 	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return host.Run(ctx)
 }
+
+// Service is a runner service binary: its name and the transports of the
+// adapters it hosts.
+type Service struct {
+	// Name is the binary's name, such as "remote-runner"; its NATS client
+	// is named "agentmesh-" + Name.
+	Name string
+	// Transports are those of the adapters it hosts.
+	Transports []wire.Transport
+}
+
+// The two runner binaries. Each hosts the in-process fixture as well,
+// which needs no transport and lets a deployment be tried offline.
+var (
+	// Remote is the remote-runner: the model APIs, reached over HTTP.
+	Remote = Service{Name: "remote-runner", Transports: []wire.Transport{wire.TransportRemote, wire.TransportInProcess}}
+	// Subprocess is the subprocess-runner: the agent CLIs, each a child
+	// process.
+	Subprocess = Service{Name: "subprocess-runner", Transports: []wire.Transport{wire.TransportSubprocess, wire.TransportInProcess}}
+)
+
+// Spec is the configuration of a Service as its main reads it: a Config
+// whose Validate checks it for the service's transports (Config.Check).
+type Spec struct {
+	Config
+	transports []wire.Transport // unexported: not read from the environment
+}
+
+// Validate names each bad variable, and every adapter named that is not of
+// the service's transports.
+func (s Spec) Validate() error { return s.Check(s.transports...) }
+
+// NewSpec returns a zero Spec of s, for service.LoadConfig.
+func (s Service) NewSpec() *Spec { return &Spec{transports: s.Transports} }
+
+// Run is Run for s.
+func (s Service) Run(ctx context.Context, c Config, log *slog.Logger) error {
+	return Run(ctx, "agentmesh-"+s.Name, s.Transports, c, log)
+}
+
+// Main is the whole of s's main function and returns its exit code
+// (service.MainSpec).
+func (s Service) Main() int {
+	spec := s.NewSpec()
+	return service.MainSpec(s.Name, spec, spec.Common(), func(ctx context.Context, log *slog.Logger) error {
+		return s.Run(ctx, spec.Config, log)
+	})
+}

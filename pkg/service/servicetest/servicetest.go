@@ -55,6 +55,27 @@ func Load(t testing.TB, spec any, common *service.Config, natsURL string, env ma
 	}
 }
 
+// LoadSpec is Load for a service whose Config is C, returning the Config
+// it loaded.
+func LoadSpec[C any, P service.Spec[C]](t testing.TB, natsURL string, env map[string]string) C {
+	t.Helper()
+	var cfg C
+	Load(t, &cfg, P(&cfg).Common(), natsURL, env)
+	return cfg
+}
+
+// Serve starts an embedded JetStream server and, in the background
+// (Start), a service's run function on the Config loaded for it with env
+// (LoadSpec). It returns the server, a connection of the test's own to it
+// and the running service.
+func Serve[C any, P service.Spec[C]](t testing.TB, env map[string]string, run func(ctx context.Context, cfg C, log *slog.Logger) error) (*server.Server, *nats.Conn, *Proc) {
+	t.Helper()
+	s := natstest.RunJetStream(t)
+	nc, _ := natstest.Connect(t, s)
+	cfg := LoadSpec[C, P](t, s.ClientURL(), env)
+	return s, nc, Start(t, func(ctx context.Context, log *slog.Logger) error { return run(ctx, cfg, log) })
+}
+
 // CheckConfig loads spec from the environment as the service's main would
 // and checks that it fails naming the variable want, or succeeds when want
 // is "".
@@ -111,6 +132,16 @@ func CheckConfigs(t *testing.T, cases []ConfigCase, newSpec func() (spec any, co
 			CheckConfig(t, spec, common, tc.Want)
 		})
 	}
+}
+
+// CheckSpecs is CheckConfigs for a service whose Config is C, each case
+// loaded into a zero C.
+func CheckSpecs[C any, P service.Spec[C]](t *testing.T, cases []ConfigCase) {
+	t.Helper()
+	CheckConfigs(t, cases, func() (any, *service.Config) {
+		var cfg C
+		return &cfg, P(&cfg).Common()
+	})
 }
 
 // Proc is a service run function running in the background.
