@@ -102,8 +102,8 @@ func BenchmarkFirstChunkLatency(b *testing.B) {
 			raw := bench.StartRaw(b, srv)
 			var mesh, hop bench.Latencies
 			for b.Loop() {
-				mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
-				hop = append(hop, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
+				mesh = append(mesh, measure(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
+				hop = append(hop, measure(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
 			}
 			mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
 			hp50, hp99 := hop.Percentile(50), hop.Percentile(99)
@@ -136,8 +136,8 @@ func BenchmarkStoredMessages(b *testing.B) {
 	})
 	var mesh, base bench.Stored
 	for b.Loop() {
-		mesh = addStored(mesh, stored(b, func(ctx context.Context) (bench.Stored, error) { return m.StoredPerRun(ctx, storedRuns) }))
-		base = addStored(base, stored(b, func(ctx context.Context) (bench.Stored, error) { return raw.StoredPerHop(ctx, storedRuns) }))
+		mesh = addStored(mesh, measure(b, func(ctx context.Context) (bench.Stored, error) { return m.StoredPerRun(ctx, storedRuns) }))
+		base = addStored(base, measure(b, func(ctx context.Context) (bench.Stored, error) { return raw.StoredPerHop(ctx, storedRuns) }))
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(mesh.PerRun(), "msgs-per-run")
@@ -206,29 +206,9 @@ func BenchmarkRunFootprint(b *testing.B) {
 	}
 }
 
-func measure(b *testing.B, f func(context.Context) (bench.Throughput, error)) bench.Throughput {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-	defer cancel()
-	got, err := f(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return got
-}
-
-func stored(b *testing.B, f func(context.Context) (bench.Stored, error)) bench.Stored {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-	defer cancel()
-	got, err := f(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return got
-}
-
-func sample(b *testing.B, f func(context.Context) (bench.Latencies, error)) bench.Latencies {
+// measure runs one measurement f, failing b if it fails or takes longer
+// than batchTimeout.
+func measure[T any](b *testing.B, f func(context.Context) (T, error)) T {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
 	defer cancel()

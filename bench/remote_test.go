@@ -53,10 +53,10 @@ func BenchmarkRemoteFirstChunk(b *testing.B) {
 	probe := bench.Probe{Samples: 100, Warmup: 10, ChunkBytes: 1}
 	var mesh, direct bench.Latencies
 	for b.Loop() {
-		mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) {
+		mesh = append(mesh, measure(b, func(ctx context.Context) (bench.Latencies, error) {
 			return m.ProfileFirstChunkLatency(ctx, "openai", req, remoteTextChunks, probe)
 		})...)
-		direct = append(direct, sample(b, func(ctx context.Context) (bench.Latencies, error) {
+		direct = append(direct, measure(b, func(ctx context.Context) (bench.Latencies, error) {
 			return bench.DirectFirstEvent(ctx, url, []byte(`{"stream":true}`), probe)
 		})...)
 	}

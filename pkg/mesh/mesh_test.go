@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -81,29 +82,8 @@ func startNodeWith(t *testing.T, srv *server.Server, cfg mesh.Config, profiles *
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{d: d, stop: cancel, done: make(chan error, 1)}
-	go func() { n.done <- mesh.Run(ctx, d, profiles, adapters, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-n.done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mesh did not stop")
-		}
-	})
-	// Ready once the router's consumer exists (the topology is then complete).
-	natstest.Eventually(t, 10*time.Second, func() error {
-		if cfg.WithoutRouter {
-			_, err := js.Stream(context.Background(), d.Names.EventsStream())
-			return err
-		}
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
+	mn := meshtest.Serve(t, d, profiles, adapters, cfg, 30*time.Second)
+	n := &node{d: d, stop: mn.Stop, done: mn.Done}
 	return n
 }
 
@@ -116,6 +96,18 @@ type fixtureReq struct {
 func request(t *testing.T, v any) []byte { return clienttest.Msgpack(t, v) }
 
 func runReq(t *testing.T, req any) wire.RunRequest { return clienttest.FixtureRun(t, tenant, req) }
+
+// submitRunning submits a fixture run of req and returns its id once it
+// is executing and has output.
+func submitRunning(ctx context.Context, t *testing.T, c *client.Client, req fixtureReq) string {
+	t.Helper()
+	id, err := c.Submit(ctx, runReq(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clienttest.WaitForOutput(ctx, t, c, tenant, id)
+	return id
+}
 
 func newClient(t *testing.T, srv *server.Server) *client.Client { return clienttest.New(t, srv) }
 
@@ -206,18 +198,7 @@ func TestCancel(t *testing.T) {
 		srv := natstest.RunJetStream(t)
 		startNode(t, srv, mesh.Config{})
 		c := newClient(t, srv)
-		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "long", Script: "slow", DelayMS: 200}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindChunk {
-				break // it is running and has output
-			}
-		}
+		id := submitRunning(ctx, t, c, fixtureReq{Prompt: "long", Script: "slow", DelayMS: 200})
 		reply, err := c.Cancel(ctx, tenant, id)
 		if err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
 			t.Fatalf("cancel = %+v, %v", reply, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -104,6 +105,15 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 // with every adapter they name, and returns a client of it.
 func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 	t.Helper()
+	return catalogMesh(t, files, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+}
+
+// catalogMesh runs a mesh on a new server with the profiles of files (a
+// file name to its YAML) and the adapters the catalog builds for them,
+// logging to log and registering its metrics in reg, and returns a client
+// of it.
+func catalogMesh(t *testing.T, files map[string]string, log *slog.Logger, reg *prometheus.Registry) *client.Client {
+	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -121,25 +131,7 @@ func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 	}
 	srv := natstest.RunJetStream(t)
 	nc, js := natstest.Connect(t, srv)
-	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.DiscardHandler),
-		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mesh did not stop")
-		}
-	})
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
+	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(reg), Health: &service.Health{}}
+	meshtest.Serve(t, d, profiles, adapters, mesh.Config{}, 30*time.Second)
 	return newClient(t, srv)
 }

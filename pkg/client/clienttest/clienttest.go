@@ -88,6 +88,21 @@ func WaitFor(t testing.TB, c *client.Client, tenant, runID string, state wire.St
 	})
 }
 
+// WaitForOutput follows tenant's run runID from its first event until its
+// first chunk (the run is then executing and has output) or the end of its
+// events, failing the test on an error.
+func WaitForOutput(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string) {
+	t.Helper()
+	for ev, err := range c.Events(ctx, tenant, runID, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == wire.KindChunk {
+			return
+		}
+	}
+}
+
 // Msgpack is v encoded as wire.Marshal does, failing the test on error.
 func Msgpack(t testing.TB, v any) []byte {
 	t.Helper()
