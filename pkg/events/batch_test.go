@@ -47,6 +47,23 @@ func shape(evs []wire.Event) string {
 	return strings.Join(parts, ", ")
 }
 
+// runningWithChunks returns a writer of runID that has stored the run's
+// running status and written n text chunks with ChunkAsync (held in an
+// open batch when the log's window does not pass).
+func runningWithChunks(ctx context.Context, t *testing.T, log *events.Log, runID string, n int) *events.Writer {
+	t.Helper()
+	w := log.New(tenant, runID)
+	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := w.ChunkAsync(ctx, text(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
 // wantStored fails t unless the events stored for runID have the shape
 // want (as shape describes them).
 func wantStored(t *testing.T, f *flaky, runID, want string) {
@@ -186,15 +203,7 @@ func TestRetriedBatchIsStoredOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			runID := newRunID()
-			w := log.New(tenant, runID)
-			if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if err := w.ChunkAsync(ctx, text(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w := runningWithChunks(ctx, t, log, runID, 3)
 			f.set(tt.script...)
 			if err := w.Flush(ctx); err != nil {
 				t.Fatal(err)
@@ -260,15 +269,7 @@ func TestOpenAfterABatch(t *testing.T) {
 	events.SetBatching(log, never, events.BatchBytes)
 	ctx := context.Background()
 	runID := newRunID()
-	w := log.New(tenant, runID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := w.ChunkAsync(ctx, text(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := runningWithChunks(ctx, t, log, runID, 3)
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -338,15 +339,7 @@ func TestABatchAfterAnotherWritersTerminalIsDropped(t *testing.T) {
 	events.SetBatching(log, never, events.BatchBytes)
 	ctx := context.Background()
 	runID := newRunID()
-	w := log.New(tenant, runID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := w.ChunkAsync(ctx, text(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := runningWithChunks(ctx, t, log, runID, 3)
 	// While the batch is open, another writer (the sweeper) ends the run:
 	// its terminal has the seq, and so the Nats-Msg-Id, the batch starts at.
 	endElsewhere(ctx, t, log, runID, wire.StateFailed)
