@@ -551,14 +551,7 @@ func TestDeployPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
-				break
-			}
-		}
+		clienttest.WaitForRouted(ctx, t, c, tenant, id)
 		if reply, err := c.Cancel(ctx, tenant, id); err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
 			t.Fatalf("cancel = %+v, %v", reply, err)
 		}

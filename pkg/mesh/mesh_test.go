@@ -374,14 +374,7 @@ func TestCancelAtTheRunningStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
-				break // the runner is about to publish running
-			}
-		}
+		clienttest.WaitForRouted(ctx, t, c, tenant, id) // the runner is about to publish running
 		if _, err := c.Cancel(ctx, tenant, id); err != nil {
 			t.Fatalf("run %d: cancel: %v", i, err)
 		}

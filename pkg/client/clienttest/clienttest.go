@@ -93,11 +93,28 @@ func WaitFor(t testing.TB, c *client.Client, tenant, runID string, state wire.St
 // events, failing the test on an error.
 func WaitForOutput(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string) {
 	t.Helper()
+	FollowUntil(ctx, t, c, tenant, runID, func(ev wire.Event) bool { return ev.Kind == wire.KindChunk })
+}
+
+// WaitForRouted follows tenant's run runID from its first event until its
+// routed status or the end of its events, failing the test on an error.
+func WaitForRouted(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string) {
+	t.Helper()
+	FollowUntil(ctx, t, c, tenant, runID, func(ev wire.Event) bool {
+		return ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted
+	})
+}
+
+// FollowUntil follows tenant's run runID from its first event until an
+// event for which until is true or the end of its events, failing the test
+// on an error.
+func FollowUntil(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string, until func(wire.Event) bool) {
+	t.Helper()
 	for ev, err := range c.Events(ctx, tenant, runID, 1) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Kind == wire.KindChunk {
+		if until(ev) {
 			return
 		}
 	}
