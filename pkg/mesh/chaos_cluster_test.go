@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
@@ -74,14 +72,7 @@ func startClusterNode(t *testing.T, urls, id string, log *slog.Logger, withSweep
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close) // after the mesh stopped: cleanups run last first
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := adapter.NewRegistry(fx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adapters := fixtureAdapters(t)
 	d := service.Deps{NC: nc, JS: js, Log: log.With("node", id), Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
 	cfg := mesh.Config{
 		Topology:       topology.Config{Replicas: 3},

@@ -60,10 +60,7 @@ type node struct {
 
 func startNode(t *testing.T, srv *server.Server, cfg mesh.Config) *node {
 	t.Helper()
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	return startNodeWith(t, srv, cfg, profile.Builtin(), fx)
 }
 
@@ -85,6 +82,26 @@ func startNodeWith(t *testing.T, srv *server.Server, cfg mesh.Config, profiles *
 	mn := meshtest.Serve(t, d, profiles, adapters, cfg, 30*time.Second)
 	n := &node{d: d, stop: mn.Stop, done: mn.Done}
 	return n
+}
+
+// newFixture is the fixture adapter on the shipped scripts.
+func newFixture(t *testing.T) *fixture.Adapter {
+	t.Helper()
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// fixtureAdapters is a registry of newFixture alone.
+func fixtureAdapters(t *testing.T) *adapter.Registry {
+	t.Helper()
+	adapters, err := adapter.NewRegistry(newFixture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adapters
 }
 
 type fixtureReq struct {
@@ -328,10 +345,7 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 
 func TestTerminalStatusCarriesExactCost(t *testing.T) {
 	srv := natstest.RunJetStream(t)
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	pricing := map[string]string{"input": "3", "output": "15.000001"}
 	profiles, err := profile.New(profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess, Model: "fixture-1", Pricing: pricing})
 	if err != nil {

@@ -25,10 +25,7 @@ type resumableReq struct {
 func sessionNode(t *testing.T) (*client.Client, jetstream.KeyValue) {
 	t.Helper()
 	srv := natstest.RunJetStream(t)
-	plain, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := newFixture(t)
 	resumable, err := fixture.New(fixture.Config{Name: "fixture-r", ScriptsDir: "../../testdata/fixture", Resumable: true})
 	if err != nil {
 		t.Fatal(err)
