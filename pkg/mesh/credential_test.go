@@ -8,33 +8,20 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 )
 
-// syncBuffer is a log sink shared by the mesh's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 const testCredentialEnv = "AGENTMESH_TEST_OPENAI_KEY"
 
 // remoteMesh runs the mesh on profiles for fixture, openai (credential from
 // testCredentialEnv) and ollama, both remote ones served by fixture servers.
-func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *replay.Server) {
+func remoteMesh(t *testing.T) (*servicetest.Buffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *replay.Server) {
 	t.Helper()
 	oa, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
@@ -52,7 +39,7 @@ func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile s
 			"pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n", oa.URL(), testCredentialEnv),
 		"ollama.yaml": fmt.Sprintf("schema: 1\nname: ollama\nadapter: ollama\ntransport: remote\nmodel: llama3.2\nbase_url: %s/plain-text\nallow_loopback: true\npricing: {input: \"0\", output: \"0\"}\n", ol.URL()),
 	}
-	logs := &syncBuffer{}
+	logs := &servicetest.Buffer{} // shared by the mesh's goroutines
 	reg := prometheus.NewRegistry()
 	c := catalogMesh(t, files, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), reg)
 	run := func(profileName string, req map[string]any) []wire.Event {
