@@ -2,7 +2,6 @@ package mesh_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,11 +45,8 @@ func remoteMesh(t *testing.T) (*servicetest.Buffer, *prometheus.Registry, func(p
 	run := func(profileName string, req map[string]any) []wire.Event {
 		r := runReq(t, req)
 		r.Profile = profileName
-		id, err := c.Submit(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return collect(t, c, id)
+		_, evs := clienttest.Run(t, c, r)
+		return evs
 	}
 	return logs, reg, run, oa
 }

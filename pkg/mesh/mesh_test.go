@@ -144,11 +144,7 @@ func TestRunEventsArriveInOrder(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	startNode(t, srv, mesh.Config{})
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "hi"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
+	id, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "hi"}))
 	got := describe(evs)
 	want := "[accepted routed running system thinking text tool_use tool_result result succeeded]"
 	if got != want {
@@ -305,11 +301,7 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 	startNode(t, srv, mesh.Config{})
 	nc, _ := natstest.Connect(t, srv)
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	collect(t, c, id)
+	id, _ := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "x"}))
 	if _, err := c.Cancel(context.Background(), tenant, id); err != nil {
 		t.Fatal(err)
 	}
@@ -353,11 +345,7 @@ func TestTerminalStatusCarriesExactCost(t *testing.T) {
 	}
 	startNodeWith(t, srv, mesh.Config{}, profiles, fx)
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "price me, exactly"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
+	_, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "price me, exactly"}))
 	st := last(evs)
 	if st.Summary == nil || st.Summary.Usage == nil {
 		t.Fatalf("terminal status without usage: %+v", st)

@@ -1,7 +1,6 @@
 package mesh_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
@@ -55,11 +55,7 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 		t.Helper()
 		r := runReq(t, map[string]any{"prompt": "hi"})
 		r.Profile, r.Conversation = profileName, conversation
-		id, err := c.Submit(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs := collect(t, c, id)
+		_, evs := clienttest.Run(t, c, r)
 		if st := last(evs); st.State != wire.StateSucceeded {
 			t.Fatalf("%s: %s %v", profileName, describe(evs), st.Error)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -50,11 +51,8 @@ func converse(t *testing.T, c *client.Client, profileName, conversation string, 
 	t.Helper()
 	r := runReq(t, req)
 	r.Profile, r.Conversation = profileName, conversation
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return collect(t, c, id)
+	_, evs := clienttest.Run(t, c, r)
+	return evs
 }
 
 func systemMeta(t *testing.T, evs []wire.Event) wire.Metadata {

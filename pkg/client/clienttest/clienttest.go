@@ -45,6 +45,17 @@ func Collect(t testing.TB, c *client.Client, tenant, runID string) []wire.Event 
 	return out
 }
 
+// Run submits req through c and returns its run id and every event of
+// the run up to its terminal status (Collect).
+func Run(t testing.TB, c *client.Client, req wire.RunRequest) (runID string, evs []wire.Event) {
+	t.Helper()
+	id, err := c.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, Collect(t, c, req.Tenant, id)
+}
+
 // Describe renders events as "[accepted routed running text ... succeeded]":
 // a chunk by its type, a status by its state.
 func Describe(evs []wire.Event) string {
