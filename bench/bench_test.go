@@ -102,22 +102,27 @@ func BenchmarkFirstChunkLatency(b *testing.B) {
 			raw := bench.StartRaw(b, srv)
 			var mesh, hop bench.Latencies
 			for b.Loop() {
-				mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
-				hop = append(hop, sample(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
+				mesh = append(mesh, measure(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
+				hop = append(hop, measure(b, func(ctx context.Context) (bench.Latencies, error) { return raw.HopLatency(ctx, latencyProbe) })...)
 			}
-			mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
-			hp50, hp99 := hop.Percentile(50), hop.Percentile(99)
 			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(bench.Micros(mp50), "mesh-p50-us")
-			b.ReportMetric(bench.Micros(mp99), "mesh-p99-us")
-			b.ReportMetric(bench.Micros(hp50), "hop-p50-us")
-			b.ReportMetric(bench.Micros(hp99), "hop-p99-us")
+			mp50, mp99 := reportPercentiles(b, "mesh", mesh)
+			hp50, hp99 := reportPercentiles(b, "hop", hop)
 			b.ReportMetric(float64(mp50)/float64(hp50), "mesh-p50-hops")
 			b.ReportMetric(float64(mp99)/float64(hp50), "mesh-p99-hops")
 			b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; hop (sync publish → pulling consumer) p50 %s p99 %s; mesh in hops (÷ hop p50): p50 %.1f p99 %.1f",
 				len(mesh), mp50, mp99, hp50, hp99, float64(mp50)/float64(hp50), float64(mp99)/float64(hp50))
 		})
 	}
+}
+
+// reportPercentiles reports l's p50 and p99 as name-p50-us and
+// name-p99-us, and returns them.
+func reportPercentiles(b *testing.B, name string, l bench.Latencies) (p50, p99 time.Duration) {
+	p50, p99 = l.Percentile(50), l.Percentile(99)
+	b.ReportMetric(bench.Micros(p50), name+"-p50-us")
+	b.ReportMetric(bench.Micros(p99), name+"-p99-us")
+	return p50, p99
 }
 
 // storedRuns is how many one-chunk runs BenchmarkStoredMessages counts
@@ -136,8 +141,8 @@ func BenchmarkStoredMessages(b *testing.B) {
 	})
 	var mesh, base bench.Stored
 	for b.Loop() {
-		mesh = addStored(mesh, stored(b, func(ctx context.Context) (bench.Stored, error) { return m.StoredPerRun(ctx, storedRuns) }))
-		base = addStored(base, stored(b, func(ctx context.Context) (bench.Stored, error) { return raw.StoredPerHop(ctx, storedRuns) }))
+		mesh = addStored(mesh, measure(b, func(ctx context.Context) (bench.Stored, error) { return m.StoredPerRun(ctx, storedRuns) }))
+		base = addStored(base, measure(b, func(ctx context.Context) (bench.Stored, error) { return raw.StoredPerHop(ctx, storedRuns) }))
 	}
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(mesh.PerRun(), "msgs-per-run")
@@ -206,29 +211,9 @@ func BenchmarkRunFootprint(b *testing.B) {
 	}
 }
 
-func measure(b *testing.B, f func(context.Context) (bench.Throughput, error)) bench.Throughput {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-	defer cancel()
-	got, err := f(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return got
-}
-
-func stored(b *testing.B, f func(context.Context) (bench.Stored, error)) bench.Stored {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-	defer cancel()
-	got, err := f(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return got
-}
-
-func sample(b *testing.B, f func(context.Context) (bench.Latencies, error)) bench.Latencies {
+// measure runs one measurement f, failing b if it fails or takes longer
+// than batchTimeout.
+func measure[T any](b *testing.B, f func(context.Context) (T, error)) T {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
 	defer cancel()

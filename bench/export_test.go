@@ -3,23 +3,16 @@ package bench_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
-	"github.com/agentmesh/agentmesh/pkg/exports"
-	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/exporter/exportertest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // exportChunks is the size of the run BenchmarkExport exports.
@@ -31,41 +24,14 @@ const exportChunks = 10_000
 // latency of reading the same events with a raw ephemeral consumer (the
 // baseline, measured in the same run), and export/raw-read.
 func BenchmarkExport(b *testing.B) {
-	srv := natstest.RunJetStream(b)
-	nc, js := natstest.Connect(b, srv)
+	f := exportertest.Start(b)
 	ctx := context.Background()
-	names := subject.Names{}
-	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
-		b.Fatal(err)
-	}
-	d := service.Deps{NC: nc, JS: js, Names: names, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	grants, err := consent.Open(ctx, js, names)
-	if err != nil {
-		b.Fatal(err)
-	}
-	g, err := grants.Grant(ctx, "acme", "alice")
+	js, names, x, records := f.JS, subject.Names{}, f.Exporter, f.Records
+	g, err := f.Consent.Grant(ctx, "acme", "alice")
 	if err != nil {
 		b.Fatal(err)
 	}
 	rec, size := publishRun(b, js, names, g.Rev)
-	store, err := exporter.OpenStore(ctx, js, names, exports.Settings{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	x, err := exporter.New(ctx, d, store, exporter.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	stop, err := x.WatchRules(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer stop()
-	records, err := exports.Open(ctx, js, names)
-	if err != nil {
-		b.Fatal(err)
-	}
 
 	var export, read time.Duration
 	for b.Loop() {
@@ -86,7 +52,7 @@ func BenchmarkExport(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := records.Remove(ctx, store, e); err != nil {
+		if _, err := records.Remove(ctx, f.Store, e); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()

@@ -136,24 +136,7 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 	mc.Topology.WorkQueueMax = cfg.WorkQueueMax
 	mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax
 
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan struct{})
-	var runErr error
-	go func() {
-		defer close(exited)
-		runErr = mesh.Run(ctx, d, profiles, adapters, mc)
-	}()
-	tb.Cleanup(func() {
-		cancel()
-		select {
-		case <-exited:
-			if runErr != nil {
-				tb.Errorf("bench: mesh: %v", runErr)
-			}
-		case <-time.After(DefaultStopTimeout):
-			tb.Errorf("bench: mesh did not stop within %s", DefaultStopTimeout)
-		}
-	})
+	exited := runMesh(tb, "mesh", d, profiles, adapters, mc)
 
 	cnc, cjs := connect(tb, url)
 	m.js, m.events = cjs, d.Names.EventsStream()
@@ -171,10 +154,8 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 		tb.Fatalf("bench: %v", err)
 	}
 	natstest.Eventually(tb, 30*time.Second, func() error {
-		select {
-		case <-exited:
-			return fmt.Errorf("mesh exited: %v", runErr)
-		default:
+		if err := exited(); err != nil {
+			return err
 		}
 		if _, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer()); err != nil {
 			return err
@@ -185,6 +166,39 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 		return nil
 	})
 	return m
+}
+
+// runMesh runs mesh.Run with d, profiles, adapters and mc until tb ends,
+// failing tb if it returns an error or does not stop within
+// DefaultStopTimeout; what names it in those failures. The function it
+// returns reports an error once the mesh has exited, nil while it runs.
+func runMesh(tb testing.TB, what string, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, mc mesh.Config) (exited func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = mesh.Run(ctx, d, profiles, adapters, mc)
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+			if runErr != nil {
+				tb.Errorf("bench: %s: %v", what, runErr)
+			}
+		case <-time.After(DefaultStopTimeout):
+			tb.Errorf("bench: %s did not stop within %s", what, DefaultStopTimeout)
+		}
+	})
+	return func() error {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited: %v", what, runErr)
+		default:
+			return nil
+		}
+	}
 }
 
 // fixtureRequest is the fixture adapter's request on the wire.
@@ -255,26 +269,7 @@ func (m *Mesh) FirstChunkLatency(ctx context.Context, p Probe) (Latencies, error
 	if err != nil {
 		return nil, err
 	}
-	out := make(Latencies, 0, p.Samples)
-	for i := range p.Warmup + p.Samples {
-		var d time.Duration
-		start := time.Now()
-		if err := m.run(ctx, "fixture", req, 1, func() { d = time.Since(start) }); err != nil {
-			return nil, err
-		}
-		if i >= p.Warmup {
-			out = append(out, d)
-		}
-		if (i+1)%reapEvery == 0 {
-			if err := reap(ctx, m.js, m.events); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := reap(ctx, m.js, m.events); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return m.ProfileFirstChunkLatency(ctx, "fixture", req, 1, p)
 }
 
 // run submits one run of req to profile prof and follows its events to the

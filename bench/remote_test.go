@@ -53,20 +53,16 @@ func BenchmarkRemoteFirstChunk(b *testing.B) {
 	probe := bench.Probe{Samples: 100, Warmup: 10, ChunkBytes: 1}
 	var mesh, direct bench.Latencies
 	for b.Loop() {
-		mesh = append(mesh, sample(b, func(ctx context.Context) (bench.Latencies, error) {
+		mesh = append(mesh, measure(b, func(ctx context.Context) (bench.Latencies, error) {
 			return m.ProfileFirstChunkLatency(ctx, "openai", req, remoteTextChunks, probe)
 		})...)
-		direct = append(direct, sample(b, func(ctx context.Context) (bench.Latencies, error) {
+		direct = append(direct, measure(b, func(ctx context.Context) (bench.Latencies, error) {
 			return bench.DirectFirstEvent(ctx, url, []byte(`{"stream":true}`), probe)
 		})...)
 	}
-	mp50, mp99 := mesh.Percentile(50), mesh.Percentile(99)
-	dp50, dp99 := direct.Percentile(50), direct.Percentile(99)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(bench.Micros(mp50), "mesh-p50-us")
-	b.ReportMetric(bench.Micros(mp99), "mesh-p99-us")
-	b.ReportMetric(bench.Micros(dp50), "direct-p50-us")
-	b.ReportMetric(bench.Micros(dp99), "direct-p99-us")
+	mp50, mp99 := reportPercentiles(b, "mesh", mesh)
+	dp50, dp99 := reportPercentiles(b, "direct", direct)
 	b.ReportMetric(float64(mp50)/float64(dp50), "p50-ratio")
 	b.ReportMetric(float64(mp99)/float64(dp99), "p99-ratio")
 	b.Logf("%d samples each: mesh submit→first chunk p50 %s p99 %s; direct HTTP→first event p50 %s p99 %s; mesh/direct p50 %.1f p99 %.1f",

@@ -227,31 +227,12 @@ func StartRouters(tb testing.TB, srv *server.Server, cfg RoutersConfig) *Routers
 		mc.Topology.WorkQueueMax = cfg.WorkQueueMax
 		mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax
 
-		ctx, cancel := context.WithCancel(context.Background())
-		exited := make(chan struct{})
-		var runErr error
-		go func() {
-			defer close(exited)
-			runErr = mesh.Run(ctx, d, profiles, adapters, mc)
-		}()
-		tb.Cleanup(func() {
-			cancel()
-			select {
-			case <-exited:
-				if runErr != nil {
-					tb.Errorf("bench: router %d: %v", i, runErr)
-				}
-			case <-time.After(DefaultStopTimeout):
-				tb.Errorf("bench: router %d did not stop within %s", i, DefaultStopTimeout)
-			}
-		})
+		exited := runMesh(tb, fmt.Sprintf("router %d", i), d, profiles, adapters, mc)
 		// The router adds its readiness check once its consume loop has
 		// started pulling from the shared consumer.
 		natstest.Eventually(tb, 10*time.Second, func() error {
-			select {
-			case <-exited:
-				return fmt.Errorf("router %d exited: %v", i, runErr)
-			default:
+			if err := exited(); err != nil {
+				return err
 			}
 			return d.Health.Ready()
 		})

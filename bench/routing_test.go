@@ -22,14 +22,14 @@ func BenchmarkRouting(b *testing.B) {
 	routers := bench.StartRouters(b, srv, bench.RoutersConfig{})
 	raw := bench.StartRawQueue(b, srv, routers.ConsumerConfig(), bench.DefaultRouters)
 	warm := newRoutingBatch(b, bench.RoutingLoad{Runs: 200, Submitters: routingLoad.Submitters})
-	route(b, func(ctx context.Context) (bench.Routed, error) { return routers.Route(ctx, warm) })
+	measure(b, func(ctx context.Context) (bench.Routed, error) { return routers.Route(ctx, warm) })
 	measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Route(ctx, warm) })
 
 	var mesh bench.Routed
 	var base bench.Throughput
 	for b.Loop() {
 		batch := newRoutingBatch(b, routingLoad)
-		mesh = mesh.Add(route(b, func(ctx context.Context) (bench.Routed, error) { return routers.Route(ctx, batch) }))
+		mesh = mesh.Add(measure(b, func(ctx context.Context) (bench.Routed, error) { return routers.Route(ctx, batch) }))
 		base = base.Add(measure(b, func(ctx context.Context) (bench.Throughput, error) { return raw.Route(ctx, batch) }))
 	}
 	if err := mesh.ExactlyOnce(); err != nil {
@@ -53,17 +53,6 @@ func newRoutingBatch(tb testing.TB, l bench.RoutingLoad) bench.RoutingBatch {
 		tb.Fatal(err)
 	}
 	return batch
-}
-
-func route(b *testing.B, f func(context.Context) (bench.Routed, error)) bench.Routed {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(b.Context(), batchTimeout)
-	defer cancel()
-	got, err := f(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return got
 }
 
 // TestRoutingMeasurementsComplete routes two small batches through two

@@ -27,13 +27,13 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/gemini"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/pi"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -450,35 +450,8 @@ func startMesh(t *testing.T, profiles *profile.Registry, served []adapter.Adapte
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("mesh did not stop within 60s")
-		}
-	})
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
-	return newClient(t, srv)
-}
-
-func newClient(t *testing.T, srv *server.Server) *client.Client {
-	t.Helper()
-	nc, _ := natstest.Connect(t, srv)
-	c, err := client.New(nc, subject.Names{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	meshtest.Serve(t, d, profiles, adapters, mesh.Config{}, 60*time.Second)
+	return clienttest.New(t, srv)
 }
 
 // run is one finished run as the client saw it.

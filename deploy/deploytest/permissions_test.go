@@ -24,8 +24,10 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
@@ -217,20 +219,7 @@ func deps(nc *nats.Conn, js jetstream.JetStream) service.Deps {
 // runService runs run until the test ends and checks it returned cleanly.
 func runService(t *testing.T, name string, run func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("%s did not stop", name)
-		}
-	})
+	meshtest.Go(t, name, 30*time.Second, run)
 }
 
 // startMesh runs the router, a runner host with the fixture adapter, the
@@ -557,26 +546,12 @@ func TestDeployPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for ev, err := range c.Events(ctx, tenant, busy, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindChunk {
-				break // the runner's one slot is taken
-			}
-		}
+		clienttest.WaitForOutput(ctx, t, c, tenant, busy) // the runner's one slot is taken
 		id, err := c.Submit(ctx, randomRunReq(t, tenant, map[string]any{"prompt": "queued"}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
-				break
-			}
-		}
+		clienttest.WaitForRouted(ctx, t, c, tenant, id)
 		if reply, err := c.Cancel(ctx, tenant, id); err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
 			t.Fatalf("cancel = %+v, %v", reply, err)
 		}

@@ -74,11 +74,7 @@ func startFollow(t *testing.T, opts ...client.Option) *follow {
 
 func (f *follow) store(items ...item) {
 	f.t.Helper()
-	for _, it := range items {
-		if _, err := f.js.Publish(context.Background(), subject.Names{}.Events("acme", f.runID), it.encode(f.t, f.runID)); err != nil {
-			f.t.Fatal(err)
-		}
-	}
+	f.storeRun(f.runID, items...)
 }
 
 // describe is what Events yields, as "1 running, 2 a2, 3 a3, ... error".
@@ -94,50 +90,54 @@ func describe(ev wire.Event, err error) string {
 	return fmt.Sprintf("%d %s", ev.Seq, ev.Kind)
 }
 
+// unpackCases are stored runs and what a follower from seq from yields of
+// them: each seq once, the first stored, batches unpacked, and an error at
+// a gap.
+var unpackCases = []struct {
+	name   string
+	from   uint64
+	stored []item
+	want   string
+}{
+	{
+		name:   "batches and singles",
+		stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 5, "a"), chunks(6, 8, "a"), status(9, wire.StateSucceeded)},
+		want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7, 8 a8, 9 succeeded",
+	},
+	{
+		name:   "from inside a batch",
+		from:   3,
+		stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 6, "a"), status(7, wire.StateSucceeded)},
+		want:   "3 a3, 4 a4, 5 a5, 6 a6, 7 succeeded",
+	},
+	{
+		// Two writers overlapped: the first stored of each seq is
+		// yielded, once.
+		name:   "overlapping batches",
+		stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(3, 6, "b"), chunks(5, 5, "c"), status(7, wire.StateFailed)},
+		want:   "1 running, 2 a2, 3 a3, 4 a4, 5 b5, 6 b6, 7 failed",
+	},
+	{
+		// A batch retried through a leader election, stored after the
+		// one that follows it.
+		name:   "a batch stored late",
+		stored: []item{status(1, wire.StateRunning), chunks(4, 5, "a"), chunks(2, 3, "a"), status(6, wire.StateSucceeded)},
+		want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 succeeded",
+	},
+	{
+		name:   "held ahead and overlapped",
+		stored: []item{status(1, wire.StateRunning), chunks(3, 6, "b"), chunks(2, 4, "a"), status(7, wire.StateSucceeded)},
+		want:   "1 running, 2 a2, 3 a3, 4 a4, 5 b5, 6 b6, 7 succeeded",
+	},
+	{
+		name:   "a gap at the terminal",
+		stored: []item{status(1, wire.StateRunning), chunks(3, 4, "a"), status(5, wire.StateSucceeded)},
+		want:   "1 running, 5 error",
+	},
+}
+
 func TestEventsUnpacksBatches(t *testing.T) {
-	tests := []struct {
-		name   string
-		from   uint64
-		stored []item
-		want   string
-	}{
-		{
-			name:   "batches and singles",
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 5, "a"), chunks(6, 8, "a"), status(9, wire.StateSucceeded)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7, 8 a8, 9 succeeded",
-		},
-		{
-			name:   "from inside a batch",
-			from:   3,
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 6, "a"), status(7, wire.StateSucceeded)},
-			want:   "3 a3, 4 a4, 5 a5, 6 a6, 7 succeeded",
-		},
-		{
-			// Two writers overlapped: the first stored of each seq is
-			// yielded, once.
-			name:   "overlapping batches",
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(3, 6, "b"), chunks(5, 5, "c"), status(7, wire.StateFailed)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 b5, 6 b6, 7 failed",
-		},
-		{
-			// A batch retried through a leader election, stored after the
-			// one that follows it.
-			name:   "a batch stored late",
-			stored: []item{status(1, wire.StateRunning), chunks(4, 5, "a"), chunks(2, 3, "a"), status(6, wire.StateSucceeded)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 succeeded",
-		},
-		{
-			name:   "held ahead and overlapped",
-			stored: []item{status(1, wire.StateRunning), chunks(3, 6, "b"), chunks(2, 4, "a"), status(7, wire.StateSucceeded)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 b5, 6 b6, 7 succeeded",
-		},
-		{
-			name:   "a gap at the terminal",
-			stored: []item{status(1, wire.StateRunning), chunks(3, 4, "a"), status(5, wire.StateSucceeded)},
-			want:   "1 running, 5 error",
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range unpackCases {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFollow(t)
 			f.store(tt.stored...)

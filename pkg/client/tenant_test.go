@@ -63,45 +63,12 @@ func (f *follow) consumers() []string {
 	return names
 }
 
-// The cases of TestEventsUnpacksBatches, through a TenantFollower: stored
+// unpackCases through a TenantFollower: stored
 // before it follows (each iterator reads them on a consumer of its own)
 // and after (the follower's one consumer hands them out).
 func TestTenantFollowerUnpacksBatches(t *testing.T) {
-	tests := []struct {
-		name   string
-		from   uint64
-		stored []item
-		want   string
-	}{
-		{
-			name:   "batches and singles",
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 5, "a"), chunks(6, 8, "a"), status(9, wire.StateSucceeded)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 a6, 7 a7, 8 a8, 9 succeeded",
-		},
-		{
-			name:   "from inside a batch",
-			from:   3,
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(5, 6, "a"), status(7, wire.StateSucceeded)},
-			want:   "3 a3, 4 a4, 5 a5, 6 a6, 7 succeeded",
-		},
-		{
-			name:   "overlapping batches",
-			stored: []item{status(1, wire.StateRunning), chunks(2, 4, "a"), chunks(3, 6, "b"), chunks(5, 5, "c"), status(7, wire.StateFailed)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 b5, 6 b6, 7 failed",
-		},
-		{
-			name:   "a batch stored late",
-			stored: []item{status(1, wire.StateRunning), chunks(4, 5, "a"), chunks(2, 3, "a"), status(6, wire.StateSucceeded)},
-			want:   "1 running, 2 a2, 3 a3, 4 a4, 5 a5, 6 succeeded",
-		},
-		{
-			name:   "a gap at the terminal",
-			stored: []item{status(1, wire.StateRunning), chunks(3, 4, "a"), status(5, wire.StateSucceeded)},
-			want:   "1 running, 5 error",
-		},
-	}
 	for _, when := range []string{"before", "after"} {
-		for _, tt := range tests {
+		for _, tt := range unpackCases {
 			t.Run(when+"/"+tt.name, func(t *testing.T) {
 				f := startFollow(t)
 				// Another run of the tenant, and another tenant, in between.

@@ -47,6 +47,45 @@ func shape(evs []wire.Event) string {
 	return strings.Join(parts, ", ")
 }
 
+// runningWithChunks returns a writer of runID that has stored the run's
+// running status and written n text chunks with ChunkAsync (held in an
+// open batch when the log's window does not pass).
+func runningWithChunks(ctx context.Context, t *testing.T, log *events.Log, runID string, n int) *events.Writer {
+	t.Helper()
+	w := log.New(tenant, runID)
+	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := w.ChunkAsync(ctx, text(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// wantStored fails t unless the events stored for runID have the shape
+// want (as shape describes them).
+func wantStored(t *testing.T, f *flaky, runID, want string) {
+	t.Helper()
+	if got := shape(storedEvents(t, f.JetStream, runID)); got != want {
+		t.Errorf("stored %s, want %s", got, want)
+	}
+}
+
+// endElsewhere ends runID with state as another writer would: one that
+// opens the run after the last stored event.
+func endElsewhere(ctx context.Context, t *testing.T, log *events.Log, runID string, state wire.State) {
+	t.Helper()
+	other, err := log.Open(ctx, tenant, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Terminal(ctx, wire.Status{State: state}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestBatchesAreCutBySize(t *testing.T) {
 	f, log := setup(t)
 	size := encodedSize(t, text(0)) // every text(i) below 1000 has this size
@@ -111,9 +150,7 @@ func TestALargeChunkGoesAlone(t *testing.T) {
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := shape(storedEvents(t, f.JetStream, runID)), "chunk 1, chunk 2, chunks 3-4"; got != want {
-		t.Fatalf("stored %s, want %s", got, want)
-	}
+	wantStored(t, f, runID, "chunk 1, chunk 2, chunks 3-4")
 	if w.Seq() != 4 {
 		t.Errorf("seq %d, want 4", w.Seq())
 	}
@@ -166,15 +203,7 @@ func TestRetriedBatchIsStoredOnce(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			runID := newRunID()
-			w := log.New(tenant, runID)
-			if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if err := w.ChunkAsync(ctx, text(i)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w := runningWithChunks(ctx, t, log, runID, 3)
 			f.set(tt.script...)
 			if err := w.Flush(ctx); err != nil {
 				t.Fatal(err)
@@ -240,15 +269,7 @@ func TestOpenAfterABatch(t *testing.T) {
 	events.SetBatching(log, never, events.BatchBytes)
 	ctx := context.Background()
 	runID := newRunID()
-	w := log.New(tenant, runID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := w.ChunkAsync(ctx, text(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := runningWithChunks(ctx, t, log, runID, 3)
 	if err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -272,9 +293,7 @@ func TestOpenAfterABatch(t *testing.T) {
 	if err := w.Terminal(ctx, wire.Status{State: wire.StateSucceeded}); !errors.Is(err, events.ErrFenced) {
 		t.Fatalf("terminal of the first writer = %v, want ErrFenced", err)
 	}
-	if got, want := shape(storedEvents(t, f.JetStream, runID)), "status 1, chunks 2-4, status 5"; got != want {
-		t.Errorf("stored %s, want %s", got, want)
-	}
+	wantStored(t, f, runID, "status 1, chunks 2-4, status 5")
 }
 
 // A router's accepted and routed go as one fenced message; the run's last
@@ -312,9 +331,7 @@ func TestStatusesFenced(t *testing.T) {
 	if err := next.StatusFenced(ctx, wire.Status{State: wire.StateRunning}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := shape(storedEvents(t, f.JetStream, runID)), "statuses 1-2, status 3"; got != want {
-		t.Errorf("stored %s, want %s", got, want)
-	}
+	wantStored(t, f, runID, "statuses 1-2, status 3")
 }
 
 func TestABatchAfterAnotherWritersTerminalIsDropped(t *testing.T) {
@@ -322,30 +339,14 @@ func TestABatchAfterAnotherWritersTerminalIsDropped(t *testing.T) {
 	events.SetBatching(log, never, events.BatchBytes)
 	ctx := context.Background()
 	runID := newRunID()
-	w := log.New(tenant, runID)
-	if err := w.Status(ctx, wire.Status{State: wire.StateRunning}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := w.ChunkAsync(ctx, text(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := runningWithChunks(ctx, t, log, runID, 3)
 	// While the batch is open, another writer (the sweeper) ends the run:
 	// its terminal has the seq, and so the Nats-Msg-Id, the batch starts at.
-	other, err := log.Open(ctx, tenant, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Terminal(ctx, wire.Status{State: wire.StateFailed}); err != nil {
-		t.Fatal(err)
-	}
+	endElsewhere(ctx, t, log, runID, wire.StateFailed)
 	if err := w.Terminal(ctx, wire.Status{State: wire.StateSucceeded}); !errors.Is(err, events.ErrDuplicate) {
 		t.Fatalf("terminal after the batch = %v, want ErrDuplicate (the batch dropped)", err)
 	}
-	if got, want := shape(storedEvents(t, f.JetStream, runID)), "status 1, status 2"; got != want {
-		t.Errorf("stored %s, want %s", got, want)
-	}
+	wantStored(t, f, runID, "status 1, status 2")
 }
 
 func TestWriterIsSafeForConcurrentUse(t *testing.T) {

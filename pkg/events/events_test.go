@@ -327,13 +327,7 @@ func TestFencedTerminalIsNotRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another writer ends the run first.
-	other, err := log.Open(ctx, tenant, runID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Terminal(ctx, wire.Status{State: wire.StateCancelled}); err != nil {
-		t.Fatal(err)
-	}
+	endElsewhere(ctx, t, log, runID, wire.StateCancelled)
 	f.set()
 	if err := w.Terminal(ctx, wire.Status{State: wire.StateSucceeded}); !errors.Is(err, events.ErrFenced) {
 		t.Fatalf("terminal = %v, want ErrFenced", err)

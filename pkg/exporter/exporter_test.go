@@ -4,25 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
+	"github.com/agentmesh/agentmesh/pkg/exporter/exportertest"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
-	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
@@ -38,37 +33,8 @@ type fixture struct {
 
 func setup(t *testing.T) fixture {
 	t.Helper()
-	srv := natstest.RunJetStream(t)
-	nc, js := natstest.Connect(t, srv)
-	ctx := context.Background()
-	names := subject.Names{}
-	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	d := service.Deps{NC: nc, JS: js, Names: names, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	store, err := exporter.OpenStore(ctx, js, names, exports.Settings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := exporter.New(ctx, d, store, exporter.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := x.WatchRules(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	grants, err := consent.Open(ctx, js, names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	records, err := exports.Open(ctx, js, names)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fixture{js: js, x: x, consent: grants, records: records, store: store}
+	x := exportertest.Start(t)
+	return fixture{js: x.JS, x: x.Exporter, consent: x.Consent, records: x.Records, store: x.Store}
 }
 
 // publish stores the events of run with the given seqs (a terminal status

@@ -83,6 +83,15 @@ func (e env) export(t *testing.T, runID string, expires time.Time) Entry {
 	return Entry{Record: rec, Rev: rev}
 }
 
+// wantExists fails t unless ent's record and bytes exist as record and
+// bytes say; what names ent in the failure.
+func (e env) wantExists(t *testing.T, ent Entry, record, bytes bool, what string) {
+	t.Helper()
+	if r, b := e.exists(t, ent); r != record || b != bytes {
+		t.Errorf("%s: record %v, bytes %v; want record %v, bytes %v", what, r, b, record, bytes)
+	}
+}
+
 func (e env) exists(t *testing.T, ent Entry) (record, bytes bool) {
 	t.Helper()
 	ctx := context.Background()
@@ -114,9 +123,7 @@ func TestSweepByteDeleteFailsOnce(t *testing.T) {
 	if !errors.Is(err, storetest.ErrInjected) || res.Failed != 1 || res.Swept != 0 || res.Pending != 1 || res.Kept != 1 {
 		t.Fatalf("sweep with a failing delete = %+v, %v; want 1 failed and pending, 1 kept, the injected error", res, err)
 	}
-	if rec, bytes := e.exists(t, expired); !rec || !bytes {
-		t.Fatalf("after the failed delete: record %v, bytes %v; want both kept", rec, bytes)
-	}
+	e.wantExists(t, expired, true, true, "after the failed delete")
 	if got := testutil.ToFloat64(e.metrics.ExportSweepFailures); got != 1 {
 		t.Errorf("sweep failures metric = %v, want 1", got)
 	}
@@ -127,12 +134,8 @@ func TestSweepByteDeleteFailsOnce(t *testing.T) {
 	if err != nil || res.Swept != 1 || res.Failed != 0 || res.Pending != 0 || res.Kept != 1 {
 		t.Fatalf("next sweep = %+v, %v; want 1 swept, 1 kept", res, err)
 	}
-	if rec, bytes := e.exists(t, expired); rec || bytes {
-		t.Fatalf("after the next sweep: record %v, bytes %v; want both gone", rec, bytes)
-	}
-	if rec, bytes := e.exists(t, kept); !rec || !bytes {
-		t.Fatalf("the unexpired export: record %v, bytes %v; want both kept", rec, bytes)
-	}
+	e.wantExists(t, expired, false, false, "after the next sweep")
+	e.wantExists(t, kept, true, true, "the unexpired export")
 	if got := testutil.ToFloat64(e.metrics.ExportsSwept.WithLabelValues(ReasonRetention)); got != 1 {
 		t.Errorf("swept metric = %v, want 1", got)
 	}
@@ -150,9 +153,7 @@ func TestSweepDeleteAnswerLost(t *testing.T) {
 	if res, err := s.Sweep(ctx); err == nil || res.Failed != 1 {
 		t.Fatalf("sweep = %+v, %v; want the lost answer counted as a failure", res, err)
 	}
-	if rec, bytes := e.exists(t, ent); !rec || bytes {
-		t.Fatalf("after the lost answer: record %v, bytes %v; want the record kept, the bytes gone", rec, bytes)
-	}
+	e.wantExists(t, ent, true, false, "after the lost answer")
 	if res, err := s.Sweep(ctx); err != nil || res.Swept != 1 {
 		t.Fatalf("next sweep = %+v, %v; want 1 swept", res, err)
 	}
@@ -179,9 +180,7 @@ func TestSweepCrashBetweenPhases(t *testing.T) {
 		t.Fatalf("sweep after the crash = %+v, %v; want both swept", res, err)
 	}
 	for _, ent := range []Entry{afterBytes, afterList} {
-		if rec, bytes := e.exists(t, ent); rec || bytes {
-			t.Errorf("%s: record %v, bytes %v; want both gone", ent.Record.RunID, rec, bytes)
-		}
+		e.wantExists(t, ent, false, false, ent.Record.RunID)
 	}
 }
 
@@ -197,9 +196,7 @@ func TestSweepNeverDeletesARecordWhoseBytesRemain(t *testing.T) {
 	if res, err := s.Sweep(ctx); err == nil || res.Swept != 0 || res.Failed != 1 {
 		t.Fatalf("sweep = %+v, %v; want a failure and nothing swept", res, err)
 	}
-	if rec, bytes := e.exists(t, ent); !rec || !bytes {
-		t.Fatalf("record %v, bytes %v; want both kept", rec, bytes)
-	}
+	e.wantExists(t, ent, true, true, "the export")
 }
 
 // undeletable answers every Delete with success and deletes nothing.
@@ -243,12 +240,8 @@ func TestSweepWithdrawn(t *testing.T) {
 	if err != nil || res.Swept != 1 || res.Kept != 1 {
 		t.Fatalf("sweep = %+v, %v; want the export under the withdrawn grant swept, the other kept", res, err)
 	}
-	if rec, bytes := e.exists(t, old); rec || bytes {
-		t.Errorf("withdrawn export: record %v, bytes %v", rec, bytes)
-	}
-	if rec, bytes := e.exists(t, fresh); !rec || !bytes {
-		t.Errorf("export under the new grant: record %v, bytes %v", rec, bytes)
-	}
+	e.wantExists(t, old, false, false, "withdrawn export")
+	e.wantExists(t, fresh, true, true, "export under the new grant")
 	if got := testutil.ToFloat64(e.metrics.ExportsSwept.WithLabelValues(ReasonWithdrawn)); got != 1 {
 		t.Errorf("swept (withdrawn) = %v, want 1", got)
 	}

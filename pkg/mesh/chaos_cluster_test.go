@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner"
@@ -72,34 +71,16 @@ func startClusterNode(t *testing.T, urls, id string, log *slog.Logger, withSweep
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := adapter.NewRegistry(fx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(nc.Close) // after the mesh stopped: cleanups run last first
+	adapters := fixtureAdapters(t)
 	d := service.Deps{NC: nc, JS: js, Log: log.With("node", id), Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
 	cfg := mesh.Config{
 		Topology:       topology.Config{Replicas: 3},
 		Runner:         runner.Config{ID: id, MaxActive: map[string]int{"fixture": 16}},
 		WithoutSweeper: !withSweeper,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mesh.Run(ctx, d, profile.Builtin(), adapters, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mesh %s: %v", id, err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Errorf("mesh %s did not stop", id)
-		}
-		nc.Close()
+	meshtest.Go(t, "mesh "+id, 30*time.Second, func(ctx context.Context) error {
+		return mesh.Run(ctx, d, profile.Builtin(), adapters, cfg)
 	})
 }
 

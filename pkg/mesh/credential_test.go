@@ -2,46 +2,26 @@ package mesh_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
-	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 )
 
-// syncBuffer is a log sink shared by the mesh's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 const testCredentialEnv = "AGENTMESH_TEST_OPENAI_KEY"
 
 // remoteMesh runs the mesh on profiles for fixture, openai (credential from
 // testCredentialEnv) and ollama, both remote ones served by fixture servers.
-func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *replay.Server) {
+func remoteMesh(t *testing.T) (*servicetest.Buffer, *prometheus.Registry, func(profile string, req map[string]any) []wire.Event, *replay.Server) {
 	t.Helper()
 	oa, err := replay.Start("../../testdata/remote/openai")
 	if err != nil {
@@ -53,60 +33,20 @@ func remoteMesh(t *testing.T) (*syncBuffer, *prometheus.Registry, func(profile s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ol.Close() })
-	dir := t.TempDir()
 	files := map[string]string{
 		"fixture.yaml": "schema: 1\nname: fixture\nadapter: fixture\ntransport: in_process\nmodel: fixture-1\npricing: {input: \"0\", output: \"0\"}\n",
 		"openai.yaml": fmt.Sprintf("schema: 1\nname: openai\nadapter: openai\ntransport: remote\nmodel: gpt-5.5\nbase_url: %s/text\nallow_loopback: true\ncredential_env: %s\n"+
 			"pricing: {input: \"1.25\", output: \"10\", cache_read: \"0.125\", reasoning: \"10\"}\n", oa.URL(), testCredentialEnv),
 		"ollama.yaml": fmt.Sprintf("schema: 1\nname: ollama\nadapter: ollama\ntransport: remote\nmodel: llama3.2\nbase_url: %s/plain-text\nallow_loopback: true\npricing: {input: \"0\", output: \"0\"}\n", ol.URL()),
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ac := catalog.Dirs{ProfilesDir: dir, FixtureDir: "../../testdata/fixture", WorkspaceRoot: t.TempDir()}
-	profiles, err := ac.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := ac.Registry(profiles)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := natstest.RunJetStream(t)
-	nc, js := natstest.Connect(t, srv)
-	logs := &syncBuffer{}
+	logs := &servicetest.Buffer{} // shared by the mesh's goroutines
 	reg := prometheus.NewRegistry()
-	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Metrics: service.NewMetrics(reg), Health: &service.Health{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mesh did not stop")
-		}
-	})
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
-	c := newClient(t, srv)
+	c := catalogMesh(t, files, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), reg)
 	run := func(profileName string, req map[string]any) []wire.Event {
 		r := runReq(t, req)
 		r.Profile = profileName
-		id, err := c.Submit(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return collect(t, c, id)
+		_, evs := clienttest.Run(t, c, r)
+		return evs
 	}
 	return logs, reg, run, oa
 }

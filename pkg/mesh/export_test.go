@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exporter/redact"
@@ -95,11 +96,7 @@ func runAs(t *testing.T, c *client.Client, principal string, req any) string {
 	t.Helper()
 	rr := runReq(t, req)
 	rr.Principal = principal
-	id, err := c.Submit(context.Background(), rr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	collect(t, c, id)
+	id, _ := clienttest.Run(t, c, rr)
 	// The record follows the terminal event (the ending protocol); the
 	// exporters react to the record.
 	natstest.Eventually(t, 10*time.Second, func() error {

@@ -599,6 +599,26 @@ func rounds(t *testing.T, round func(n int)) {
 	}
 }
 
+// killRunner runs rounds of runs submitted with deadline and the fault
+// adapter's opts to a runner SIGKILLed once each executes (once each has
+// output, if output); a runner started then must settle each as want
+// within settle, and nothing of them may survive.
+func (m *faultMesh) killRunner(t *testing.T, c *counts, deadline time.Duration, opts []string, output bool, want outcome, settle time.Duration) {
+	rounds(t, func(n int) {
+		first := m.startRunner()
+		var ids []string
+		for range n {
+			ids = append(ids, m.submit(deadline, opts...))
+		}
+		m.waitExecuting(ids, output)
+		first.kill(t)
+		second := m.startRunner()
+		m.settle(ids, want, settle, c)
+		m.survivors(ids, c)
+		second.stop(t)
+	})
+}
+
 // A runner SIGKILLed after it claimed its runs and before their first
 // output. With a deadline shorter than the ack wait, the work comes back
 // after the deadline: each run ends timed_out without another execution.
@@ -618,19 +638,7 @@ func TestFaultRunnerKilledBeforeOutput(t *testing.T) {
 			t.Parallel()
 			m := newFaultMesh(t, shortestHeartbeat, shortestHeartbeat)
 			var c counts
-			rounds(t, func(n int) {
-				first := m.startRunner()
-				var ids []string
-				for range n {
-					ids = append(ids, m.submit(tc.deadline, "hang-before"))
-				}
-				m.waitExecuting(ids, false)
-				first.kill(t)
-				second := m.startRunner()
-				m.settle(ids, tc.want, tc.deadline+3*shortestHeartbeat+10*time.Second, &c)
-				m.survivors(ids, &c)
-				second.stop(t)
-			})
+			m.killRunner(t, &c, tc.deadline, []string{"hang-before"}, false, tc.want, tc.deadline+3*shortestHeartbeat+10*time.Second)
 			c.report(t, "runner_killed_before_output/"+tc.name)
 		})
 	}
@@ -642,19 +650,7 @@ func TestFaultRunnerKilledAfterOutput(t *testing.T) {
 	t.Parallel()
 	m := newFaultMesh(t, shortestHeartbeat, shortestHeartbeat)
 	var c counts
-	rounds(t, func(n int) {
-		first := m.startRunner()
-		var ids []string
-		for range n {
-			ids = append(ids, m.submit(0, "hang-after"))
-		}
-		m.waitExecuting(ids, true)
-		first.kill(t)
-		second := m.startRunner()
-		m.settle(ids, outcome{wire.StateFailed, wire.ProviderTransportError, 1}, 3*shortestHeartbeat+10*time.Second, &c)
-		m.survivors(ids, &c)
-		second.stop(t)
-	})
+	m.killRunner(t, &c, 0, []string{"hang-after"}, true, outcome{wire.StateFailed, wire.ProviderTransportError, 1}, 3*shortestHeartbeat+10*time.Second)
 	c.report(t, "runner_killed_after_output")
 }
 
@@ -666,19 +662,7 @@ func TestFaultRunnerKilledWithGrandchildren(t *testing.T) {
 	t.Parallel()
 	m := newFaultMesh(t, shortestHeartbeat, shortestHeartbeat)
 	var c counts
-	rounds(t, func(n int) {
-		first := m.startRunner()
-		var ids []string
-		for range n {
-			ids = append(ids, m.submit(4*shortestHeartbeat, "hang-before", "grandchildren=2", "ignore-term"))
-		}
-		m.waitExecuting(ids, false)
-		first.kill(t)
-		second := m.startRunner()
-		m.settle(ids, outcome{wire.StateSucceeded, "", 2}, 7*shortestHeartbeat+10*time.Second, &c)
-		m.survivors(ids, &c)
-		second.stop(t)
-	})
+	m.killRunner(t, &c, 4*shortestHeartbeat, []string{"hang-before", "grandchildren=2", "ignore-term"}, false, outcome{wire.StateSucceeded, "", 2}, 7*shortestHeartbeat+10*time.Second)
 	c.report(t, "runner_killed_with_grandchildren")
 }
 

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
@@ -110,10 +108,7 @@ func TestOneTenantsBurstDoesNotRejectAnothers(t *testing.T) {
 		waitForIn(t, c, "beta", id, wire.StateRouted)
 	}
 	// Now run them: beta's every run succeeds.
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	rc := mesh.Config{WithoutRouter: true, WithoutSweeper: true}
 	rc.Runner.MaxActive = map[string]int{"fixture": 8}
 	startNodeWith(t, srv, rc, profile.Builtin(), fx)
@@ -137,14 +132,7 @@ func waitForIn(t *testing.T, c *client.Client, tn, runID string, state wire.Stat
 func TestMeshStopsQuietlyRightAfterStart(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	nc, js := natstest.Connect(t, srv)
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := adapter.NewRegistry(fx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adapters := fixtureAdapters(t)
 	for i := range 30 {
 		d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}

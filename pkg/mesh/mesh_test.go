@@ -16,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/cost"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -59,10 +60,7 @@ type node struct {
 
 func startNode(t *testing.T, srv *server.Server, cfg mesh.Config) *node {
 	t.Helper()
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	return startNodeWith(t, srv, cfg, profile.Builtin(), fx)
 }
 
@@ -81,30 +79,29 @@ func startNodeWith(t *testing.T, srv *server.Server, cfg mesh.Config, profiles *
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{d: d, stop: cancel, done: make(chan error, 1)}
-	go func() { n.done <- mesh.Run(ctx, d, profiles, adapters, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-n.done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mesh did not stop")
-		}
-	})
-	// Ready once the router's consumer exists (the topology is then complete).
-	natstest.Eventually(t, 10*time.Second, func() error {
-		if cfg.WithoutRouter {
-			_, err := js.Stream(context.Background(), d.Names.EventsStream())
-			return err
-		}
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
+	mn := meshtest.Serve(t, d, profiles, adapters, cfg, 30*time.Second)
+	n := &node{d: d, stop: mn.Stop, done: mn.Done}
 	return n
+}
+
+// newFixture is the fixture adapter on the shipped scripts.
+func newFixture(t *testing.T) *fixture.Adapter {
+	t.Helper()
+	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// fixtureAdapters is a registry of newFixture alone.
+func fixtureAdapters(t *testing.T) *adapter.Registry {
+	t.Helper()
+	adapters, err := adapter.NewRegistry(newFixture(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return adapters
 }
 
 type fixtureReq struct {
@@ -116,6 +113,18 @@ type fixtureReq struct {
 func request(t *testing.T, v any) []byte { return clienttest.Msgpack(t, v) }
 
 func runReq(t *testing.T, req any) wire.RunRequest { return clienttest.FixtureRun(t, tenant, req) }
+
+// submitRunning submits a fixture run of req and returns its id once it
+// is executing and has output.
+func submitRunning(ctx context.Context, t *testing.T, c *client.Client, req fixtureReq) string {
+	t.Helper()
+	id, err := c.Submit(ctx, runReq(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clienttest.WaitForOutput(ctx, t, c, tenant, id)
+	return id
+}
 
 func newClient(t *testing.T, srv *server.Server) *client.Client { return clienttest.New(t, srv) }
 
@@ -135,11 +144,7 @@ func TestRunEventsArriveInOrder(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	startNode(t, srv, mesh.Config{})
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "hi"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
+	id, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "hi"}))
 	got := describe(evs)
 	want := "[accepted routed running system thinking text tool_use tool_result result succeeded]"
 	if got != want {
@@ -206,18 +211,7 @@ func TestCancel(t *testing.T) {
 		srv := natstest.RunJetStream(t)
 		startNode(t, srv, mesh.Config{})
 		c := newClient(t, srv)
-		id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "long", Script: "slow", DelayMS: 200}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindChunk {
-				break // it is running and has output
-			}
-		}
+		id := submitRunning(ctx, t, c, fixtureReq{Prompt: "long", Script: "slow", DelayMS: 200})
 		reply, err := c.Cancel(ctx, tenant, id)
 		if err != nil || !reply.Cancelled || reply.State != wire.StateCancelled {
 			t.Fatalf("cancel = %+v, %v", reply, err)
@@ -307,11 +301,7 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 	startNode(t, srv, mesh.Config{})
 	nc, _ := natstest.Connect(t, srv)
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	collect(t, c, id)
+	id, _ := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "x"}))
 	if _, err := c.Cancel(context.Background(), tenant, id); err != nil {
 		t.Fatal(err)
 	}
@@ -347,10 +337,7 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 
 func TestTerminalStatusCarriesExactCost(t *testing.T) {
 	srv := natstest.RunJetStream(t)
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	pricing := map[string]string{"input": "3", "output": "15.000001"}
 	profiles, err := profile.New(profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess, Model: "fixture-1", Pricing: pricing})
 	if err != nil {
@@ -358,11 +345,7 @@ func TestTerminalStatusCarriesExactCost(t *testing.T) {
 	}
 	startNodeWith(t, srv, mesh.Config{}, profiles, fx)
 	c := newClient(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "price me, exactly"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
+	_, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "price me, exactly"}))
 	st := last(evs)
 	if st.Summary == nil || st.Summary.Usage == nil {
 		t.Fatalf("terminal status without usage: %+v", st)
@@ -393,14 +376,7 @@ func TestCancelAtTheRunningStatus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for ev, err := range c.Events(ctx, tenant, id, 1) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted {
-				break // the runner is about to publish running
-			}
-		}
+		clienttest.WaitForRouted(ctx, t, c, tenant, id) // the runner is about to publish running
 		if _, err := c.Cancel(ctx, tenant, id); err != nil {
 			t.Fatalf("run %d: cancel: %v", i, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -16,10 +15,7 @@ import (
 // is gone, the next run fails closed with PinMismatch.
 func TestConversationKeepsItsPin(t *testing.T) {
 	srv := natstest.RunJetStream(t)
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx := newFixture(t)
 	prof := func(name, model string, aliases ...string) profile.Profile {
 		return profile.Profile{Name: name, Adapter: "fixture", Transport: wire.TransportInProcess, Model: model, Aliases: aliases,
 			Pricing: map[string]string{"input": "0", "output": "0"}}

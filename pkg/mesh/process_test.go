@@ -142,19 +142,8 @@ func TestRunnerKilledAfterOutputIsFailedBySweeper(t *testing.T) {
 	startNode(t, srv, cfg)
 	c := newClient(t, srv)
 	r := startRunnerProcess(t, srv, "doomed")
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 300}))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	for ev, err := range c.Events(ctx, tenant, id, 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Kind == wire.KindChunk {
-			break
-		}
-	}
+	id := submitRunning(ctx, t, c, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 300})
 	kill(t, r)
 	killed := time.Now()
 	// A second runner must not pick the run up again: output was published.
@@ -194,18 +183,7 @@ func TestRunnerThatLosesItsLeaseStopsPublishing(t *testing.T) {
 	n := startNode(t, srv, cfg)
 	c := newClient(t, srv)
 	ctx := context.Background()
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 150}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev, err := range c.Events(ctx, tenant, id, 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Kind == wire.KindChunk {
-			break
-		}
-	}
+	id := submitRunning(ctx, t, c, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 150})
 	leases, err := n.d.JS.KeyValue(ctx, n.d.Names.LeasesBucket())
 	if err != nil {
 		t.Fatal(err)
@@ -266,18 +244,7 @@ func TestPausedRunnerPublishesNothingAfterTheSweeper(t *testing.T) {
 	c := newClient(t, srv)
 	r := startRunnerProcess(t, srv, "sleepy")
 	ctx := context.Background()
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 100}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev, err := range c.Events(ctx, tenant, id, 1) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Kind == wire.KindChunk {
-			break
-		}
-	}
+	id := submitRunning(ctx, t, c, fixtureReq{Prompt: "x", Script: "slow", DelayMS: 100})
 	if err := r.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

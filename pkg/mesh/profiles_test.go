@@ -1,7 +1,6 @@
 package mesh_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,7 +12,9 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -54,11 +55,7 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 		t.Helper()
 		r := runReq(t, map[string]any{"prompt": "hi"})
 		r.Profile, r.Conversation = profileName, conversation
-		id, err := c.Submit(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs := collect(t, c, id)
+		_, evs := clienttest.Run(t, c, r)
 		if st := last(evs); st.State != wire.StateSucceeded {
 			t.Fatalf("%s: %s %v", profileName, describe(evs), st.Error)
 		}
@@ -104,6 +101,15 @@ func TestEachProfileRunsWithItsOwnSettings(t *testing.T) {
 // with every adapter they name, and returns a client of it.
 func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 	t.Helper()
+	return catalogMesh(t, files, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+}
+
+// catalogMesh runs a mesh on a new server with the profiles of files (a
+// file name to its YAML) and the adapters the catalog builds for them,
+// logging to log and registering its metrics in reg, and returns a client
+// of it.
+func catalogMesh(t *testing.T, files map[string]string, log *slog.Logger, reg *prometheus.Registry) *client.Client {
+	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -121,25 +127,7 @@ func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 	}
 	srv := natstest.RunJetStream(t)
 	nc, js := natstest.Connect(t, srv)
-	d := service.Deps{NC: nc, JS: js, Log: slog.New(slog.DiscardHandler),
-		Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mesh.Run(ctx, d, profiles, adapters, mesh.Config{}) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("mesh: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("mesh did not stop")
-		}
-	})
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, err := js.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
-		return err
-	})
+	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(reg), Health: &service.Health{}}
+	meshtest.Serve(t, d, profiles, adapters, mesh.Config{}, 30*time.Second)
 	return newClient(t, srv)
 }

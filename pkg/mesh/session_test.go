@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -25,10 +26,7 @@ type resumableReq struct {
 func sessionNode(t *testing.T) (*client.Client, jetstream.KeyValue) {
 	t.Helper()
 	srv := natstest.RunJetStream(t)
-	plain, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	plain := newFixture(t)
 	resumable, err := fixture.New(fixture.Config{Name: "fixture-r", ScriptsDir: "../../testdata/fixture", Resumable: true})
 	if err != nil {
 		t.Fatal(err)
@@ -53,11 +51,8 @@ func converse(t *testing.T, c *client.Client, profileName, conversation string, 
 	t.Helper()
 	r := runReq(t, req)
 	r.Profile, r.Conversation = profileName, conversation
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return collect(t, c, id)
+	_, evs := clienttest.Run(t, c, r)
+	return evs
 }
 
 func systemMeta(t *testing.T, evs []wire.Event) wire.Metadata {

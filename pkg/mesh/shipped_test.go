@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -70,11 +71,8 @@ func TestShippedProfilesPinTheirRuns(t *testing.T) {
 			}
 			r := runReq(t, map[string]any{"prompt": "pin?"})
 			r.Profile = name
-			id, err := c.Submit(context.Background(), r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st := last(collect(t, c, id))
+			_, evs := clienttest.Run(t, c, r)
+			st := last(evs)
 			if st.State != wire.StateSucceeded || st.Pin == nil || !reflect.DeepEqual(*st.Pin, want) {
 				t.Fatalf("terminal status %s with pin %+v, want %+v", st.State, st.Pin, want)
 			}

@@ -2,7 +2,6 @@ package mesh_test
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -73,11 +73,7 @@ func TestStalledCLIEndsWithStallError(t *testing.T) {
 	r := runReq(t, map[string]any{"prompt": "hang after one event"})
 	r.Profile = claudecode.Name
 	start := time.Now()
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := collect(t, c, id)
+	_, evs := clienttest.Run(t, c, r)
 	took := time.Since(start)
 	st := last(evs)
 	if st.State != wire.StateFailed || !errors.Is(st.Error, wire.ProviderStallError) {

@@ -73,11 +73,7 @@ func TestDeadlineEndsTimedOut(t *testing.T) {
 	c := clienttest.New(t, srv)
 	r := runReq(t, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: 100})
 	r.DeadlineMS = 500
-	id, err := c.Submit(context.Background(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := clienttest.Collect(t, c, tenant, id)
+	_, evs := clienttest.Run(t, c, r)
 	st := clienttest.Last(evs)
 	if st.State != wire.StateTimedOut || !errors.Is(st.Error, wire.DeadlineExceeded) {
 		t.Fatalf("terminal = %+v (%s), want timed_out with DeadlineExceeded", st, clienttest.Describe(evs))
@@ -89,13 +85,8 @@ func TestRetryBeforeFirstOutputOnly(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	start(t, srv, runner.Config{RetryBackoff: 10 * time.Millisecond}, fixtureAdapter(t))
 	c := clienttest.New(t, srv)
-	ctx := context.Background()
 
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "retry-then-ok"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := clienttest.Collect(t, c, tenant, id)
+	_, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "x", Script: "retry-then-ok"}))
 	if st := clienttest.Last(evs); st.State != wire.StateSucceeded || st.Attempt != 2 {
 		t.Fatalf("retry: terminal %+v, events %s; want succeeded on attempt 2", st, clienttest.Describe(evs))
 	}
@@ -104,11 +95,7 @@ func TestRetryBeforeFirstOutputOnly(t *testing.T) {
 	}
 	clienttest.CheckGapless(t, evs)
 
-	id, err = c.Submit(ctx, runReq(t, fixtureReq{Prompt: "x", Script: "fail-after-output"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs = clienttest.Collect(t, c, tenant, id)
+	_, evs = clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "x", Script: "fail-after-output"}))
 	if got := clienttest.Describe(evs); got != "[accepted routed running text failed]" {
 		t.Fatalf("failure after output: events %s, want one text and no replay", got)
 	}
@@ -121,11 +108,7 @@ func TestProviderErrorChunkFailsRun(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	start(t, srv, runner.Config{}, fixtureAdapter(t))
 	c := clienttest.New(t, srv)
-	id, err := c.Submit(context.Background(), runReq(t, fixtureReq{Prompt: "x", Script: "provider-error"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := clienttest.Collect(t, c, tenant, id)
+	_, evs := clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "x", Script: "provider-error"}))
 	if got := clienttest.Describe(evs); got != "[accepted routed running text error failed]" {
 		t.Fatalf("events = %s", got)
 	}
@@ -170,11 +153,8 @@ func TestAdapterPanicFailsOnlyItsRun(t *testing.T) {
 		}
 	}
 	// The runner goes on taking work.
-	id, err := c.Submit(ctx, runReq(t, fixtureReq{Prompt: "after"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := clienttest.Last(clienttest.Collect(t, c, tenant, id)); st.State != wire.StateSucceeded {
+	_, evs = clienttest.Run(t, c, runReq(t, fixtureReq{Prompt: "after"}))
+	if st := clienttest.Last(evs); st.State != wire.StateSucceeded {
 		t.Fatalf("run after the panic: %s", st.State)
 	}
 }

@@ -426,17 +426,23 @@ func TestDecodeNestedErrors(t *testing.T) {
 	}
 }
 
-func TestDecodeNonStringKeyInRuntime(t *testing.T) {
-	// runtime = {"a": {1: 2}}: nested maps must have string keys, so that
-	// every decoded value can be re-encoded as JSON.
+// withRuntime is a RunRequest of v 1 and run_id "r" encoded by hand, with
+// runtime (its encoding) as its runtime field.
+func withRuntime(t *testing.T, runtime ...byte) []byte {
+	t.Helper()
 	in := []byte{0x83}
 	in = append(in, mustMarshal(t, "v")...)
 	in = append(in, 0x01)
 	in = append(in, mustMarshal(t, "run_id")...)
 	in = append(in, mustMarshal(t, "r")...)
 	in = append(in, mustMarshal(t, "runtime")...)
-	in = append(in, 0x81, 0xa1, 'a', 0x81, 0x01, 0x02)
-	_, err := Decode[RunRequest](in)
+	return append(in, runtime...)
+}
+
+func TestDecodeNonStringKeyInRuntime(t *testing.T) {
+	// runtime = {"a": {1: 2}}: nested maps must have string keys, so that
+	// every decoded value can be re-encoded as JSON.
+	_, err := Decode[RunRequest](withRuntime(t, 0x81, 0xa1, 'a', 0x81, 0x01, 0x02))
 	checkOneSentinel(t, err, ErrMalformed)
 }
 
@@ -517,14 +523,7 @@ func TestDecodeDepth(t *testing.T) {
 	// runtime is at depth 2 (the message itself is depth 1), so a value
 	// nested d-2 arrays deep inside it makes the message d deep.
 	build := func(depth int) []byte {
-		in := []byte{0x83}
-		in = append(in, mustMarshal(t, "v")...)
-		in = append(in, 0x01)
-		in = append(in, mustMarshal(t, "run_id")...)
-		in = append(in, mustMarshal(t, "r")...)
-		in = append(in, mustMarshal(t, "runtime")...)
-		in = append(in, 0x81, 0xa1, 'k')
-		return append(in, nested(depth-2, []byte{0xa1, 'x'})...)
+		return withRuntime(t, append([]byte{0x81, 0xa1, 'k'}, nested(depth-2, []byte{0xa1, 'x'})...)...)
 	}
 	got, err := Decode[RunRequest](build(MaxDepth))
 	if err != nil {

@@ -31,12 +31,7 @@ func decodeChunkEvent(b []byte, e *Event) bool {
 		switch string(k) {
 		case "v":
 			bit = 1 << 0
-			var v int64
-			if v, ok = r.int(); ok && v >= math.MinInt && v <= math.MaxInt {
-				e.V = int(v)
-			} else {
-				ok = false
-			}
+			e.V, ok = r.goInt()
 		case "run_id":
 			bit = 1 << 1
 			e.RunID, ok = r.string()
@@ -244,34 +239,24 @@ func (r *reader) be(n int) (uint64, bool) {
 	return binary.BigEndian.Uint64(p), true
 }
 
-func (r *reader) mapLen() (int, bool) {
-	c, ok := r.byte()
-	switch {
-	case !ok:
-		return 0, false
-	case c&0xf0 == 0x80:
-		return int(c & 0x0f), true
-	case c == 0xde:
-		n, ok := r.be(2)
-		return int(n), ok
-	case c == 0xdf:
-		n, ok := r.be(4)
-		return int(n), ok
-	}
-	return 0, false
-}
+func (r *reader) mapLen() (int, bool) { return r.count(0x80, 0xde) }
 
-func (r *reader) arrayLen() (int, bool) {
+func (r *reader) arrayLen() (int, bool) { return r.count(0x90, 0xdc) }
+
+// count reads the length of a map or an array: fix is the high nibble of
+// its fix form, and w16 the type byte of its 16-bit form (w16+1 is its
+// 32-bit form).
+func (r *reader) count(fix, w16 byte) (int, bool) {
 	c, ok := r.byte()
 	switch {
 	case !ok:
 		return 0, false
-	case c&0xf0 == 0x90:
+	case c&0xf0 == fix:
 		return int(c & 0x0f), true
-	case c == 0xdc:
+	case c == w16:
 		n, ok := r.be(2)
 		return int(n), ok
-	case c == 0xdd:
+	case c == w16+1:
 		n, ok := r.be(4)
 		return int(n), ok
 	}
@@ -331,6 +316,12 @@ func (r *reader) uint() (uint64, bool) {
 		return r.be(1 << (c - 0xcc))
 	}
 	return 0, false
+}
+
+// goInt reads an integer that fits in an int.
+func (r *reader) goInt() (int, bool) {
+	v, ok := r.int()
+	return int(v), ok && v >= math.MinInt && v <= math.MaxInt
 }
 
 // int reads an integer that fits in an int64.

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"bytes"
-	"math"
-)
+import "bytes"
 
 // decodeRunRequest is Decode's fast path for the message a router reads
 // first, a RunRequest: it reads b, which Scan has accepted, into q
@@ -31,12 +28,7 @@ func decodeRunRequest(b []byte, q *RunRequest) bool {
 		switch string(k) {
 		case "v":
 			bit = 1 << 0
-			var v int64
-			if v, ok = r.int(); ok && v >= math.MinInt && v <= math.MaxInt {
-				q.V = int(v)
-			} else {
-				ok = false
-			}
+			q.V, ok = r.goInt()
 		case "run_id":
 			bit = 1 << 1
 			q.RunID, ok = r.string()

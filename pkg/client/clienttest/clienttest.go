@@ -45,6 +45,17 @@ func Collect(t testing.TB, c *client.Client, tenant, runID string) []wire.Event 
 	return out
 }
 
+// Run submits req through c and returns its run id and every event of
+// the run up to its terminal status (Collect).
+func Run(t testing.TB, c *client.Client, req wire.RunRequest) (runID string, evs []wire.Event) {
+	t.Helper()
+	id, err := c.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, Collect(t, c, req.Tenant, id)
+}
+
 // Describe renders events as "[accepted routed running text ... succeeded]":
 // a chunk by its type, a status by its state.
 func Describe(evs []wire.Event) string {
@@ -86,6 +97,38 @@ func WaitFor(t testing.TB, c *client.Client, tenant, runID string, state wire.St
 		}
 		return nil
 	})
+}
+
+// WaitForOutput follows tenant's run runID from its first event until its
+// first chunk (the run is then executing and has output) or the end of its
+// events, failing the test on an error.
+func WaitForOutput(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string) {
+	t.Helper()
+	FollowUntil(ctx, t, c, tenant, runID, func(ev wire.Event) bool { return ev.Kind == wire.KindChunk })
+}
+
+// WaitForRouted follows tenant's run runID from its first event until its
+// routed status or the end of its events, failing the test on an error.
+func WaitForRouted(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string) {
+	t.Helper()
+	FollowUntil(ctx, t, c, tenant, runID, func(ev wire.Event) bool {
+		return ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRouted
+	})
+}
+
+// FollowUntil follows tenant's run runID from its first event until an
+// event for which until is true or the end of its events, failing the test
+// on an error.
+func FollowUntil(ctx context.Context, t testing.TB, c *client.Client, tenant, runID string, until func(wire.Event) bool) {
+	t.Helper()
+	for ev, err := range c.Events(ctx, tenant, runID, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until(ev) {
+			return
+		}
+	}
 }
 
 // Msgpack is v encoded as wire.Marshal does, failing the test on error.

@@ -1,6 +1,7 @@
 // Package meshtest runs the rest of the mesh beside a service under test
-// (Start), submits a run through it and waits for its end (Complete), and
-// checks a runner service against it (CheckRunner).
+// (Start), runs a whole mesh on a test's own dependencies (Serve), submits
+// a run through it and waits for its end (Complete), and checks a runner
+// service against it (CheckRunner).
 package meshtest
 
 import (
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
@@ -50,6 +52,53 @@ func Start(t testing.TB, natsURL string, cfg mesh.Config) {
 			t.Errorf("meshtest: close mesh: %v", err)
 		}
 	})
+}
+
+// Node is one service or mesh that Go runs: Stop cancels it, and Done
+// yields what it returned. A test that stops a node itself and reads Done
+// puts a nil back for the cleanup Go registered.
+type Node struct {
+	Stop context.CancelFunc
+	Done chan error
+}
+
+// Go runs run on a goroutine of its own until the test ends, then cancels
+// its context and fails the test if run returns an error or takes longer
+// than stopWithin to return; name names run in those failures.
+func Go(t testing.TB, name string, stopWithin time.Duration, run func(context.Context) error) *Node {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{Stop: cancel, Done: make(chan error, 1)}
+	go func() { n.Done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-n.Done:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case <-time.After(stopWithin):
+			t.Errorf("%s did not stop within %s", name, stopWithin)
+		}
+	})
+	return n
+}
+
+// Serve runs mesh.Run with d, profiles, adapters and cfg as Go runs it,
+// and returns once the mesh is ready: once the router's consumer exists
+// (the topology is then complete) or, with cfg.WithoutRouter, once the
+// events stream does.
+func Serve(t testing.TB, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg mesh.Config, stopWithin time.Duration) *Node {
+	t.Helper()
+	n := Go(t, "mesh", stopWithin, func(ctx context.Context) error { return mesh.Run(ctx, d, profiles, adapters, cfg) })
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if cfg.WithoutRouter {
+			_, err := d.JS.Stream(context.Background(), d.Names.EventsStream())
+			return err
+		}
+		_, err := d.JS.Consumer(context.Background(), d.Names.SubmitStream(), d.Names.RouterConsumer())
+		return err
+	})
+	return n
 }
 
 // Complete submits a run of the fixture profile with prompt through nc and
