@@ -177,6 +177,16 @@ func TestTenantFollowerIteratorFallsBehind(t *testing.T) {
 		f.store(chunks(seq, seq, "a"))
 	}
 	f.store(status(n+1, wire.StateSucceeded))
+	// The iterator is blocked handing out seq 2, so the follower's queue
+	// for it only grows; wait until the follower delivered enough to
+	// overflow it (deliveries can lag the stores on a loaded machine, and
+	// an iterator pulled meanwhile would never fall behind).
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if !tf.Behind(f.runID) {
+			return errors.New("the iterator has not fallen behind yet")
+		}
+		return nil
+	})
 	for seq := uint64(2); seq <= n; seq++ {
 		if got, want := next(), fmt.Sprintf("%d a%d", seq, seq); got != want {
 			t.Fatalf("yielded %s, want %s", got, want)
