@@ -32,13 +32,7 @@ const EnvMaxRetries = "CLAUDE_CODE_MAX_RETRIES"
 // tool_result events and reports usage on its result; it resumes a session
 // through the request field "resume" (--resume <id>), and the parser
 // publishes the confirmed id from system/init.
-var Capabilities = wire.Capabilities{
-	Transport:       wire.TransportSubprocess,
-	Resumable:       true,
-	EmitsToolEvents: true,
-	ReportsUsage:    true,
-	ResumeField:     ResumeField,
-}
+var Capabilities = cli.AgentCapabilities(ResumeField)
 
 // tokenClasses are the classes of the result's usage (see usage):
 // input_tokens, output_tokens, cache_read_input_tokens and
