@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +53,54 @@ func Recorded(t testing.TB, name, c string) replay.Response {
 		return f.Responses[0]
 	}
 	return f.Response
+}
+
+// RefusedURL returns the http URL of a loopback port nobody listens on,
+// for a connect refusal.
+func RefusedURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
+// SilentURL returns the http URL of a loopback server that accepts every
+// connection and never answers, until t ends: an attempt against it ends
+// at its attempt cap. Cleanup closes the listener and every connection and
+// waits for the accepting goroutine.
+func SilentURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
 }
 
 // SSEEvents cuts an event-stream body into its events, each with the blank

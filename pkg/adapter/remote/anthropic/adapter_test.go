@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -494,19 +490,7 @@ func mustState(t *testing.T, a adapter.Adapter, srv *replay.Server, name string)
 // errors; a status error, and a failure after output, are not.
 func TestRetryability(t *testing.T) {
 	srv := conformance.ReplayServer(t, anthropic.Name)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := "http://" + ln.Addr().String()
-	ln.Close()
-	// The handler reads the body first: only then does the server notice
-	// the client hanging up, which ends r.Context().
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		<-r.Context().Done()
-	}))
-	t.Cleanup(hang.Close)
+	closedPort, hang := conformance.RefusedURL(t), conformance.SilentURL(t)
 
 	tests := []struct {
 		name      string
@@ -516,7 +500,7 @@ func TestRetryability(t *testing.T) {
 		chunks    int
 	}{
 		{"connect refused", remote.Config{BaseURL: closedPort}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: hang.URL, AttemptTimeout: 100 * time.Millisecond}, wire.ProviderTransportError, true, 0},
+		{"attempt cap", remote.Config{BaseURL: hang, AttemptTimeout: 100 * time.Millisecond}, wire.ProviderTransportError, true, 0},
 		{"500", remote.Config{BaseURL: srv.URL() + "/http-500"}, wire.ProviderError, false, 0},
 		{"401", remote.Config{BaseURL: srv.URL() + "/http-401"}, wire.ProviderAuthError, false, 0},
 		{"cut after output", remote.Config{BaseURL: srv.URL() + "/cut"}, wire.ProviderTransportError, false, 2},

@@ -3,9 +3,6 @@ package nlip_test
 import (
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -218,20 +215,7 @@ func TestBeforeConnecting(t *testing.T) {
 // TestAttemptFailures is acceptance 4 at the adapter level.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, nlip.Name)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() + "/nlip/"
-	ln.Close()
-	release := make(chan struct{})
-	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(release); stall.Close() })
+	closed, stall := conformance.RefusedURL(t)+"/nlip/", conformance.SilentURL(t)+"/nlip/"
 	tests := []struct {
 		name      string
 		cfg       remote.Config
@@ -240,7 +224,7 @@ func TestAttemptFailures(t *testing.T) {
 		chunks    int
 	}{
 		{"connect refused", remote.Config{BaseURL: closed, AllowLoopback: true}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: stall.URL + "/nlip/", AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond}, wire.ProviderTransportError, true, 0},
+		{"attempt cap", remote.Config{BaseURL: stall, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond}, wire.ProviderTransportError, true, 0},
 		{"HTTP 500", remote.Config{BaseURL: agentURL(srv, "http-500"), AllowLoopback: true}, wire.ProviderError, false, 0},
 		{"HTTP 401", remote.Config{BaseURL: agentURL(srv, "http-401"), AllowLoopback: true}, wire.ProviderAuthError, false, 0},
 		{"cut after the system chunk", remote.Config{BaseURL: agentURL(srv, "cut"), AllowLoopback: true}, wire.ProviderTransportError, false, 1},

@@ -2,9 +2,6 @@ package ollama_test
 
 import (
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -21,22 +18,7 @@ import (
 // chunk is not retryable.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, ollama.Name)
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
-
-	release := make(chan struct{})
-	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // never answers within the attempt cap
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(release); stall.Close() })
+	closed, stall := conformance.RefusedURL(t), conformance.SilentURL(t)
 
 	tests := []struct {
 		name      string
@@ -47,7 +29,7 @@ func TestAttemptFailures(t *testing.T) {
 	}{
 		{name: "connect refused", cfg: remote.Config{BaseURL: closed, AllowLoopback: true},
 			class: wire.ProviderTransportError, retryable: true},
-		{name: "attempt cap", cfg: remote.Config{BaseURL: stall.URL, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond},
+		{name: "attempt cap", cfg: remote.Config{BaseURL: stall, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond},
 			class: wire.ProviderTransportError, retryable: true},
 		{name: "HTTP 500", cfg: remote.Config{BaseURL: srv.URL() + "/http-500", AllowLoopback: true},
 			class: wire.ProviderError},

@@ -2,8 +2,6 @@ package openai_test
 
 import (
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,41 +46,7 @@ func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.
 // is not.
 func TestAttempts(t *testing.T) {
 	srv := conformance.ReplayServer(t, openai.Name)
-
-	// A loopback port nobody listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String() + "/v1"
-	ln.Close()
-
-	// A server that accepts and never answers.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		silent.Close()
-		wg.Wait()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	refused, silent := conformance.RefusedURL(t)+"/v1", conformance.SilentURL(t)+"/v1"
 
 	tests := []struct {
 		name         string
@@ -92,7 +56,7 @@ func TestAttempts(t *testing.T) {
 		want         wire.Class
 	}{
 		{name: "connect_refused", a: remoteAdapter(t, refused, time.Second), wantAttempts: 3, want: wire.ProviderTransportError},
-		{name: "attempt_cap", a: remoteAdapter(t, "http://"+silent.Addr().String()+"/v1", 150*time.Millisecond), wantAttempts: 3, want: wire.ProviderTransportError},
+		{name: "attempt_cap", a: remoteAdapter(t, silent, 150*time.Millisecond), wantAttempts: 3, want: wire.ProviderTransportError},
 		{name: "http_500", a: newAdapter(t, srv, "http-500", openai.Options{}), wantAttempts: 1, want: wire.ProviderError},
 		{name: "http_401", a: newAdapter(t, srv, "http-401", openai.Options{}), wantAttempts: 1, want: wire.ProviderAuthError},
 		{name: "cut_after_output", a: newAdapter(t, srv, "cut", openai.Options{}), wantAttempts: 1, wantChunks: true, want: wire.ProviderTransportError},
