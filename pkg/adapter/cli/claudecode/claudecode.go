@@ -117,13 +117,9 @@ type flags struct {
 // loop, bounds the calls. MaxAttempts ≤ 0 (no policy) means the record's
 // default of 3.
 func Invoke(req Request, call adapter.Call, _ string) (cli.Invocation, error) {
-	model := req.Model
-	switch {
-	case model == "":
-		model = call.Model
-	case call.Model != "" && model != call.Model:
-		return cli.Invocation{}, wire.Errorf(wire.AgenticRequestValidationError,
-			"%s request: field \"model\": %q contradicts the pinned model %q", Name, model, call.Model)
+	model, err := call.RunModel(Name, req.Model)
+	if err != nil {
+		return cli.Invocation{}, err
 	}
 	f := flags{
 		Print: true, OutputFormat: "stream-json", Verbose: true, Model: model,

@@ -444,7 +444,7 @@ func TestContinuationValidation(t *testing.T) {
 		{"another model", valid, "claude-opus-4-1", map[string]any{"tool_results": []any{result(id)}},
 			wire.PinMismatch, "runs on model"},
 		{"request model differs from the pin", nil, model, map[string]any{"prompt": "p", "model": "claude-haiku-4-5"},
-			wire.AgenticRequestValidationError, "differs from the pinned model"},
+			wire.AgenticRequestValidationError, "is not the pinned model"},
 		{"damaged checkpoint", []byte{0x81, 0xa1, 'v', 0x02}, model, map[string]any{"prompt": "p"},
 			wire.AgenticRequestValidationError, "checkpoint"},
 		{"temperature with inherited thinking", mustState(t, a, srv, "thinking"), model, map[string]any{"prompt": "p", "temperature": 0.5},
