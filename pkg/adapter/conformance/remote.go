@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -233,6 +234,31 @@ type Outcome struct {
 	// Checkpoint is what the attempt saved, if Saved (CollectSaving).
 	Checkpoint []byte
 	Saved      bool
+}
+
+// Expect fails t unless o is what an attempt of an adapter declaring caps
+// should have ended as: the chunks want (compared as JSON), then a clean
+// end for a class "", else a *wire.Error of that class and retryability;
+// and every stream rule kept (Check).
+func (o Outcome) Expect(t testing.TB, caps wire.Capabilities, want []wire.Chunk, class wire.Class, retryable bool) {
+	t.Helper()
+	if got, want := ChunksJSON(o.Chunks), ChunksJSON(want); got != want {
+		t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
+	}
+	var we *wire.Error
+	switch {
+	case class == "" && o.Err != nil:
+		t.Errorf("err = %v, want a clean end", o.Err)
+	case class != "" && !errors.As(o.Err, &we):
+		t.Errorf("err = %v (%T), want a *wire.Error of class %s", o.Err, o.Err, class)
+	case class != "" && we.Class != class:
+		t.Errorf("err = %v, want class %s", o.Err, class)
+	case class != "" && we.Retryable != retryable:
+		t.Errorf("err = %v, retryable %t, want %t", o.Err, we.Retryable, retryable)
+	}
+	for _, p := range Check(caps, o.Chunks, o.Err, Ran) {
+		t.Errorf("stream rule: %s", p)
+	}
 }
 
 // Collect ranges over one attempt of call to its end, within runTimeout
