@@ -223,25 +223,11 @@ func TestAppendRunDecodes(t *testing.T) {
 	}
 }
 
-// requestSameAsReflective reports whether decodeRunRequest takes b, and
-// fails t if it takes b differently from the reflective decoder.
+// requestSameAsReflective is sameAsReflective for the run request fast
+// path.
 func requestSameAsReflective(t *testing.T, b []byte) bool {
 	t.Helper()
-	if len(b) > MaxMessageSize || Scan(b) != nil {
-		return false
-	}
-	var fast RunRequest
-	if !decodeRunRequest(b, &fast) {
-		return false
-	}
-	var slow RunRequest
-	if err := decodeStrict(b, &slow); err != nil {
-		t.Fatalf("the fast path took % x, which the reflective decoder refuses: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("% x:\n fast       %+v\n reflective %+v", b, fast, slow)
-	}
-	return true
+	return sameAsReflective(t, b, decodeRunRequest)
 }
 
 // TestDecodeRunRequestSameAsReflective: the fast path reads the requests
