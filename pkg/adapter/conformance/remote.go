@@ -306,6 +306,17 @@ func CollectSaving(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
 	return o
 }
 
+// ConfirmedSession is the session id of the first system chunk that
+// carries one (metadata.session_id), or "" when none does.
+func ConfirmedSession(chunks []wire.Chunk) string {
+	for _, c := range chunks {
+		if c.Type == wire.ChunkSystem && c.Metadata.SessionID != "" {
+			return c.Metadata.SessionID
+		}
+	}
+	return ""
+}
+
 // ChunksJSON is each chunk's JSON, one a line, for messages.
 func ChunksJSON(chunks []wire.Chunk) string {
 	var b strings.Builder
