@@ -104,6 +104,54 @@ func SilentURL(t testing.TB) string {
 	return "http://" + ln.Addr().String()
 }
 
+// FailedAttempt is one way an attempt of a remote adapter fails, and how
+// the attempt must end (FailedAttempts).
+type FailedAttempt struct {
+	Name string
+	// BaseURL is where the adapter is pointed; AttemptTimeout, when not
+	// 0, is its attempt cap.
+	BaseURL        string
+	AttemptTimeout time.Duration
+	// Class and Retryable are the terminal error's; Chunks is how many
+	// chunks come before it.
+	Class     wire.Class
+	Retryable bool
+	Chunks    int
+}
+
+// FailedAttempts are the failures every remote adapter meets alike
+// (docs/contract.md §4.5): a refused connection and the attempt cap,
+// before any output, end in a retryable ProviderTransportError; the
+// recorded http-500 and http-401 of srv in a ProviderError and a
+// ProviderAuthError, and the recorded cut after cutChunks chunks in a
+// ProviderTransportError, none of them retryable. path follows each
+// server's URL or case (the adapter's base path: "" for none, "/v1").
+// The refused and silent servers live until t ends.
+func FailedAttempts(t testing.TB, srv *replay.Server, path string, cutChunks int) []FailedAttempt {
+	t.Helper()
+	recorded := func(c string) string { return srv.URL() + "/" + c + path }
+	return []FailedAttempt{
+		{Name: "connect refused", BaseURL: RefusedURL(t) + path, Class: wire.ProviderTransportError, Retryable: true},
+		{Name: "attempt cap", BaseURL: SilentURL(t) + path, AttemptTimeout: 100 * time.Millisecond, Class: wire.ProviderTransportError, Retryable: true},
+		{Name: "http 500", BaseURL: recorded("http-500"), Class: wire.ProviderError},
+		{Name: "http 401", BaseURL: recorded("http-401"), Class: wire.ProviderAuthError},
+		{Name: "cut after output", BaseURL: recorded("cut"), Class: wire.ProviderTransportError, Chunks: cutChunks},
+	}
+}
+
+// Check fails t unless an attempt that yielded chunks and ended with err
+// ended as f says.
+func (f FailedAttempt) Check(t testing.TB, chunks []wire.Chunk, err error) {
+	t.Helper()
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Class != f.Class || we.Retryable != f.Retryable {
+		t.Errorf("err = %v, want class %s, retryable %t", err, f.Class, f.Retryable)
+	}
+	if len(chunks) != f.Chunks {
+		t.Errorf("%d chunks before the failure, want %d:\n%s", len(chunks), f.Chunks, ChunksJSON(chunks))
+	}
+}
+
 // SSEEvents cuts an event-stream body into its events, each with the blank
 // line that ends it.
 func SSEEvents(body string) []string { return strings.SplitAfter(body, "\n\n") }

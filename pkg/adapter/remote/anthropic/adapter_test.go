@@ -6,7 +6,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
@@ -490,37 +489,14 @@ func mustState(t *testing.T, a adapter.Adapter, srv *replay.Server, name string)
 // errors; a status error, and a failure after output, are not.
 func TestRetryability(t *testing.T) {
 	srv := conformance.ReplayServer(t, anthropic.Name)
-	closedPort, hang := conformance.RefusedURL(t), conformance.SilentURL(t)
-
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		wantClass wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{"connect refused", remote.Config{BaseURL: closedPort}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: hang, AttemptTimeout: 100 * time.Millisecond}, wire.ProviderTransportError, true, 0},
-		{"500", remote.Config{BaseURL: srv.URL() + "/http-500"}, wire.ProviderError, false, 0},
-		{"401", remote.Config{BaseURL: srv.URL() + "/http-401"}, wire.ProviderAuthError, false, 0},
-		{"cut after output", remote.Config{BaseURL: srv.URL() + "/cut"}, wire.ProviderTransportError, false, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.AllowLoopback = true
-			tt.cfg.Credential = secret.New(testKey)
-			a, err := anthropic.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "", 2) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := anthropic.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, Credential: secret.New(testKey), AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			chunks, err := run(t, a, adapter.Call{Request: validate(t, a, map[string]any{"prompt": "p"}), Model: model, Attempt: 1, MaxAttempts: 3})
-			var we *wire.Error
-			if !errors.As(err, &we) || we.Class != tt.wantClass || we.Retryable != tt.retryable {
-				t.Errorf("err = %#v, want %s with retryable=%t", err, tt.wantClass, tt.retryable)
-			}
-			if len(chunks) != tt.chunks {
-				t.Errorf("%d chunks, want %d", len(chunks), tt.chunks)
-			}
+			tt.Check(t, chunks, err)
 			assertNoSecret(t, chunks, err, testKey)
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
@@ -203,34 +202,14 @@ func TestBeforeConnecting(t *testing.T) {
 // TestAttemptFailures is acceptance 4 at the adapter level.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, nlip.Name)
-	closed, stall := conformance.RefusedURL(t)+"/nlip/", conformance.SilentURL(t)+"/nlip/"
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		class     wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{"connect refused", remote.Config{BaseURL: closed, AllowLoopback: true}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: stall, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond}, wire.ProviderTransportError, true, 0},
-		{"HTTP 500", remote.Config{BaseURL: agentURL(srv, "http-500"), AllowLoopback: true}, wire.ProviderError, false, 0},
-		{"HTTP 401", remote.Config{BaseURL: agentURL(srv, "http-401"), AllowLoopback: true}, wire.ProviderAuthError, false, 0},
-		{"cut after the system chunk", remote.Config{BaseURL: agentURL(srv, "cut"), AllowLoopback: true}, wire.ProviderTransportError, false, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := nlip.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "/nlip/", 1) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := nlip.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := run(t, a, "hi", nil)
-			var we *wire.Error
-			if !errors.As(o.Err, &we) || we.Class != tt.class || we.Retryable != tt.retryable {
-				t.Errorf("err = %v, want class %s retryable %t", o.Err, tt.class, tt.retryable)
-			}
-			if len(o.Chunks) != tt.chunks {
-				t.Errorf("%d chunks before the failure, want %d", len(o.Chunks), tt.chunks)
-			}
+			tt.Check(t, o.Chunks, o.Err)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package ollama_test
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
@@ -18,50 +17,20 @@ import (
 // chunk is not retryable.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, ollama.Name)
-	closed, stall := conformance.RefusedURL(t), conformance.SilentURL(t)
-
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		class     wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{name: "connect refused", cfg: remote.Config{BaseURL: closed, AllowLoopback: true},
-			class: wire.ProviderTransportError, retryable: true},
-		{name: "attempt cap", cfg: remote.Config{BaseURL: stall, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond},
-			class: wire.ProviderTransportError, retryable: true},
-		{name: "HTTP 500", cfg: remote.Config{BaseURL: srv.URL() + "/http-500", AllowLoopback: true},
-			class: wire.ProviderError},
-		{name: "HTTP 401", cfg: remote.Config{BaseURL: srv.URL() + "/http-401", AllowLoopback: true},
-			class: wire.ProviderAuthError},
-		{name: "cut after output", cfg: remote.Config{BaseURL: srv.URL() + "/cut", AllowLoopback: true},
-			class: wire.ProviderTransportError, chunks: 3},
-		{name: "loopback not allowed", cfg: remote.Config{BaseURL: srv.URL() + "/plain-text"},
-			class: wire.ProfileError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := ollama.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "", 3) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := ollama.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
-				var we *wire.Error
-				if errors.As(err, &we) && we.Class == tt.class {
-					return // refused before any client exists
-				}
 				t.Fatal(err)
 			}
 			o := run(t, a, map[string]any{"prompt": "hi"}, nil)
-			var we *wire.Error
-			if !errors.As(o.Err, &we) {
-				t.Fatalf("err = %v (%T), want a *wire.Error", o.Err, o.Err)
-			}
-			if we.Class != tt.class || we.Retryable != tt.retryable {
-				t.Errorf("err = %v (retryable %t), want class %s retryable %t", we, we.Retryable, tt.class, tt.retryable)
-			}
-			if len(o.Chunks) != tt.chunks {
-				t.Errorf("%d chunks, want %d:\n%s", len(o.Chunks), tt.chunks, conformance.ChunksJSON(o.Chunks))
-			}
+			tt.Check(t, o.Chunks, o.Err)
 		})
+	}
+	// A loopback server the profile does not allow is refused before any
+	// client exists.
+	if _, err := ollama.New(remote.Config{BaseURL: srv.URL() + "/plain-text"}); !errors.Is(err, wire.ProfileError) {
+		t.Errorf("loopback not allowed: err = %v, want ProfileError", err)
 	}
 }
 

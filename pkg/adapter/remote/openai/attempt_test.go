@@ -46,33 +46,19 @@ func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.
 // is not.
 func TestAttempts(t *testing.T) {
 	srv := conformance.ReplayServer(t, openai.Name)
-	refused, silent := conformance.RefusedURL(t)+"/v1", conformance.SilentURL(t)+"/v1"
-
-	tests := []struct {
-		name         string
-		a            adapter.Adapter
-		wantAttempts int
-		wantChunks   bool
-		want         wire.Class
-	}{
-		{name: "connect_refused", a: remoteAdapter(t, refused, time.Second), wantAttempts: 3, want: wire.ProviderTransportError},
-		{name: "attempt_cap", a: remoteAdapter(t, silent, 150*time.Millisecond), wantAttempts: 3, want: wire.ProviderTransportError},
-		{name: "http_500", a: newAdapter(t, srv, "http-500", openai.Options{}), wantAttempts: 1, want: wire.ProviderError},
-		{name: "http_401", a: newAdapter(t, srv, "http-401", openai.Options{}), wantAttempts: 1, want: wire.ProviderAuthError},
-		{name: "cut_after_output", a: newAdapter(t, srv, "cut", openai.Options{}), wantAttempts: 1, wantChunks: true, want: wire.ProviderTransportError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, chunks, err := runPolicy(t, tt.a, 3)
-			if n != tt.wantAttempts {
-				t.Errorf("%d attempts, want %d (err %v)", n, tt.wantAttempts, err)
+	for _, tt := range conformance.FailedAttempts(t, srv, "/v1", 3) {
+		t.Run(tt.Name, func(t *testing.T) {
+			// A retryable failure before output is tried max_attempts
+			// times, any other once.
+			want := 1
+			if tt.Retryable {
+				want = 3
 			}
-			if got, _ := class(err); got != tt.want {
-				t.Errorf("err = %v, want class %s", err, tt.want)
+			n, chunks, err := runPolicy(t, remoteAdapter(t, tt.BaseURL, tt.AttemptTimeout), 3)
+			if n != want {
+				t.Errorf("%d attempts, want %d (err %v)", n, want, err)
 			}
-			if (len(chunks) > 0) != tt.wantChunks {
-				t.Errorf("%d chunks before the failure", len(chunks))
-			}
+			tt.Check(t, chunks, err)
 		})
 	}
 	if n := len(requestsOf(srv, "cut")); n != 1 {
