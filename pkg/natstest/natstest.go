@@ -76,7 +76,14 @@ func start(dir string) (*server.Server, error) {
 // test ends.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
+	return ConnectURL(t, s.ClientURL())
+}
+
+// ConnectURL is Connect for a server at url, of this process or another:
+// it reconnects without end.
+func ConnectURL(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}
