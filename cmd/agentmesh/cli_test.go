@@ -29,7 +29,9 @@ const asMainEnv = "AGENTMESH_TEST_AS_MAIN"
 // testIO returns a stdio on buffers with the environment env.
 func testIO(env map[string]string) (*stdio, *servicetest.Buffer, *servicetest.Buffer) {
 	var out, errOut servicetest.Buffer
-	return newStdio(&out, &errOut, func(k string) string { return env[k] }), &out, &errOut
+	io := newStdio(&out, &errOut, func(k string) string { return env[k] })
+	io.stdin = strings.NewReader("") // never the test's own stdin
+	return io, &out, &errOut
 }
 
 func TestParseRun(t *testing.T) {

@@ -59,7 +59,7 @@ func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, s
 	io, out, errOut := testIO(nil)
 	n := 1 // the flags go after the command, and its subcommand if it has one
 	switch args[0] {
-	case "consent", "redaction", "exports":
+	case "consent", "redaction", "exports", "runs":
 		n = 2
 	}
 	code = run(ctx, append(append(slices.Clone(args[:n]), "--server", m.url), args[n:]...), io)
