@@ -198,14 +198,7 @@ func TestRunSetFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := f.request(prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := wire.DecodeStrict(req.Request, &m); err != nil {
-		t.Fatal(err)
-	}
+	req, m := requestOf(t, f, prompt)
 	if m["approval_mode"] != "yolo" || m["prompt"] != "go" || fmt.Sprint(m["include_directories"]) != "[a]" || req.Runtime["workspace"] != "w" {
 		t.Fatalf("request = %v, runtime %v", m, req.Runtime)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -146,6 +147,24 @@ func outLines(s string) []string {
 	return lines[:len(lines)-1]
 }
 
+// runSlow starts agentmesh run of the slow fixture script with args in
+// the background and waits for its first tick; done gives its exit code.
+func (m *testMesh) runSlow(ctx context.Context, t *testing.T, args ...string) (out, errOut *servicetest.Buffer, done <-chan int) {
+	t.Helper()
+	io, out, errOut := testIO(nil)
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, append([]string{"run", "--server", m.url, "-p", "fixture", "--script", "slow"}, args...), io)
+	}()
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(out.String(), "tick 1") {
+			return fmt.Errorf("no output yet:\n%s", out)
+		}
+		return nil
+	})
+	return out, errOut, code
+}
+
 // capture records every message the server routes.
 type capture struct {
 	mu   sync.Mutex
@@ -269,17 +288,7 @@ func TestUpInspect(t *testing.T) {
 	})
 
 	t.Run("follow a live run from seq 3, and list it running", func(t *testing.T) {
-		io, out, errOut := testIO(nil)
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "100", "--run-id", "slow", "--json", "hi"}, io)
-		}()
-		natstest.Eventually(t, 20*time.Second, func() error {
-			if !strings.Contains(out.String(), "tick 1") {
-				return fmt.Errorf("no output yet:\n%s", out)
-			}
-			return nil
-		})
+		out, errOut, done := m.runSlow(ctx, t, "--delay-ms", "100", "--run-id", "slow", "--json", "hi")
 		code, lsOut, lsErr := m.cli(ctx, "runs", "ls", "--state", "running", "--json")
 		if code != exitOK || !strings.Contains(lsOut, `"run_id":"slow"`) || !strings.Contains(lsOut, `"state":"running"`) {
 			t.Errorf("runs ls --state running: exit %d, stderr %q, stdout:\n%s", code, lsErr, lsOut)
@@ -302,17 +311,7 @@ func TestUpInspect(t *testing.T) {
 	})
 
 	t.Run("cancel a running run", func(t *testing.T) {
-		io, out, _ := testIO(nil)
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "200", "--run-id", "gone", "hi"}, io)
-		}()
-		natstest.Eventually(t, 20*time.Second, func() error {
-			if !strings.Contains(out.String(), "tick 1") {
-				return fmt.Errorf("no output yet:\n%s", out)
-			}
-			return nil
-		})
+		out, _, done := m.runSlow(ctx, t, "--delay-ms", "200", "--run-id", "gone", "hi")
 		if code, cout, cerr := m.cli(ctx, "cancel", "gone"); code != exitOK {
 			t.Errorf("cancel: exit %d, %q %q", code, cout, cerr)
 		}
@@ -490,6 +489,20 @@ func checkContentTypes(t *testing.T, msgs []*nats.Msg) {
 	}
 }
 
+// requestOf is the run request f builds, and its adapter request's fields.
+func requestOf(t *testing.T, f runFlags, prompt string) (wire.RunRequest, map[string]any) {
+	t.Helper()
+	req, err := f.request(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := wire.DecodeStrict(req.Request, &m); err != nil {
+		t.Fatal(err)
+	}
+	return req, m
+}
+
 func TestRunSetArraysAndLabels(t *testing.T) {
 	io, _, _ := testIO(nil)
 	f, prompt, err := parseRun([]string{"-p", "gemini", "hi",
@@ -499,14 +512,7 @@ func TestRunSetArraysAndLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := f.request(prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := wire.DecodeStrict(req.Request, &m); err != nil {
-		t.Fatal(err)
-	}
+	req, m := requestOf(t, f, prompt)
 	got, _ := json.Marshal(m)
 	want := `{"dirs":["src","docs"],"json":["x",["y"]],"none":[],"nums":[1,2.5,true],"prompt":"hi","quoted":["a,b","c"],"word":"plain [text]"}`
 	if string(got) != want {

@@ -40,12 +40,9 @@ type fieldFlags map[string]any
 func (f *fieldFlags) String() string { return fmt.Sprint(map[string]any(*f)) }
 
 func (f *fieldFlags) Set(kv string) error {
-	k, v, ok := strings.Cut(kv, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", kv)
-	}
-	if _, dup := (*f)[k]; dup {
-		return fmt.Errorf("%s is set twice", k)
+	k, v, err := keyValue(*f, kv, "")
+	if err != nil {
+		return err
 	}
 	parsed, err := fieldValue(v)
 	if err != nil {
@@ -56,6 +53,20 @@ func (f *fieldFlags) Set(kv string) error {
 	}
 	(*f)[k] = parsed
 	return nil
+}
+
+// keyValue splits the key=value argument of a repeatable flag collecting
+// into m, refusing an empty key and one m has already; what prefixes the
+// key in that error.
+func keyValue[V any](m map[string]V, kv, what string) (k, v string, err error) {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("want key=value, got %q", kv)
+	}
+	if _, dup := m[k]; dup {
+		return "", "", fmt.Errorf("%s%s is set twice", what, k)
+	}
+	return k, v, nil
 }
 
 // fieldValue reads one --set value (see fieldFlags).
@@ -129,12 +140,9 @@ type labelFlags map[string]string
 func (l *labelFlags) String() string { return fmt.Sprint(map[string]string(*l)) }
 
 func (l *labelFlags) Set(kv string) error {
-	k, v, ok := strings.Cut(kv, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", kv)
-	}
-	if _, dup := (*l)[k]; dup {
-		return fmt.Errorf("label %s is set twice", k)
+	k, v, err := keyValue(*l, kv, "label ")
+	if err != nil {
+		return err
 	}
 	if *l == nil {
 		*l = labelFlags{}
