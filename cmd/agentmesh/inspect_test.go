@@ -558,3 +558,30 @@ func TestRunSetArraysAndLabels(t *testing.T) {
 		}
 	})
 }
+
+// FuzzDecodeBody holds decode's body handling to its contract on any
+// input, seeded with the goldens of testdata/decode: no panic, and one
+// line of valid JSON for whatever it accepts.
+func FuzzDecodeBody(f *testing.F) {
+	bins, err := filepath.Glob("../../testdata/decode/*.bin")
+	if err != nil || len(bins) == 0 {
+		f.Fatalf("no seeds: %v", err)
+	}
+	for _, bin := range bins {
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"swept":1}`))
+	f.Add([]byte("acme.run-1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, typ := range []string{"", typeText, typeJSON} {
+			out, err := decodeBody(typ, b)
+			if err == nil && (!json.Valid(out) || bytes.ContainsAny(out, "\n")) {
+				t.Fatalf("decode --type %q accepted % x and wrote %q, not one line of JSON", typ, b, out)
+			}
+		}
+	})
+}
