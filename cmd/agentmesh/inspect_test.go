@@ -148,8 +148,9 @@ func outLines(s string) []string {
 }
 
 // runSlow starts agentmesh run of the slow fixture script with args in
-// the background and waits for its first tick; done gives its exit code.
-func (m *testMesh) runSlow(ctx context.Context, t *testing.T, args ...string) (out, errOut *servicetest.Buffer, done <-chan int) {
+// the background and waits until its output shows until; done gives its
+// exit code.
+func (m *testMesh) runSlow(ctx context.Context, t *testing.T, until string, args ...string) (out, errOut *servicetest.Buffer, done <-chan int) {
 	t.Helper()
 	io, out, errOut := testIO(nil)
 	code := make(chan int, 1)
@@ -157,8 +158,8 @@ func (m *testMesh) runSlow(ctx context.Context, t *testing.T, args ...string) (o
 		code <- run(ctx, append([]string{"run", "--server", m.url, "-p", "fixture", "--script", "slow"}, args...), io)
 	}()
 	natstest.Eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(out.String(), "tick 1") {
-			return fmt.Errorf("no output yet:\n%s", out)
+		if !strings.Contains(out.String(), until) {
+			return fmt.Errorf("no %q yet:\n%s", until, out)
 		}
 		return nil
 	})
@@ -287,36 +288,38 @@ func TestUpInspect(t *testing.T) {
 		}
 	})
 
-	t.Run("follow a live run from seq 3, and list it running", func(t *testing.T) {
-		out, errOut, done := m.runSlow(ctx, t, "--delay-ms", "100", "--run-id", "slow", "--json", "hi")
+	t.Run("follow a live run from seq 3, list it running, cancel it", func(t *testing.T) {
+		// A minute before its first chunk: it runs until it is cancelled.
+		out, errOut, done := m.runSlow(ctx, t, `"state":"running"`, "--delay-ms", "60000", "--run-id", "slow", "--json", "hi")
 		code, lsOut, lsErr := m.cli(ctx, "runs", "ls", "--state", "running", "--json")
 		if code != exitOK || !strings.Contains(lsOut, `"run_id":"slow"`) || !strings.Contains(lsOut, `"state":"running"`) {
 			t.Errorf("runs ls --state running: exit %d, stderr %q, stdout:\n%s", code, lsErr, lsOut)
 		}
-		code, fout, ferr := m.cli(ctx, "follow", "slow", "--json", "--from", "3")
-		if code != exitOK {
-			t.Errorf("follow: exit %d, stderr %q", code, ferr)
-		}
-		if code := <-done; code != exitOK {
-			t.Fatalf("run: exit %d, stderr %q", code, errOut)
-		}
-		lines := outLines(out.String())
-		if want := strings.Join(lines[2:], ""); fout != want {
-			t.Errorf("follow --from 3 of the live run:\n%s\nwant the run's own events from seq 3:\n%s", fout, want)
-		}
-		var first wire.Event
-		if err := json.Unmarshal([]byte(strings.SplitN(fout, "\n", 2)[0]), &first); err != nil || first.Seq != 3 {
-			t.Errorf("follow's first event = %+v, %v; want seq 3", first, err)
-		}
-	})
-
-	t.Run("cancel a running run", func(t *testing.T) {
-		out, _, done := m.runSlow(ctx, t, "--delay-ms", "200", "--run-id", "gone", "hi")
-		if code, cout, cerr := m.cli(ctx, "cancel", "gone"); code != exitOK {
+		fio, fout, ferr := testIO(nil)
+		followed := make(chan int, 1)
+		go func() { followed <- run(ctx, []string{"follow", "--server", m.url, "slow", "--json", "--from", "3"}, fio) }()
+		natstest.Eventually(t, 20*time.Second, func() error {
+			if !strings.Contains(fout.String(), `"seq":3,`) {
+				return fmt.Errorf("follow has not printed seq 3 yet: %q", fout)
+			}
+			return nil
+		})
+		if code, cout, cerr := m.cli(ctx, "cancel", "slow"); code != exitOK {
 			t.Errorf("cancel: exit %d, %q %q", code, cout, cerr)
 		}
 		if code := <-done; code != exitFail {
-			t.Errorf("run: exit %d, stdout:\n%s", code, out)
+			t.Fatalf("run: exit %d, stderr %q", code, errOut)
+		}
+		if code := <-followed; code != exitFail {
+			t.Errorf("follow of a cancelled run: exit %d, stderr %q; want 1", code, ferr)
+		}
+		lines := outLines(out.String())
+		if want := strings.Join(lines[2:], ""); fout.String() != want || !strings.Contains(want, `"state":"cancelled"`) {
+			t.Errorf("follow --from 3 of the live run:\n%s\nwant the run's own events from seq 3 to its cancel:\n%s", fout, want)
+		}
+		var first wire.Event
+		if err := json.Unmarshal([]byte(lines[2]), &first); err != nil || first.Seq != 3 {
+			t.Errorf("follow's first event = %+v, %v; want seq 3", first, err)
 		}
 		if _, err := nc.Request(subject.Names{}.SweeperReconcile(), nil, 10*time.Second); err != nil {
 			t.Errorf("reconcile: %v", err)
@@ -346,12 +349,12 @@ func TestUpInspect(t *testing.T) {
 			args []string
 			want []string
 		}{
-			{nil, []string{"default/ok/succeeded", "default/slow/succeeded", "default/gone/cancelled"}},
-			{[]string{"--all"}, []string{"default/ok/succeeded", "acme/bad/failed", "default/slow/succeeded", "default/gone/cancelled"}},
+			{nil, []string{"default/ok/succeeded", "default/slow/cancelled"}},
+			{[]string{"--all"}, []string{"default/ok/succeeded", "acme/bad/failed", "default/slow/cancelled"}},
 			{[]string{"--tenant", "acme"}, []string{"acme/bad/failed"}},
-			{[]string{"--all", "--state", "failed,cancelled"}, []string{"acme/bad/failed", "default/gone/cancelled"}},
+			{[]string{"--all", "--state", "failed,cancelled"}, []string{"acme/bad/failed", "default/slow/cancelled"}},
 			{[]string{"--state", "failed"}, nil},
-			{[]string{"--all", "--since", "1h"}, []string{"default/ok/succeeded", "acme/bad/failed", "default/slow/succeeded", "default/gone/cancelled"}},
+			{[]string{"--all", "--since", "1h"}, []string{"default/ok/succeeded", "acme/bad/failed", "default/slow/cancelled"}},
 			{[]string{"--all", "--since", "2999-01-01"}, nil},
 			{[]string{"--all", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}, nil},
 		} {
@@ -360,7 +363,7 @@ func TestUpInspect(t *testing.T) {
 			}
 		}
 		code, out, _ := m.cli(ctx, "runs", "ls", "--all")
-		if code != exitOK || !strings.HasPrefix(out, "TENANT") || !strings.Contains(out, "ProviderQuotaError") || strings.Count(out, "\n") != 5 {
+		if code != exitOK || !strings.HasPrefix(out, "TENANT") || !strings.Contains(out, "ProviderQuotaError") || strings.Count(out, "\n") != 4 {
 			t.Errorf("runs ls table: exit %d:\n%s", code, out)
 		}
 		for _, args := range [][]string{{"--state", "done"}, {"--since", "yesterday"}, {"--since", "-1h"}, {"extra"}} {

@@ -206,7 +206,7 @@ echo: hi
 	})
 
 	t.Run("cancel a running run", func(t *testing.T) {
-		out, errOut, done := m.runSlow(ctx, t, "--delay-ms", "200", "--run-id", "slow-1", "hi")
+		out, errOut, done := m.runSlow(ctx, t, "tick 1", "--delay-ms", "200", "--run-id", "slow-1", "hi")
 		code, cout, cerr := m.cli(ctx, "cancel", "slow-1")
 		if code != exitOK || cout != "cancelled run slow-1\n" {
 			t.Errorf("cancel: exit %d, stdout %q, stderr %q", code, cout, cerr)
@@ -219,7 +219,7 @@ echo: hi
 	t.Run("interrupt cancels the run", func(t *testing.T) {
 		runCtx, interrupt := context.WithCancel(ctx)
 		defer interrupt()
-		out, errOut, done := m.runSlow(runCtx, t, "--delay-ms", "200", "hi")
+		out, errOut, done := m.runSlow(runCtx, t, "tick 1", "--delay-ms", "200", "hi")
 		interrupt()
 		if code := <-done; code != exitFail || !strings.Contains(out.String(), "\n[cancelled") {
 			t.Errorf("run: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
