@@ -297,7 +297,9 @@ func TestUpInspect(t *testing.T) {
 		}
 		fio, fout, ferr := testIO(nil)
 		followed := make(chan int, 1)
-		go func() { followed <- run(ctx, []string{"follow", "--server", m.url, "slow", "--json", "--from", "3"}, fio) }()
+		go func() {
+			followed <- run(ctx, []string{"follow", "--server", m.url, "slow", "--json", "--from", "3"}, fio)
+		}()
 		natstest.Eventually(t, 20*time.Second, func() error {
 			if !strings.Contains(fout.String(), `"seq":3,`) {
 				return fmt.Errorf("follow has not printed seq 3 yet: %q", fout)
