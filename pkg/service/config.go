@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -18,7 +19,10 @@ type Config struct {
 	// Names come from split_words, never an envconfig tag: a tag would
 	// also read the unprefixed variable (NATS_URL) when AGENTMESH_NATS_URL
 	// is unset.
-	NatsURL         string        `split_words:"true" default:"nats://127.0.0.1:4222"`
+	NatsURL string `split_words:"true" default:"nats://127.0.0.1:4222"`
+	// NatsCreds .. NatsTLSServerName name the files of the connection's
+	// credentials and TLS (NATSOptions reads them at start-up).
+	NATSAuth
 	HTTPAddr        string        `split_words:"true" default:"127.0.0.1:0"`
 	Prefix          string        `split_words:"true"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"20s"`
@@ -113,16 +117,25 @@ func (e *variableError) Unwrap() []error { return []error{ErrConfig, e.fe} }
 
 // LoadConfig fills spec (a pointer to a service's Config, which embeds the
 // Config common points to) from the AGENTMESH_* environment and checks it:
-// the common variables, the log level, and spec's Validate method if it has
-// one. Every error names the variable; a *FieldError that Validate returns
-// is reported as "config: <variable>: <problem>" and still matches the
-// component's sentinel with errors.Is.
+// no AGENTMESH_* or AGENT_* variable this build does not read
+// (CheckEnvironment), the common variables, the NATS credential and TLS
+// files (read once here to check them, NATSAuth.Options), the log level,
+// and spec's Validate method if it has one. Every error names the
+// variable; a *FieldError that Validate returns is reported as "config:
+// <variable>: <problem>" and still matches the component's sentinel with
+// errors.Is.
 func LoadConfig(spec any, common *Config) error {
+	if err := CheckEnvironment(os.Environ(), spec); err != nil {
+		return err // a misspelt name would otherwise be ignored, its default used
+	}
 	if err := Load(spec); err != nil {
 		return err // "config: envconfig.Process: assigning AGENTMESH_X to ..."
 	}
 	var errs []error
 	errs = append(errs, CheckCommon(*common))
+	if _, err := common.NATSAuth.Options(NATSAuthVariables); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := NewLogger(io.Discard, common.LogLevel); err != nil {
 		errs = append(errs, err)
 	}

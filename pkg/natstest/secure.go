@@ -1,0 +1,181 @@
+package natstest
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// SecureServerName is the only name in the certificate of a server
+// RunSecure starts: a client dialing its 127.0.0.1 URL must set it as the
+// TLS server name (AGENTMESH_NATS_TLS_SERVER_NAME).
+const SecureServerName = "nats.agentmesh.test"
+
+// Secure is what a server RunSecure started demands, and the files that
+// meet it or fail it, all PEM or seed files in a temporary directory.
+type Secure struct {
+	// CA is the certificate of the CA that signed the server's and
+	// ClientCert; ClientCert and ClientKey are a client's certificate.
+	CA, ClientCert, ClientKey string
+	// Seed is a file holding the nkey seed of the server's one user.
+	Seed string
+	// StrangerCert and StrangerKey are a client certificate of another
+	// CA; StrangerSeed is a user seed the server does not know.
+	StrangerCert, StrangerKey, StrangerSeed string
+}
+
+// RunSecure starts a JetStream server as RunJetStream does that takes only
+// TLS connections presenting a client certificate its CA signed, and then
+// only the one nkey user whose seed is in Secure.Seed. It is shut down
+// when the test ends.
+func RunSecure(t testing.TB) (*server.Server, Secure) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		return p
+	}
+	ca := newCA(t)
+	serverCert := ca.issue(t, SecureServerName, x509.ExtKeyUsageServerAuth)
+	var sec Secure
+	sec.CA = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
+	client := ca.issue(t, "agentmesh-test-client", x509.ExtKeyUsageClientAuth)
+	sec.ClientCert, sec.ClientKey = write("client.pem", client.certPEM), write("client-key.pem", client.keyPEM)
+	stranger := newCA(t).issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+	sec.StrangerCert, sec.StrangerKey = write("stranger.pem", stranger.certPEM), write("stranger-key.pem", stranger.keyPEM)
+	user, seed := userKey(t)
+	sec.Seed = write("user.nk", seed)
+	_, strangerSeed := userKey(t)
+	sec.StrangerSeed = write("stranger.nk", strangerSeed)
+
+	pair, err := tls.X509KeyPair(serverCert.certPEM, serverCert.keyPEM)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	s, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+		Nkeys: []*server.NkeyUser{{Nkey: user}},
+		TLS:   true, TLSVerify: true, TLSTimeout: 5,
+		TLSConfig: &tls.Config{
+			MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
+			ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+		},
+	})
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("natstest: secure server not ready")
+	}
+	return s, sec
+}
+
+// userKey makes a user nkey: its public key and its seed.
+func userKey(t testing.TB) (string, []byte) {
+	t.Helper()
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return pub, seed
+}
+
+// testCA is a self-signed CA of a test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// issued is a certificate and its key, PEM-encoded.
+type issued struct{ certPEM, keyPEM []byte }
+
+func newCA(t testing.TB) *testCA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: "agentmesh test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return &testCA{cert: cert, key: key}
+}
+
+// issue signs a leaf certificate for name (its common name and, for a
+// server, its one DNS name) with usage.
+func (ca *testCA) issue(t testing.TB, name string, usage x509.ExtKeyUsage) issued {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(t), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{name}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return issued{
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}),
+	}
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return key
+}
+
+func serial(t testing.TB) *big.Int {
+	t.Helper()
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return n
+}
