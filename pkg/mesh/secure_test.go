@@ -1,0 +1,116 @@
+package mesh_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// TestMeshThroughTLSAndNkeys: on a server that takes only TLS connections
+// with a client certificate of its CA and an nkey user, every service
+// connects as a service binary does (service.Start and, for each of
+// router, runner, sweeper and exporter, a connection of its own through
+// service.ConnectConfig, all configured by the AGENTMESH_NATS_* variables),
+// and a run goes through end to end. A service missing its nkey or its
+// client certificate fails to start with the server's reason.
+func TestMeshThroughTLSAndNkeys(t *testing.T) {
+	srv, sec := natstest.RunSecure(t)
+	env := map[string]string{
+		"AGENTMESH_NATS_NKEY":            sec.Seed,
+		"AGENTMESH_NATS_TLS_CA":          sec.CA,
+		"AGENTMESH_NATS_TLS_CERT":        sec.ClientCert,
+		"AGENTMESH_NATS_TLS_KEY":         sec.ClientKey,
+		"AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
+		"AGENTMESH_HTTP_ADDR":            "",
+	}
+	cfg := servicetest.LoadSpec[service.Config](t, srv.ClientURL(), env)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	for _, bad := range []struct {
+		name string
+		cfg  func(service.Config) service.Config
+		want string
+	}{
+		{"no nkey", func(c service.Config) service.Config { c.NatsNkey = ""; return c }, "Authorization Violation"},
+		{"another user's seed", func(c service.Config) service.Config { c.NatsNkey = sec.StrangerSeed; return c }, "Authorization Violation"},
+		{"no client certificate", func(c service.Config) service.Config { c.NatsTLSCert, c.NatsTLSKey = "", ""; return c }, "tls"},
+	} {
+		if infra, err := service.Start(context.Background(), "agentmesh-router", bad.cfg(cfg), log); err == nil {
+			infra.Close()
+			t.Fatalf("%s: service.Start connected", bad.name)
+		} else if !strings.Contains(err.Error(), bad.want) {
+			t.Fatalf("%s: service.Start = %v, want an error holding %q", bad.name, err, bad.want)
+		}
+	}
+
+	ctx := context.Background()
+	infra, err := service.Start(ctx, "agentmesh-test", cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := infra.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	adapters, err := catalog.Dirs{}.Registry(profile.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // Connect runs on the mesh's goroutine
+	services := map[string]bool{}
+	meshtest.Serve(t, infra.Deps, profile.Builtin(), adapters, mesh.Config{
+		Topology: cfg.Topology(),
+		Connect: func(name string) (service.Deps, error) {
+			mu.Lock()
+			services[name] = true
+			mu.Unlock()
+			nc, js, err := service.ConnectConfig(cfg, "agentmesh-"+name, log)
+			return service.Deps{NC: nc, JS: js}, err
+		},
+	}, 20*time.Second)
+
+	nc, _, err := service.ConnectConfig(cfg, "test-client", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if !nc.TLSRequired() {
+		t.Fatal("the client's connection is not TLS")
+	}
+	c, err := client.New(nc, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := wire.Marshal(map[string]any{"prompt": "through TLS and an nkey"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, evs := clienttest.Run(t, c, wire.RunRequest{Tenant: "acme", Principal: "p", Profile: "fixture", Request: req})
+	if st := evs[len(evs)-1].Status; st == nil || st.State != wire.StateSucceeded {
+		t.Fatalf("run: %s, want succeeded", clienttest.Describe(evs))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, name := range []string{"router", "runner", "sweeper", "exporter"} {
+		if !services[name] {
+			t.Errorf("%s did not connect on its own connection", name)
+		}
+	}
+}
