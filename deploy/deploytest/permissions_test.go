@@ -59,12 +59,12 @@ const tenantAPIPrefix = "$JS.agentmesh.API"
 // users are the NATS users of accounts.conf and the variables holding their
 // passwords.
 var users = map[string]string{
-	"router":      "AGENTMESH_ROUTER_PASSWORD",
-	"runner":      "AGENTMESH_RUNNER_PASSWORD",
-	"sweeper":     "AGENTMESH_SWEEPER_PASSWORD",
-	"exporter":    "AGENTMESH_EXPORTER_PASSWORD",
-	"tenant-acme": "AGENTMESH_TENANT_ACME_PASSWORD",
-	"ops":         "AGENTMESH_OPS_PASSWORD",
+	"router":      "NATS_ROUTER_PASSWORD",
+	"runner":      "NATS_RUNNER_PASSWORD",
+	"sweeper":     "NATS_SWEEPER_PASSWORD",
+	"exporter":    "NATS_EXPORTER_PASSWORD",
+	"tenant-acme": "NATS_TENANT_ACME_PASSWORD",
+	"ops":         "NATS_OPS_PASSWORD",
 }
 
 // mesh is a running server and the users' passwords.
