@@ -36,39 +36,64 @@ type Secure struct {
 	StrangerCert, StrangerKey, StrangerSeed string
 }
 
+// TLSFiles are the PEM files of a test's TLS: a CA, a server certificate
+// for one name signed by it, and a client certificate signed by it.
+type TLSFiles struct {
+	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+}
+
+// WriteTLS makes a new CA, a server certificate whose only name is
+// serverName (a DNS name, no IP address) and a client certificate, all
+// valid for a day, and writes them to a new temporary directory.
+func WriteTLS(t testing.TB, serverName string) TLSFiles {
+	t.Helper()
+	dir := t.TempDir()
+	ca := newCA(t)
+	server := ca.issue(t, serverName, x509.ExtKeyUsageServerAuth)
+	client := ca.issue(t, "agentmesh-test-client", x509.ExtKeyUsageClientAuth)
+	return TLSFiles{
+		CA:         writeFile(t, dir, "ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})),
+		ServerCert: writeFile(t, dir, "server.pem", server.certPEM),
+		ServerKey:  writeFile(t, dir, "server-key.pem", server.keyPEM),
+		ClientCert: writeFile(t, dir, "client.pem", client.certPEM),
+		ClientKey:  writeFile(t, dir, "client-key.pem", client.keyPEM),
+	}
+}
+
+// StrangerCert writes a client certificate and its key signed by a CA of
+// its own, which no server of the test trusts.
+func StrangerCert(t testing.TB) (cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	c := newCA(t).issue(t, "stranger", x509.ExtKeyUsageClientAuth)
+	return writeFile(t, dir, "stranger.pem", c.certPEM), writeFile(t, dir, "stranger-key.pem", c.keyPEM)
+}
+
 // RunSecure starts a JetStream server as RunJetStream does that takes only
 // TLS connections presenting a client certificate its CA signed, and then
 // only the one nkey user whose seed is in Secure.Seed. It is shut down
 // when the test ends.
 func RunSecure(t testing.TB) (*server.Server, Secure) {
 	t.Helper()
+	files := WriteTLS(t, SecureServerName)
+	sec := Secure{CA: files.CA, ClientCert: files.ClientCert, ClientKey: files.ClientKey}
+	sec.StrangerCert, sec.StrangerKey = StrangerCert(t)
 	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatalf("natstest: %v", err)
-		}
-		return p
-	}
-	ca := newCA(t)
-	serverCert := ca.issue(t, SecureServerName, x509.ExtKeyUsageServerAuth)
-	var sec Secure
-	sec.CA = write("ca.pem", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}))
-	client := ca.issue(t, "agentmesh-test-client", x509.ExtKeyUsageClientAuth)
-	sec.ClientCert, sec.ClientKey = write("client.pem", client.certPEM), write("client-key.pem", client.keyPEM)
-	stranger := newCA(t).issue(t, "stranger", x509.ExtKeyUsageClientAuth)
-	sec.StrangerCert, sec.StrangerKey = write("stranger.pem", stranger.certPEM), write("stranger-key.pem", stranger.keyPEM)
 	user, seed := userKey(t)
-	sec.Seed = write("user.nk", seed)
+	sec.Seed = writeFile(t, dir, "user.nk", seed)
 	_, strangerSeed := userKey(t)
-	sec.StrangerSeed = write("stranger.nk", strangerSeed)
+	sec.StrangerSeed = writeFile(t, dir, "stranger.nk", strangerSeed)
 
-	pair, err := tls.X509KeyPair(serverCert.certPEM, serverCert.keyPEM)
+	pair, err := tls.LoadX509KeyPair(files.ServerCert, files.ServerKey)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	ca, err := os.ReadFile(files.CA)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
 	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
+	pool.AppendCertsFromPEM(ca)
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
 		Nkeys: []*server.NkeyUser{{Nkey: user}},
@@ -87,6 +112,15 @@ func RunSecure(t testing.TB) (*server.Server, Secure) {
 		t.Fatal("natstest: secure server not ready")
 	}
 	return s, sec
+}
+
+func writeFile(t testing.TB, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return p
 }
 
 // userKey makes a user nkey: its public key and its seed.
