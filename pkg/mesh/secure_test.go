@@ -22,24 +22,40 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
-// TestMeshThroughTLSAndNkeys: on a server that takes only TLS connections
-// with a client certificate of its CA and an nkey user, every service
+// TestMeshThroughTLSAndCredentials: on a server that takes only TLS connections
+// with a client certificate of its CA and an nkey user, or a user JWT of
+// the one account its operator signed (a .creds file), every service
 // connects as a service binary does (service.Start and, for each of
 // router, runner, sweeper and exporter, a connection of its own through
 // service.ConnectConfig, all configured by the AGENTMESH_NATS_* variables),
-// and a run goes through end to end. A service missing its nkey or its
-// client certificate fails to start with the server's reason.
-func TestMeshThroughTLSAndNkeys(t *testing.T) {
-	srv, sec := natstest.RunSecure(t)
+// and a run goes through end to end. A service missing its credential or
+// its client certificate, or with another user's, fails to start with the
+// server's reason.
+func TestMeshThroughTLSAndCredentials(t *testing.T) {
+	t.Run("nkey", func(t *testing.T) {
+		srv, sec := natstest.RunSecure(t)
+		meshThrough(t, srv.ClientURL(), sec, "AGENTMESH_NATS_NKEY", sec.Seed, sec.StrangerSeed)
+	})
+	t.Run("creds", func(t *testing.T) {
+		srv, op := natstest.RunOperator(t)
+		meshThrough(t, srv.ClientURL(), op.Secure, "AGENTMESH_NATS_CREDS", op.Creds, op.StrangerCreds)
+	})
+}
+
+// meshThrough runs the mesh on url with the TLS files of sec and the
+// credential file credFile in variable credVar; strangerFile is another
+// user's credential.
+func meshThrough(t *testing.T, url string, sec natstest.Secure, credVar, credFile, strangerFile string) {
+	t.Helper()
 	env := map[string]string{
-		"AGENTMESH_NATS_NKEY":            sec.Seed,
+		credVar:                          credFile,
 		"AGENTMESH_NATS_TLS_CA":          sec.CA,
 		"AGENTMESH_NATS_TLS_CERT":        sec.ClientCert,
 		"AGENTMESH_NATS_TLS_KEY":         sec.ClientKey,
 		"AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
 		"AGENTMESH_HTTP_ADDR":            "",
 	}
-	cfg := servicetest.LoadSpec[service.Config](t, srv.ClientURL(), env)
+	cfg := servicetest.LoadSpec[service.Config](t, url, env)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
 	for _, bad := range []struct {
@@ -47,8 +63,15 @@ func TestMeshThroughTLSAndNkeys(t *testing.T) {
 		cfg  func(service.Config) service.Config
 		want string
 	}{
-		{"no nkey", func(c service.Config) service.Config { c.NatsNkey = ""; return c }, "Authorization Violation"},
-		{"another user's seed", func(c service.Config) service.Config { c.NatsNkey = sec.StrangerSeed; return c }, "Authorization Violation"},
+		{"no credential", func(c service.Config) service.Config { c.NatsNkey, c.NatsCreds = "", ""; return c }, "Authorization Violation"},
+		{"another user's", func(c service.Config) service.Config {
+			if c.NatsNkey != "" {
+				c.NatsNkey = strangerFile
+			} else {
+				c.NatsCreds = strangerFile
+			}
+			return c
+		}, "Authorization Violation"},
 		{"no client certificate", func(c service.Config) service.Config { c.NatsTLSCert, c.NatsTLSKey = "", ""; return c }, "tls"},
 	} {
 		if infra, err := service.Start(context.Background(), "agentmesh-router", bad.cfg(cfg), log); err == nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 )
@@ -75,15 +76,102 @@ func StrangerCert(t testing.TB) (cert, key string) {
 // when the test ends.
 func RunSecure(t testing.TB) (*server.Server, Secure) {
 	t.Helper()
-	files := WriteTLS(t, SecureServerName)
-	sec := Secure{CA: files.CA, ClientCert: files.ClientCert, ClientKey: files.ClientKey}
-	sec.StrangerCert, sec.StrangerKey = StrangerCert(t)
+	opts, sec := secureOptions(t)
 	dir := t.TempDir()
 	user, seed := userKey(t)
 	sec.Seed = writeFile(t, dir, "user.nk", seed)
 	_, strangerSeed := userKey(t)
 	sec.StrangerSeed = writeFile(t, dir, "stranger.nk", strangerSeed)
+	opts.Nkeys = []*server.NkeyUser{{Nkey: user}}
+	return startSecure(t, opts), sec
+}
 
+// Operator is what a server RunOperator started demands: TLS as in Secure
+// (whose Seed and StrangerSeed are empty), and a user JWT of its one
+// account.
+type Operator struct {
+	Secure
+	// Creds is a .creds file of a user of the server's account, with
+	// JetStream; StrangerCreds one of an account the server's operator
+	// never signed.
+	Creds, StrangerCreds string
+}
+
+// RunOperator starts a JetStream server in operator (JWT) mode: it trusts
+// one operator, whose one account (JetStream enabled, no limits) has a
+// user in Operator.Creds, and takes only TLS connections as RunSecure's
+// does. The accounts' JWTs are in memory. It is shut down when the test
+// ends.
+func RunOperator(t testing.TB) (*server.Server, Operator) {
+	t.Helper()
+	opts, sec := secureOptions(t)
+	op := Operator{Secure: sec}
+	operator := key(t, nkeys.CreateOperator)
+	opPub, _ := operator.PublicKey()
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = "agentmesh-test"
+	opJWT, err := oc.Encode(operator)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	oc, err = jwt.DecodeOperatorClaims(opJWT)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	resolver := &server.MemAccResolver{}
+	account := func(name string, js bool) (pub string, kp nkeys.KeyPair) {
+		kp = key(t, nkeys.CreateAccount)
+		pub, _ = kp.PublicKey()
+		ac := jwt.NewAccountClaims(pub)
+		ac.Name = name
+		if js {
+			ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+		}
+		token, err := ac.Encode(operator)
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		if err := resolver.Store(pub, token); err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		return pub, kp
+	}
+	sys, _ := account("SYS", false)
+	_, mesh := account("AGENTMESH", true)
+	dir := t.TempDir()
+	op.Creds = writeFile(t, dir, "user.creds", userCreds(t, mesh))
+	op.StrangerCreds = writeFile(t, dir, "stranger.creds", userCreds(t, key(t, nkeys.CreateAccount)))
+	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	opts.AccountResolver = resolver
+	opts.SystemAccount = sys
+	return startSecure(t, opts), op
+}
+
+// userCreds is the .creds file of a new user of account.
+func userCreds(t testing.TB, account nkeys.KeyPair) []byte {
+	t.Helper()
+	user := key(t, nkeys.CreateUser)
+	pub, _ := user.PublicKey()
+	token, err := jwt.NewUserClaims(pub).Encode(account)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	seed, _ := user.Seed()
+	b, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return b
+}
+
+// secureOptions are the options of a JetStream server on a random
+// loopback port that takes only TLS connections with a client certificate
+// of a new CA, and the files that meet it or fail it.
+func secureOptions(t testing.TB) (*server.Options, Secure) {
+	t.Helper()
+	files := WriteTLS(t, SecureServerName)
+	sec := Secure{CA: files.CA, ClientCert: files.ClientCert, ClientKey: files.ClientKey}
+	sec.StrangerCert, sec.StrangerKey = StrangerCert(t)
 	pair, err := tls.LoadX509KeyPair(files.ServerCert, files.ServerKey)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
@@ -94,15 +182,20 @@ func RunSecure(t testing.TB) (*server.Server, Secure) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca)
-	s, err := server.NewServer(&server.Options{
+	return &server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-		Nkeys: []*server.NkeyUser{{Nkey: user}},
-		TLS:   true, TLSVerify: true, TLSTimeout: 5,
+		TLS: true, TLSVerify: true, TLSTimeout: 5,
 		TLSConfig: &tls.Config{
 			MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair},
 			ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
 		},
-	})
+	}, sec
+}
+
+// startSecure starts a server on opts, shut down when the test ends.
+func startSecure(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -111,7 +204,7 @@ func RunSecure(t testing.TB) (*server.Server, Secure) {
 	if !s.ReadyForConnections(10 * time.Second) {
 		t.Fatal("natstest: secure server not ready")
 	}
-	return s, sec
+	return s
 }
 
 func writeFile(t testing.TB, dir, name string, b []byte) string {
@@ -126,10 +219,7 @@ func writeFile(t testing.TB, dir, name string, b []byte) string {
 // userKey makes a user nkey: its public key and its seed.
 func userKey(t testing.TB) (string, []byte) {
 	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
+	kp := key(t, nkeys.CreateUser)
 	pub, err := kp.PublicKey()
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
@@ -139,6 +229,16 @@ func userKey(t testing.TB) (string, []byte) {
 		t.Fatalf("natstest: %v", err)
 	}
 	return pub, seed
+}
+
+// key makes an nkey with create (nkeys.CreateUser, ...).
+func key(t testing.TB, create func() (nkeys.KeyPair, error)) nkeys.KeyPair {
+	t.Helper()
+	kp, err := create()
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	return kp
 }
 
 // testCA is a self-signed CA of a test.

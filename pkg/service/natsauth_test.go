@@ -206,3 +206,46 @@ func TestNATSAuthConfig(t *testing.T) {
 		t.Fatalf("LoadConfig's error shows a seed: %v", err)
 	}
 }
+
+// TestConnectOperator: on a server in operator (JWT) mode that also
+// requires client certificates, a service connects with its .creds file
+// and the TLS files, and not with a missing .creds file or one of an
+// account the operator never signed.
+func TestConnectOperator(t *testing.T) {
+	srv, op := natstest.RunOperator(t)
+	good := with(secureEnv(op.Secure), map[string]string{"AGENTMESH_NATS_NKEY": "", "AGENTMESH_NATS_CREDS": op.Creds})
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{name: "creds and TLS", env: good},
+		{name: "no creds", env: with(good, map[string]string{"AGENTMESH_NATS_CREDS": ""}), wantErr: "Authorization Violation"},
+		{name: "creds of an unknown account", env: with(good, map[string]string{"AGENTMESH_NATS_CREDS": op.StrangerCreds}), wantErr: "Authorization Violation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := servicetest.LoadSpec[service.Config](t, srv.ClientURL(), tt.env)
+			nc, js, err := service.ConnectConfig(cfg, "test", slog.New(slog.DiscardHandler))
+			if tt.wantErr != "" {
+				if err == nil {
+					nc.Close()
+					t.Fatalf("connected, want an error holding %q", tt.wantErr)
+				}
+				if !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ConnectConfig = %v, want an error holding %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ConnectConfig: %v", err)
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := js.AccountInfo(ctx); err != nil {
+				t.Fatalf("JetStream of the creds' account: %v", err)
+			}
+		})
+	}
+}
