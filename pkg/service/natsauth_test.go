@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -76,33 +75,39 @@ func TestConnectSecure(t *testing.T) {
 		{name: "no TLS", env: with(good, map[string]string{"AGENTMESH_NATS_TLS_CA": "", "AGENTMESH_NATS_TLS_CERT": "", "AGENTMESH_NATS_TLS_KEY": "", "AGENTMESH_NATS_TLS_SERVER_NAME": ""}), wantErr: "tls: failed to verify certificate"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := servicetest.LoadSpec[service.Config](t, srv.ClientURL(), tt.env)
-			log := slog.New(slog.NewTextHandler(io.Discard, nil))
-			nc, js, err := service.ConnectConfig(cfg, "test", log)
-			if tt.wantErr != "" {
-				if err == nil {
-					nc.Close()
-					t.Fatalf("ConnectConfig: connected, want an error holding %q", tt.wantErr)
-				}
-				if !strings.Contains(err.Error(), tt.wantErr) && (tt.orErr == "" || !strings.Contains(err.Error(), tt.orErr)) {
-					t.Fatalf("ConnectConfig = %v, want an error holding %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ConnectConfig: %v", err)
-			}
-			defer nc.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := js.AccountInfo(ctx); err != nil {
-				t.Fatalf("JetStream through the secure connection: %v", err)
-			}
-			if !nc.TLSRequired() {
-				t.Fatal("connection is not TLS")
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkConnect(t, srv.ClientURL(), tt.env, tt.wantErr, tt.orErr) })
+	}
+}
+
+// checkConnect loads the common configuration from env with natsURL and
+// connects with it (service.ConnectConfig): the connection must fail with
+// an error holding wantErr or orErr, or, for wantErr "", be TLS and reach
+// JetStream.
+func checkConnect(t *testing.T, natsURL string, env map[string]string, wantErr, orErr string) {
+	t.Helper()
+	cfg := servicetest.LoadSpec[service.Config](t, natsURL, env)
+	nc, js, err := service.ConnectConfig(cfg, "test", slog.New(slog.DiscardHandler))
+	if wantErr != "" {
+		if err == nil {
+			nc.Close()
+			t.Fatalf("ConnectConfig: connected, want an error holding %q", wantErr)
+		}
+		if !strings.Contains(err.Error(), wantErr) && (orErr == "" || !strings.Contains(err.Error(), orErr)) {
+			t.Fatalf("ConnectConfig = %v, want an error holding %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("ConnectConfig: %v", err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		t.Fatalf("JetStream through the connection: %v", err)
+	}
+	if !nc.TLSRequired() {
+		t.Fatal("connection is not TLS")
 	}
 }
 
@@ -224,28 +229,6 @@ func TestConnectOperator(t *testing.T) {
 		{name: "creds of an unknown account", env: with(good, map[string]string{"AGENTMESH_NATS_CREDS": op.StrangerCreds}), wantErr: "Authorization Violation"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			cfg := servicetest.LoadSpec[service.Config](t, srv.ClientURL(), tt.env)
-			nc, js, err := service.ConnectConfig(cfg, "test", slog.New(slog.DiscardHandler))
-			if tt.wantErr != "" {
-				if err == nil {
-					nc.Close()
-					t.Fatalf("connected, want an error holding %q", tt.wantErr)
-				}
-				if !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("ConnectConfig = %v, want an error holding %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("ConnectConfig: %v", err)
-			}
-			defer nc.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if _, err := js.AccountInfo(ctx); err != nil {
-				t.Fatalf("JetStream of the creds' account: %v", err)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkConnect(t, srv.ClientURL(), tt.env, tt.wantErr, "") })
 	}
 }
