@@ -19,10 +19,7 @@ type Config struct {
 	// Names come from split_words, never an envconfig tag: a tag would
 	// also read the unprefixed variable (NATS_URL) when AGENTMESH_NATS_URL
 	// is unset.
-	NatsURL string `split_words:"true" default:"nats://127.0.0.1:4222"`
-	// NatsCreds .. NatsTLSServerName name the files of the connection's
-	// credentials and TLS (NATSOptions reads them at start-up).
-	NATSAuth
+	NatsURL         string        `split_words:"true" default:"nats://127.0.0.1:4222"`
 	HTTPAddr        string        `split_words:"true" default:"127.0.0.1:0"`
 	Prefix          string        `split_words:"true"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"20s"`
@@ -37,6 +34,11 @@ type Config struct {
 	// EventsMaxAge).
 	RunRetention time.Duration `split_words:"true" default:"168h"`
 	LogLevel     string        `split_words:"true" default:"info"`
+
+	// NATSAuth names the files of the connection's credentials and TLS,
+	// AGENTMESH_NATS_CREDS ... AGENTMESH_NATS_TLS_SERVER_NAME (read at
+	// start-up: ConnectConfig, LoadConfig).
+	NATSAuth
 }
 
 // Topology is the topology configuration c describes.
@@ -125,14 +127,12 @@ func (e *variableError) Unwrap() []error { return []error{ErrConfig, e.fe} }
 // <variable>: <problem>" and still matches the component's sentinel with
 // errors.Is.
 func LoadConfig(spec any, common *Config) error {
-	if err := CheckEnvironment(os.Environ(), spec); err != nil {
-		return err // a misspelt name would otherwise be ignored, its default used
-	}
+	// A misspelt name would otherwise be ignored, its default used.
+	unknown := CheckEnvironment(os.Environ(), spec)
 	if err := Load(spec); err != nil {
-		return err // "config: envconfig.Process: assigning AGENTMESH_X to ..."
+		return errors.Join(unknown, err) // "config: envconfig.Process: assigning AGENTMESH_X to ..."
 	}
-	var errs []error
-	errs = append(errs, CheckCommon(*common))
+	errs := []error{unknown, CheckCommon(*common)}
 	if _, err := common.NATSAuth.Options(NATSAuthVariables); err != nil {
 		errs = append(errs, err)
 	}

@@ -59,6 +59,8 @@ func TestRunMain(t *testing.T) {
 		{name: "retention below events", env: map[string]string{"AGENTMESH_RUN_RETENTION": "1h"}, wantCode: 2, wantErr: "AGENTMESH_RUN_RETENTION: must be at least 1s and at least AGENTMESH_EVENTS_MAX_AGE 24h0m0s"},
 		{name: "misspelt", env: map[string]string{"AGENTMESH_LEASE_TLL": "3s"}, wantCode: 2,
 			wantErr: "svc: config: AGENTMESH_LEASE_TLL: unknown variable; nothing in this build reads it (did you mean AGENTMESH_LEASE_TTL?)"},
+		{name: "misspelt and a bad value", env: map[string]string{"AGENTMESH_LEASE_TLL": "3s", "AGENTMESH_REPLICAS": "7"}, wantCode: 2,
+			wantErr: "(did you mean AGENTMESH_LEASE_TTL?)\nconfig: AGENTMESH_REPLICAS: must be 1 to 5, got 7"},
 		{name: "validate", env: map[string]string{"AGENTMESH_TEST_ADAPTERS": "nope"}, wantCode: 2, wantErr: `svc: config: AGENTMESH_TEST_ADAPTERS: unknown adapter "nope"`},
 		{name: "every field named", env: map[string]string{"AGENTMESH_TEST_ADAPTERS": "nope", "AGENTMESH_TEST_WORKERS": "-1"}, wantCode: 2,
 			wantErr: "config: AGENTMESH_TEST_WORKERS: must be > 0, got -1\nconfig: AGENTMESH_TEST_ADAPTERS: unknown adapter"},
