@@ -154,13 +154,18 @@ func nkeyOption(path string) (nats.Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	kp, err := nkeys.ParseDecoratedUserNKey(b)
+	// The seed alone, as nk -gen user writes it (any line ending), or
+	// decorated as in a .creds file.
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(b))))
 	if err != nil {
-		return nil, fmt.Errorf("%s holds no user nkey seed (SU…)", path)
+		kp, err = nkeys.ParseDecoratedNKey(b)
 	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+	var pub string
+	if err == nil {
+		pub, err = kp.PublicKey()
+	}
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return nil, fmt.Errorf("%s holds no user nkey seed (SU…)", path)
 	}
 	return nats.Nkey(pub, kp.Sign), nil
 }

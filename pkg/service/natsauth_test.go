@@ -183,6 +183,7 @@ func TestNATSAuthConfig(t *testing.T) {
 		{Name: "creds seed of another user", Env: map[string]string{"AGENTMESH_NATS_CREDS": userCreds(t, dir, "mismatch.creds", 0, other)}, Want: "the seed is not the key of the JWT's user"},
 		{Name: "creds expired", Env: map[string]string{"AGENTMESH_NATS_CREDS": userCreds(t, dir, "expired.creds", time.Now().Add(-time.Hour).Unix(), nil)}, Want: "AGENTMESH_NATS_CREDS: " + filepath.Join(dir, "expired.creds") + ": the user JWT expired at"},
 		{Name: "creds and nkey", Env: map[string]string{"AGENTMESH_NATS_CREDS": creds, "AGENTMESH_NATS_NKEY": sec.Seed}, Want: "config: AGENTMESH_NATS_CREDS: set together with AGENTMESH_NATS_NKEY"},
+		{Name: "nkey with CRLF", Env: map[string]string{"AGENTMESH_NATS_NKEY": writeFile(t, dir, "crlf.nk", strings.TrimSpace(string(seed))+"\r\n")}, Want: ""},
 		{Name: "nkey missing", Env: map[string]string{"AGENTMESH_NATS_NKEY": filepath.Join(dir, "absent.nk")}, Want: "config: AGENTMESH_NATS_NKEY: read " + filepath.Join(dir, "absent.nk") + ": no such file"},
 		{Name: "nkey not a seed", Env: map[string]string{"AGENTMESH_NATS_NKEY": sec.CA}, Want: "config: AGENTMESH_NATS_NKEY: " + sec.CA + " holds no user nkey seed"},
 		{Name: "nkey an account's seed", Env: map[string]string{"AGENTMESH_NATS_NKEY": writeFile(t, dir, "account.nk", string(accountSeed))}, Want: "AGENTMESH_NATS_NKEY: " + filepath.Join(dir, "account.nk") + " holds no user nkey seed"},
