@@ -33,6 +33,11 @@ type stdio struct {
 	stderr io.Writer // safe for concurrent use
 	getenv func(string) string
 	color  bool // stdout is a terminal that takes ANSI styles
+
+	// environ is the whole environment, "KEY=value" each (os.Environ),
+	// for the check that it names no AGENTMESH_* or AGENT_* variable this
+	// build does not read (service.CheckEnvironment); nil for none.
+	environ func() []string
 }
 
 func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
@@ -127,6 +132,14 @@ func run(ctx context.Context, args []string, io *stdio) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
+			// A misspelt variable (AGENTMESH_TENNANT) would leave its
+			// flag at the default: refuse it, as every service does. up
+			// checks through service.LoadConfig.
+			if c.name != "up" && io.environ != nil {
+				if err := service.CheckEnvironment(io.environ(), nil); err != nil {
+					return exitCode(&exitError{code: exitUsage, err: err}, io)
+				}
+			}
 			return exitCode(c.run(ctx, args[1:], io), io)
 		}
 	}

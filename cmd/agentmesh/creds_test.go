@@ -115,3 +115,18 @@ func TestUpIgnoresClientCredentials(t *testing.T) {
 		t.Fatalf("run: exit code %d; stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
+
+// TestClientCommandsRefuseAMisspeltVariable: a client command fails with
+// exit code 2 on a misspelt variable (which would leave its flag at the
+// default: the run in the default tenant), before it connects; offline
+// commands too.
+func TestClientCommandsRefuseAMisspeltVariable(t *testing.T) {
+	for _, args := range [][]string{{"status", "r1"}, {"run", "-p", "fixture", "hi"}, {"profiles", "list", "--profiles-dir", "../../profiles"}} {
+		io, out, errOut := testIO(map[string]string{"AGENTMESH_TENNANT": "acme", "AGENTMESH_NATS_URL": "nats://127.0.0.1:1", "ANTHROPIC_API_KEY": "k"})
+		code := run(context.Background(), args, io)
+		want := "agentmesh: config: AGENTMESH_TENNANT: unknown variable; nothing in this build reads it (did you mean AGENTMESH_TENANT?)\n"
+		if code != exitUsage || errOut.String() != want || out.String() != "" {
+			t.Errorf("%v: exit code %d, stderr %q, stdout %q; want %d, %q", args, code, errOut, out, exitUsage, want)
+		}
+	}
+}
