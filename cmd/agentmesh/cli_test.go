@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,16 +29,7 @@ const asMainEnv = "AGENTMESH_TEST_AS_MAIN"
 // testIO returns a stdio on buffers with the environment env.
 func testIO(env map[string]string) (*stdio, *servicetest.Buffer, *servicetest.Buffer) {
 	var out, errOut servicetest.Buffer
-	io := newStdio(&out, &errOut, func(k string) string { return env[k] })
-	io.environ = func() []string {
-		var kv []string
-		for k, v := range env {
-			kv = append(kv, k+"="+v)
-		}
-		slices.Sort(kv)
-		return kv
-	}
-	return io, &out, &errOut
+	return newStdio(&out, &errOut, func(k string) string { return env[k] }), &out, &errOut
 }
 
 func TestParseRun(t *testing.T) {

@@ -122,7 +122,15 @@ func TestUpIgnoresClientCredentials(t *testing.T) {
 // commands too.
 func TestClientCommandsRefuseAMisspeltVariable(t *testing.T) {
 	for _, args := range [][]string{{"status", "r1"}, {"run", "-p", "fixture", "hi"}, {"profiles", "list", "--profiles-dir", "../../profiles"}} {
-		io, out, errOut := testIO(map[string]string{"AGENTMESH_TENNANT": "acme", "AGENTMESH_NATS_URL": "nats://127.0.0.1:1", "ANTHROPIC_API_KEY": "k"})
+		env := map[string]string{"AGENTMESH_TENNANT": "acme", "AGENTMESH_NATS_URL": "nats://127.0.0.1:1", "ANTHROPIC_API_KEY": "k"}
+		io, out, errOut := testIO(env)
+		io.environ = func() []string { // as os.Environ gives it in main
+			var kv []string
+			for k, v := range env {
+				kv = append(kv, k+"="+v)
+			}
+			return kv
+		}
 		code := run(context.Background(), args, io)
 		want := "agentmesh: config: AGENTMESH_TENNANT: unknown variable; nothing in this build reads it (did you mean AGENTMESH_TENANT?)\n"
 		if code != exitUsage || errOut.String() != want || out.String() != "" {
