@@ -2,18 +2,15 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 )
 
 // TestClientThroughTLSAndNkeys: the client commands reach a mesh on a
@@ -22,27 +19,14 @@ import (
 // fail with exit code 2 and a reason when one is missing or bad.
 func TestClientThroughTLSAndNkeys(t *testing.T) {
 	srv, sec := natstest.RunSecure(t)
-	cfg := service.Config{NatsURL: srv.ClientURL(), ShutdownTimeout: 10 * time.Second, NATSAuth: service.NATSAuth{
+	meshtest.StartWith(t, service.Config{NatsURL: srv.ClientURL(), ShutdownTimeout: 10 * time.Second, NATSAuth: service.NATSAuth{
 		NatsNkey: sec.Seed, NatsTLSCa: sec.CA, NatsTLSCert: sec.ClientCert, NatsTLSKey: sec.ClientKey, NatsTLSServerName: natstest.SecureServerName,
-	}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	}}, mesh.Config{})
 	ctx := context.Background()
-	infra, err := service.Start(ctx, "agentmesh-test", cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { infra.Close() })
-	adapters, err := catalog.Dirs{}.Registry(profile.Builtin())
-	if err != nil {
-		t.Fatal(err)
-	}
-	meshtest.Serve(t, infra.Deps, profile.Builtin(), adapters, mesh.Config{Topology: cfg.Topology()}, 20*time.Second)
 
 	flags := []string{"--server", srv.ClientURL(), "--nkey", sec.Seed, "--tls-ca", sec.CA, "--tls-cert", sec.ClientCert, "--tls-key", sec.ClientKey, "--tls-server-name", natstest.SecureServerName}
-	env := map[string]string{
-		"AGENTMESH_NATS_URL": srv.ClientURL(), "AGENTMESH_NATS_NKEY": sec.Seed, "AGENTMESH_NATS_TLS_CA": sec.CA,
-		"AGENTMESH_NATS_TLS_CERT": sec.ClientCert, "AGENTMESH_NATS_TLS_KEY": sec.ClientKey, "AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
-	}
+	env := servicetest.SecureEnv(sec)
+	env["AGENTMESH_NATS_URL"] = srv.ClientURL()
 	without := func(k string) map[string]string {
 		out := map[string]string{}
 		for kk, v := range env {

@@ -47,14 +47,9 @@ func TestMeshThroughTLSAndCredentials(t *testing.T) {
 // user's credential.
 func meshThrough(t *testing.T, url string, sec natstest.Secure, credVar, credFile, strangerFile string) {
 	t.Helper()
-	env := map[string]string{
-		credVar:                          credFile,
-		"AGENTMESH_NATS_TLS_CA":          sec.CA,
-		"AGENTMESH_NATS_TLS_CERT":        sec.ClientCert,
-		"AGENTMESH_NATS_TLS_KEY":         sec.ClientKey,
-		"AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
-		"AGENTMESH_HTTP_ADDR":            "",
-	}
+	env := servicetest.SecureEnv(sec) // its nkey, if any, replaced:
+	delete(env, "AGENTMESH_NATS_NKEY")
+	env[credVar], env["AGENTMESH_HTTP_ADDR"] = credFile, ""
 	cfg := servicetest.LoadSpec[service.Config](t, url, env)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -17,17 +17,6 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// secureEnv is the environment that meets a RunSecure server.
-func secureEnv(sec natstest.Secure) map[string]string {
-	return map[string]string{
-		"AGENTMESH_NATS_NKEY":            sec.Seed,
-		"AGENTMESH_NATS_TLS_CA":          sec.CA,
-		"AGENTMESH_NATS_TLS_CERT":        sec.ClientCert,
-		"AGENTMESH_NATS_TLS_KEY":         sec.ClientKey,
-		"AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
-	}
-}
-
 // with returns env with the changes in more ("" unsets).
 func with(env map[string]string, more map[string]string) map[string]string {
 	out := map[string]string{}
@@ -53,7 +42,7 @@ const closedAfterHandshake = "nats: tls error: connection closed by remote after
 // or wrong piece fails the connection with the server's or TLS's reason.
 func TestConnectSecure(t *testing.T) {
 	srv, sec := natstest.RunSecure(t)
-	good := secureEnv(sec)
+	good := servicetest.SecureEnv(sec)
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -173,7 +162,7 @@ func TestNATSAuthConfig(t *testing.T) {
 	cases := []servicetest.ConfigCase{
 		{Name: "none", Env: nil, Want: ""},
 		{Name: "creds", Env: map[string]string{"AGENTMESH_NATS_CREDS": creds}, Want: ""},
-		{Name: "nkey and TLS", Env: secureEnv(sec), Want: ""},
+		{Name: "nkey and TLS", Env: servicetest.SecureEnv(sec), Want: ""},
 		{Name: "server name alone", Env: map[string]string{"AGENTMESH_NATS_TLS_SERVER_NAME": "nats.example"}, Want: ""},
 		{Name: "creds missing", Env: map[string]string{"AGENTMESH_NATS_CREDS": filepath.Join(dir, "absent.creds")}, Want: "config: AGENTMESH_NATS_CREDS: read " + filepath.Join(dir, "absent.creds") + ": no such file or directory"},
 		{Name: "creds a directory", Env: map[string]string{"AGENTMESH_NATS_CREDS": dir}, Want: "config: AGENTMESH_NATS_CREDS: read " + dir + ": is a directory"},
@@ -219,7 +208,7 @@ func TestNATSAuthConfig(t *testing.T) {
 // account the operator never signed.
 func TestConnectOperator(t *testing.T) {
 	srv, op := natstest.RunOperator(t)
-	good := with(secureEnv(op.Secure), map[string]string{"AGENTMESH_NATS_NKEY": "", "AGENTMESH_NATS_CREDS": op.Creds})
+	good := with(servicetest.SecureEnv(op.Secure), map[string]string{"AGENTMESH_NATS_NKEY": "", "AGENTMESH_NATS_CREDS": op.Creds})
 	tests := []struct {
 		name    string
 		env     map[string]string

@@ -6,12 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 )
 
@@ -25,14 +22,9 @@ func TestServiceRunThroughTLSAndNkey(t *testing.T) {
 		t.Run(tc.svc.Name, func(t *testing.T) {
 			srv, sec := natstest.RunSecure(t)
 			spec := tc.svc.NewSpec()
-			servicetest.Load(t, spec, spec.Common(), srv.ClientURL(), map[string]string{
-				"AGENTMESH_RUNNER_ID":            "runner-under-test",
-				"AGENTMESH_NATS_NKEY":            sec.Seed,
-				"AGENTMESH_NATS_TLS_CA":          sec.CA,
-				"AGENTMESH_NATS_TLS_CERT":        sec.ClientCert,
-				"AGENTMESH_NATS_TLS_KEY":         sec.ClientKey,
-				"AGENTMESH_NATS_TLS_SERVER_NAME": natstest.SecureServerName,
-			})
+			env := servicetest.SecureEnv(sec)
+			env["AGENTMESH_RUNNER_ID"] = "runner-under-test"
+			servicetest.Load(t, spec, spec.Common(), srv.ClientURL(), env)
 			p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error {
 				return tc.svc.Run(ctx, spec.Config, log)
 			})
@@ -40,17 +32,8 @@ func TestServiceRunThroughTLSAndNkey(t *testing.T) {
 
 			common := spec.Config.Config
 			common.HTTPAddr, common.ShutdownTimeout = "", 10*time.Second
-			infra, err := service.Start(context.Background(), "meshtest", common, slog.New(slog.DiscardHandler))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { infra.Close() })
-			adapters, err := catalog.Dirs{}.Registry(profile.Builtin())
-			if err != nil {
-				t.Fatal(err)
-			}
-			meshtest.Serve(t, infra.Deps, profile.Builtin(), adapters, mesh.Config{Topology: common.Topology(), WithoutRunner: true}, 20*time.Second)
-			meshtest.Complete(t, infra.Deps.NC, "executed through TLS and an nkey")
+			d := meshtest.StartWith(t, common, mesh.Config{WithoutRunner: true})
+			meshtest.Complete(t, d.NC, "executed through TLS and an nkey")
 			p.Stop(t)
 		})
 	}

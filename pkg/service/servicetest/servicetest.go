@@ -308,3 +308,16 @@ func (b *logBuffer) find(msg string) map[string]any {
 	}
 	return nil
 }
+
+// SecureEnv is the environment that meets a natstest.RunSecure server: its
+// nkey seed and its TLS files in the AGENTMESH_NATS_* variables.
+func SecureEnv(sec natstest.Secure) map[string]string {
+	v := service.NATSAuthVariables
+	return map[string]string{
+		v.NatsNkey:          sec.Seed,
+		v.NatsTLSCa:         sec.CA,
+		v.NatsTLSCert:       sec.ClientCert,
+		v.NatsTLSKey:        sec.ClientKey,
+		v.NatsTLSServerName: natstest.SecureServerName,
+	}
+}
