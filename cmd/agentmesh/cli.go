@@ -29,14 +29,21 @@ const (
 
 // stdio is what a command reads and writes besides the network.
 type stdio struct {
+	stdin  io.Reader // agentmesh decode's input
 	stdout io.Writer
 	stderr io.Writer // safe for concurrent use
 	getenv func(string) string
 	color  bool // stdout is a terminal that takes ANSI styles
+
+	// environ is the whole environment, "KEY=value" each (os.Environ),
+	// for the check that it names no AGENTMESH_* or AGENT_* variable this
+	// build does not read (service.CheckEnvironment); nil for none.
+	environ func() []string
 }
 
 func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
 	return &stdio{
+		stdin:  os.Stdin,
 		stdout: stdout,
 		stderr: &lockedWriter{w: stderr},
 		getenv: getenv,
@@ -103,6 +110,9 @@ var commands = []command{
 	{"consent", "grant, withdraw or show a principal's trajectory export consent", cmdConsent},
 	{"redaction", "set, show or check (offline) a tenant's redaction rules", cmdRedaction},
 	{"exports", "list, get, verify or sweep the exported trajectories", cmdExports},
+	{"decode", "print one agentmesh message read from stdin as JSON (nats sub --translate 'agentmesh decode')", cmdDecode},
+	{"follow", "print a run's events from a seq on, until it ends", cmdFollow},
+	{"runs", "list the run records (runs ls)", cmdRuns},
 }
 
 func usage(w io.Writer) {
@@ -127,6 +137,14 @@ func run(ctx context.Context, args []string, io *stdio) int {
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
+			// A misspelt variable (AGENTMESH_TENNANT) would leave its
+			// flag at the default: refuse it, as every service does. up
+			// checks through service.LoadConfig.
+			if c.name != "up" && io.environ != nil {
+				if err := service.CheckEnvironment(io.environ(), nil); err != nil {
+					return exitCode(&exitError{code: exitUsage, err: err}, io)
+				}
+			}
 			return exitCode(c.run(ctx, args[1:], io), io)
 		}
 	}
@@ -192,6 +210,18 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 type clientFlags struct {
 	server, tenant, principal, prefix string
 	inboxPrefix, apiPrefix            string
+	auth                              service.NATSAuth // credential and TLS files
+}
+
+// authNames name the flags and variables that set clientFlags.auth, for
+// its errors.
+var authNames = service.NATSAuth{
+	NatsCreds:         "--creds/" + service.NATSAuthVariables.NatsCreds,
+	NatsNkey:          "--nkey/" + service.NATSAuthVariables.NatsNkey,
+	NatsTLSCa:         "--tls-ca/" + service.NATSAuthVariables.NatsTLSCa,
+	NatsTLSCert:       "--tls-cert/" + service.NATSAuthVariables.NatsTLSCert,
+	NatsTLSKey:        "--tls-key/" + service.NATSAuthVariables.NatsTLSKey,
+	NatsTLSServerName: "--tls-server-name/" + service.NATSAuthVariables.NatsTLSServerName,
 }
 
 // envOr is the variable name's value, or def when it is unset or empty.
@@ -209,6 +239,13 @@ func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
 	fs.StringVar(&c.principal, "principal", env("AGENTMESH_PRINCIPAL", "local"), "principal submitting runs (default from $AGENTMESH_PRINCIPAL)")
 	fs.StringVar(&c.prefix, "prefix", env("AGENTMESH_PREFIX", ""), "deployment prefix of subjects and streams (default from $AGENTMESH_PREFIX)")
 	fs.StringVar(&c.inboxPrefix, "inbox-prefix", env("AGENTMESH_INBOX_PREFIX", ""), "inbox prefix of the connection (default from $AGENTMESH_INBOX_PREFIX, else _INBOX_<tenant>)")
+	v := service.NATSAuthVariables
+	fs.StringVar(&c.auth.NatsCreds, "creds", env(v.NatsCreds, ""), "NATS .creds file: a user JWT and its nkey seed (default from $"+v.NatsCreds+")")
+	fs.StringVar(&c.auth.NatsNkey, "nkey", env(v.NatsNkey, ""), "file holding a NATS user nkey seed (default from $"+v.NatsNkey+")")
+	fs.StringVar(&c.auth.NatsTLSCa, "tls-ca", env(v.NatsTLSCa, ""), "PEM CA bundle that verifies the NATS server (default from $"+v.NatsTLSCa+", else the system roots)")
+	fs.StringVar(&c.auth.NatsTLSCert, "tls-cert", env(v.NatsTLSCert, ""), "PEM client certificate, with --tls-key (default from $"+v.NatsTLSCert+")")
+	fs.StringVar(&c.auth.NatsTLSKey, "tls-key", env(v.NatsTLSKey, ""), "PEM key of the client certificate (default from $"+v.NatsTLSKey+")")
+	fs.StringVar(&c.auth.NatsTLSServerName, "tls-server-name", env(v.NatsTLSServerName, ""), "name the server's certificate must hold (default from $"+v.NatsTLSServerName+", else the URL's host)")
 	fs.StringVar(&c.apiPrefix, "js-api-prefix", env("AGENTMESH_JS_API_PREFIX", ""), "JetStream API prefix, e.g. $JS.agentmesh.API for a tenant account of deploy/nats (default from $AGENTMESH_JS_API_PREFIX, else $JS.API)")
 }
 
@@ -229,7 +266,11 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 	if inbox == "" {
 		inbox = client.InboxPrefix(c.tenant)
 	}
-	nc, err := client.Connect(c.server, c.tenant, nats.Name("agentmesh-cli"), nats.Timeout(5*time.Second), nats.CustomInboxPrefix(inbox))
+	auth, err := c.auth.Options(authNames)
+	if err != nil {
+		return nil, nil, &exitError{code: exitUsage, err: err}
+	}
+	nc, err := client.Connect(c.server, c.tenant, append([]nats.Option{nats.Name("agentmesh-cli"), nats.Timeout(5 * time.Second), nats.CustomInboxPrefix(inbox)}, auth...)...)
 	if err != nil {
 		if strings.Contains(err.Error(), "invalid custom prefix") {
 			return nil, nil, usageErr("--inbox-prefix %q: %v", inbox, err)

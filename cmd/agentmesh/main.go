@@ -18,7 +18,9 @@ func main() {
 	// After the first signal the default behavior returns: a second Ctrl-C
 	// kills a command that is still shutting down or waiting for a cancel.
 	context.AfterFunc(ctx, stop)
-	code := run(ctx, os.Args[1:], newStdio(os.Stdout, os.Stderr, os.Getenv))
+	io := newStdio(os.Stdout, os.Stderr, os.Getenv)
+	io.environ = os.Environ
+	code := run(ctx, os.Args[1:], io)
 	stop()
 	os.Exit(code)
 }

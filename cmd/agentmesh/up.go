@@ -119,6 +119,14 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 		log.Info("nats server stopped")
 	}()
 	cfg.NatsURL, cfg.HTTPAddr = s.ClientURL(), o.http
+	// The services connect to up's own server, which asks for no
+	// credentials: AGENTMESH_NATS_CREDS, _NKEY and _TLS_* (checked by
+	// LoadConfig, for the client commands in the same environment) are
+	// not for it.
+	if cfg.NATSAuth != (service.NATSAuth{}) {
+		log.Info("agentmesh up: the NATS credential and TLS variables are left to the client commands; the services connect to the embedded server without them")
+		cfg.NATSAuth = service.NATSAuth{}
+	}
 	infra, err := service.Start(ctx, "agentmesh-up", cfg, log)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -59,18 +61,33 @@ const tenantAPIPrefix = "$JS.agentmesh.API"
 // users are the NATS users of accounts.conf and the variables holding their
 // passwords.
 var users = map[string]string{
-	"router":      "AGENTMESH_ROUTER_PASSWORD",
-	"runner":      "AGENTMESH_RUNNER_PASSWORD",
-	"sweeper":     "AGENTMESH_SWEEPER_PASSWORD",
-	"exporter":    "AGENTMESH_EXPORTER_PASSWORD",
-	"tenant-acme": "AGENTMESH_TENANT_ACME_PASSWORD",
-	"ops":         "AGENTMESH_OPS_PASSWORD",
+	"router":      "NATS_ROUTER_PASSWORD",
+	"runner":      "NATS_RUNNER_PASSWORD",
+	"sweeper":     "NATS_SWEEPER_PASSWORD",
+	"exporter":    "NATS_EXPORTER_PASSWORD",
+	"tenant-acme": "NATS_TENANT_ACME_PASSWORD",
+	"ops":         "NATS_OPS_PASSWORD",
 }
 
-// mesh is a running server and the users' passwords.
+// serverName is the name in the test server's certificate, the client
+// Service's name in deploy/k8s; clients dial 127.0.0.1 and name it.
+const serverName = "nats-client.agentmesh.svc"
+
+// mesh is a running server, the users' passwords and the TLS files every
+// client presents (the services' AGENTMESH_NATS_TLS_* variables).
 type mesh struct {
 	srv       *server.Server
 	passwords map[string]string
+	tls       natstest.TLSFiles
+	auth      service.NATSAuth
+}
+
+// authEnv is m.auth as the variables a service or the agentmesh command
+// reads it from.
+func (m *mesh) authEnv() []string {
+	v := service.NATSAuthVariables
+	return []string{v.NatsTLSCa + "=" + m.auth.NatsTLSCa, v.NatsTLSCert + "=" + m.auth.NatsTLSCert,
+		v.NatsTLSKey + "=" + m.auth.NatsTLSKey, v.NatsTLSServerName + "=" + m.auth.NatsTLSServerName}
 }
 
 // startServer loads cluster.conf with the environment a node gets, then
@@ -87,6 +104,11 @@ func startServer(t *testing.T) *mesh {
 		m.passwords[user] = hex.EncodeToString(b)
 		t.Setenv(env, m.passwords[user])
 	}
+	m.tls = natstest.WriteTLS(t, serverName)
+	m.auth = service.NATSAuth{NatsTLSCa: m.tls.CA, NatsTLSCert: m.tls.ClientCert, NatsTLSKey: m.tls.ClientKey, NatsTLSServerName: serverName}
+	t.Setenv("NATS_TLS_CERT", m.tls.ServerCert)
+	t.Setenv("NATS_TLS_KEY", m.tls.ServerKey)
+	t.Setenv("NATS_TLS_CA", m.tls.CA)
 	store := t.TempDir()
 	t.Setenv("NATS_SERVER_NAME", "deploytest")
 	t.Setenv("NATS_STORE_DIR", store)
@@ -98,6 +120,9 @@ func startServer(t *testing.T) *mesh {
 		t.Fatalf("load %s: %v", clusterConf, err)
 	}
 	addObserver(t, m, opts)
+	if opts.TLSConfig == nil || opts.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Fatalf("%s: no TLS block verifying client certificates", clusterConf)
+	}
 	if opts.Cluster.Name != "agentmesh" || len(opts.Routes) != 3 || opts.StoreDir != store || !opts.JetStream {
 		t.Fatalf("%s: cluster %q with %d routes, store %q, jetstream %v; want a three-route JetStream cluster node", clusterConf, opts.Cluster.Name, len(opts.Routes), opts.StoreDir, opts.JetStream)
 	}
@@ -189,7 +214,11 @@ func (a *asyncErrs) take() []error {
 func (m *mesh) connect(t *testing.T, user string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, *asyncErrs) {
 	t.Helper()
 	errs := &asyncErrs{}
-	opts = append([]nats.Option{nats.Name("deploytest-" + user), nats.ErrorHandler(errs.handler)}, opts...)
+	auth, err := m.auth.Options(service.NATSAuthVariables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts = slices.Concat([]nats.Option{nats.Name("deploytest-" + user), nats.ErrorHandler(errs.handler)}, auth, opts)
 	nc, err := nats.Connect(m.url(user), opts...)
 	if err != nil {
 		t.Fatalf("connect as %s: %v", user, err)
@@ -292,7 +321,7 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	// AGENTMESH_NATS_URL with the credentials in the URL and ensures the
 	// topology, then the exporter opens the object store and runs (it
 	// registers with micro itself).
-	cfg := service.Config{NatsURL: m.url("exporter"), ShutdownTimeout: 5 * time.Second, Replicas: 1,
+	cfg := service.Config{NatsURL: m.url("exporter"), NATSAuth: m.auth, ShutdownTimeout: 5 * time.Second, Replicas: 1,
 		EventsMaxAge: 24 * time.Hour, WorkQueueMax: 1024, LeaseTTL: 2 * time.Second}
 	infra, err := service.Start(ctx, "agentmesh-exporter", cfg, logger())
 	if err != nil {
@@ -395,6 +424,32 @@ func TestDeployPermissions(t *testing.T) {
 			return "", fmt.Errorf("build cmd/agentmesh: %v\n%s", err, out)
 		}
 		return bin, nil
+	})
+
+	t.Run("a client without TLS or without a certificate of the CA is refused", func(t *testing.T) {
+		strangerCert, strangerKey := natstest.StrangerCert(t)
+		for _, tc := range []struct {
+			name string
+			auth service.NATSAuth
+			want string
+		}{
+			{"no TLS", service.NATSAuth{}, "tls: failed to verify certificate"},
+			{"no client certificate", service.NATSAuth{NatsTLSCa: m.tls.CA, NatsTLSServerName: serverName}, "tls"},
+			{"another CA's certificate", service.NATSAuth{NatsTLSCa: m.tls.CA, NatsTLSCert: strangerCert, NatsTLSKey: strangerKey, NatsTLSServerName: serverName}, "tls"},
+		} {
+			opts, err := tc.auth.Options(service.NATSAuthVariables)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(m.url("tenant-acme"), opts...)
+			if err == nil {
+				nc.Close()
+				t.Fatalf("%s: connected as tenant-acme", tc.name)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%s: %v, want an error holding %q", tc.name, err, tc.want)
+			}
+		}
 	})
 
 	t.Run("tenant runs to the end", func(t *testing.T) {
@@ -573,7 +628,7 @@ func TestDeployPermissions(t *testing.T) {
 		// Only what a tenant's operator sets: the URL with the tenant's
 		// credentials, the tenant and the API prefix of its account; the
 		// inbox prefix defaults to _INBOX_acme.
-		env := append(os.Environ(), "AGENTMESH_NATS_URL="+m.url("tenant-acme"), "AGENTMESH_TENANT="+tenant,
+		env := append(append(os.Environ(), m.authEnv()...), "AGENTMESH_NATS_URL="+m.url("tenant-acme"), "AGENTMESH_TENANT="+tenant,
 			"AGENTMESH_JS_API_PREFIX="+tenantAPIPrefix, "AGENTMESH_INBOX_PREFIX=", "AGENTMESH_PREFIX=")
 		cli := func(args ...string) *exec.Cmd {
 			cmd := exec.CommandContext(ctx, bin, args...)
@@ -699,7 +754,7 @@ func TestDeployPermissions(t *testing.T) {
 		}
 		// The operator's commands as the ops user: its inbox prefix, the
 		// mesh's own JetStream API, the object store (no artifact root).
-		env := append(os.Environ(), "AGENTMESH_NATS_URL="+m.url("ops"), "AGENTMESH_TENANT="+tenant,
+		env := append(append(os.Environ(), m.authEnv()...), "AGENTMESH_NATS_URL="+m.url("ops"), "AGENTMESH_TENANT="+tenant,
 			"AGENTMESH_INBOX_PREFIX=_INBOX_ops", "AGENTMESH_JS_API_PREFIX=", "AGENTMESH_PREFIX=", exports.EnvArtifactRoot+"=")
 		ops := func(args ...string) ([]byte, error) {
 			t.Helper()

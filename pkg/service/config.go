@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -33,6 +34,11 @@ type Config struct {
 	// EventsMaxAge).
 	RunRetention time.Duration `split_words:"true" default:"168h"`
 	LogLevel     string        `split_words:"true" default:"info"`
+
+	// NATSAuth names the files of the connection's credentials and TLS,
+	// AGENTMESH_NATS_CREDS ... AGENTMESH_NATS_TLS_SERVER_NAME (read at
+	// start-up: ConnectConfig, LoadConfig).
+	NATSAuth
 }
 
 // Topology is the topology configuration c describes.
@@ -113,16 +119,23 @@ func (e *variableError) Unwrap() []error { return []error{ErrConfig, e.fe} }
 
 // LoadConfig fills spec (a pointer to a service's Config, which embeds the
 // Config common points to) from the AGENTMESH_* environment and checks it:
-// the common variables, the log level, and spec's Validate method if it has
-// one. Every error names the variable; a *FieldError that Validate returns
-// is reported as "config: <variable>: <problem>" and still matches the
-// component's sentinel with errors.Is.
+// no AGENTMESH_* or AGENT_* variable this build does not read
+// (CheckEnvironment), the common variables, the NATS credential and TLS
+// files (read once here to check them, NATSAuth.Options), the log level,
+// and spec's Validate method if it has one. Every error names the
+// variable; a *FieldError that Validate returns is reported as "config:
+// <variable>: <problem>" and still matches the component's sentinel with
+// errors.Is.
 func LoadConfig(spec any, common *Config) error {
+	// A misspelt name would otherwise be ignored, its default used.
+	unknown := CheckEnvironment(os.Environ(), spec)
 	if err := Load(spec); err != nil {
-		return err // "config: envconfig.Process: assigning AGENTMESH_X to ..."
+		return errors.Join(unknown, err) // "config: envconfig.Process: assigning AGENTMESH_X to ..."
 	}
-	var errs []error
-	errs = append(errs, CheckCommon(*common))
+	errs := []error{unknown, CheckCommon(*common)}
+	if _, err := common.NATSAuth.Options(NATSAuthVariables); err != nil {
+		errs = append(errs, err)
+	}
 	if _, err := NewLogger(io.Discard, common.LogLevel); err != nil {
 		errs = append(errs, err)
 	}

@@ -19,10 +19,11 @@ const Version = "0.1.0"
 const AsyncMaxPending = 16384
 
 // Connect dials url (one URL or a comma-separated list) as client name,
-// with unlimited reconnects, and logs connection changes. Neither its logs
-// nor its error show a URL's userinfo (RedactURL).
-func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url,
+// with unlimited reconnects, and logs connection changes; opts come last
+// (credentials and TLS, NATSAuth.Options). Neither its logs nor its error
+// show a URL's userinfo (RedactURL).
+func Connect(url, name string, log *slog.Logger, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url, append([]nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -31,7 +32,7 @@ func Connect(url, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStrea
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", ConnectedURL(nc)) }),
-	)
+	}, opts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", RedactURL(url), RedactError(url, err))
 	}

@@ -36,7 +36,7 @@ type Infra struct {
 // Deps.Health. On error, whatever was started has been released. It blocks
 // until all of that is done or ctx ends.
 func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (*Infra, error) {
-	nc, js, err := Connect(cfg.NatsURL, name, log)
+	nc, js, err := ConnectConfig(cfg, name, log)
 	if err != nil {
 		return nil, err
 	}

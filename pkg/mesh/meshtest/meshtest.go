@@ -30,13 +30,21 @@ import (
 // that a service under test has the rest of the mesh to work with.
 func Start(t testing.TB, natsURL string, cfg mesh.Config) {
 	t.Helper()
+	StartWith(t, service.Config{NatsURL: natsURL, ShutdownTimeout: 10 * time.Second}, cfg)
+}
+
+// StartWith is Start on the infrastructure common describes (service.Start:
+// its URL, credentials and TLS, HTTP address, ...). It returns the deps the
+// mesh runs on, whose connection the test may use too.
+func StartWith(t testing.TB, common service.Config, cfg mesh.Config) service.Deps {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	adapters, err := catalog.Dirs{}.Registry(profile.Builtin())
 	if err != nil {
 		t.Fatalf("meshtest: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	infra, err := service.Start(ctx, "meshtest", service.Config{NatsURL: natsURL, ShutdownTimeout: 10 * time.Second}, log)
+	infra, err := service.Start(ctx, "meshtest", common, log)
 	if err != nil {
 		cancel()
 		t.Fatalf("meshtest: %v", err)
@@ -52,6 +60,7 @@ func Start(t testing.TB, natsURL string, cfg mesh.Config) {
 			t.Errorf("meshtest: close mesh: %v", err)
 		}
 	})
+	return infra.Deps
 }
 
 // Node is one service or mesh that Go runs: Stop cancels it, and Done

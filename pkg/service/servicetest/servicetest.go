@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -118,12 +119,30 @@ type ConfigCase struct {
 	Want string
 }
 
-// CheckConfigs runs CheckConfig for each case in a subtest with its
-// environment set, on the spec that newSpec returns (a pointer to a zero
-// Config of the service and the service.Config it embeds).
+// Misspelt is the configuration case every service's CheckConfigs runs
+// besides its own: a misspelt common variable fails start-up, naming it
+// and the variable meant.
+var Misspelt = ConfigCase{
+	Name: "misspelt variable",
+	Env:  map[string]string{"AGENTMESH_LEASE_TLL": "3s"},
+	Want: "config: AGENTMESH_LEASE_TLL: unknown variable; nothing in this build reads it (did you mean AGENTMESH_LEASE_TTL?)",
+}
+
+// CheckConfigs runs CheckConfig for each case, and for Misspelt, in a
+// subtest with its environment set, on the spec that newSpec returns (a
+// pointer to a zero Config of the service and the service.Config it
+// embeds). It also checks that every variable the spec reads is in
+// service.KnownVariables, so that the other services accept it in a
+// shared environment.
 func CheckConfigs(t *testing.T, cases []ConfigCase, newSpec func() (spec any, common *service.Config)) {
 	t.Helper()
-	for _, tc := range cases {
+	spec, _ := newSpec()
+	for _, v := range service.SpecVariables(spec) {
+		if !slices.Contains(service.KnownVariables, v) {
+			t.Errorf("%s is read by this service but not in service.KnownVariables: every other service would refuse it", v)
+		}
+	}
+	for _, tc := range append(slices.Clip(cases), Misspelt) {
 		t.Run(tc.Name, func(t *testing.T) {
 			for k, v := range tc.Env {
 				t.Setenv(k, v)
@@ -288,4 +307,17 @@ func (b *logBuffer) find(msg string) map[string]any {
 		}
 	}
 	return nil
+}
+
+// SecureEnv is the environment that meets a natstest.RunSecure server: its
+// nkey seed and its TLS files in the AGENTMESH_NATS_* variables.
+func SecureEnv(sec natstest.Secure) map[string]string {
+	v := service.NATSAuthVariables
+	return map[string]string{
+		v.NatsNkey:          sec.Seed,
+		v.NatsTLSCa:         sec.CA,
+		v.NatsTLSCert:       sec.ClientCert,
+		v.NatsTLSKey:        sec.ClientKey,
+		v.NatsTLSServerName: natstest.SecureServerName,
+	}
 }
