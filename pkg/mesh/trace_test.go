@@ -33,16 +33,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// clearOTEL empties, for the test, every OTEL_* variable of the process
-// environment that would turn tracing on or point it elsewhere.
-func clearOTEL(t *testing.T) {
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
-			t.Setenv(k, "")
-		}
-	}
-}
-
 // tracedServices starts the router and the runner as two services on
 // srv, each set up by service.Start as its binary is (tracing from the
 // OTEL_* environment, its own connection and tracer provider), so that
@@ -140,7 +130,7 @@ const tracedScript = `{"streams": [
 // GenAI attributes; and no prompt, completion, tool argument or result in
 // any exported name, attribute, event or status.
 func TestTraceOfARunAcrossTheNATSHops(t *testing.T) {
-	clearOTEL(t)
+	telemetrytest.ClearEnv(t)
 	col := telemetrytest.Start(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL())
 	srv := natstest.RunJetStream(t)
@@ -241,7 +231,7 @@ func TestTraceOfARunAcrossTheNATSHops(t *testing.T) {
 // is off, and though a traced client's context arrives with the run, the
 // collector receives only the client's own span.
 func TestNoOTELVariablesNoServiceSpans(t *testing.T) {
-	clearOTEL(t)
+	telemetrytest.ClearEnv(t)
 	col := telemetrytest.Start(t)
 	srv := natstest.RunJetStream(t)
 	deps, stop := tracedServices(t, srv, profile.Builtin(), fixtureAdapters(t))

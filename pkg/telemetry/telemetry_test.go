@@ -17,21 +17,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// otelVariables are every OTEL_* variable Setup or the SDK reads that a
-// test sets; clearEnv empties them all for the test.
-var otelVariables = []string{
-	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
-}
-
-func clearEnv(t *testing.T) {
-	for _, k := range otelVariables {
-		t.Setenv(k, "")
-	}
-}
-
 func TestSetupIsOffWithoutAnExporter(t *testing.T) {
-	clearEnv(t)
+	telemetrytest.ClearEnv(t)
 	tr, err := telemetry.Setup(context.Background(), "agentmesh-test")
 	if err != nil || tr != nil || tr.Enabled() {
 		t.Fatalf("Setup = %v, %v; want nil, nil (off)", tr, err)
@@ -42,7 +29,7 @@ func TestSetupIsOffWithoutAnExporter(t *testing.T) {
 }
 
 func TestSetupRefusesWhatItCannotExport(t *testing.T) {
-	clearEnv(t)
+	telemetrytest.ClearEnv(t)
 	t.Setenv("OTEL_TRACES_EXPORTER", "jaeger")
 	_, err := telemetry.Setup(context.Background(), "agentmesh-test")
 	if !errors.Is(err, telemetry.ErrConfig) || !strings.Contains(err.Error(), `OTEL_TRACES_EXPORTER: "jaeger"`) {
@@ -54,7 +41,7 @@ func TestSetupRefusesWhatItCannotExport(t *testing.T) {
 // environment: the endpoint, OTEL_SERVICE_NAME over the default name, and
 // OTEL_RESOURCE_ATTRIBUTES. Shutdown flushes what is buffered.
 func TestSetupExportsWhereTheEnvironmentSays(t *testing.T) {
-	clearEnv(t)
+	telemetrytest.ClearEnv(t)
 	col := telemetrytest.Start(t)
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL())
 	t.Setenv("OTEL_SERVICE_NAME", "router-eu")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -202,4 +203,15 @@ func render(v *commonpb.AnyValue) string {
 		return strings.Join(parts, ",")
 	}
 	return ""
+}
+
+// ClearEnv empties, for the rest of the test, every OTEL_* variable of the
+// process environment, so that what turns tracing on, or points it
+// elsewhere, is only what the test sets.
+func ClearEnv(t testing.TB) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "")
+		}
+	}
 }
