@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	// v1.41.0: the newest semconv of this otel release with the GenAI attributes.
@@ -62,8 +64,14 @@ func (t *Tracing) StartRun(ctx context.Context, h nats.Header) (_ context.Contex
 	if t == nil {
 		return ctx, noEnd
 	}
+	kv := []attribute.KeyValue{semconv.GenAIOperationNameInvokeAgent}
+	if tenant, runID, err := subject.SplitRunKey(h.Get(jetstream.MsgIDHeader)); err == nil {
+		// Known before the body is decoded: a duplicate or a rejected
+		// submission's span names its run too.
+		kv = append(kv, RunIDKey.String(runID), TenantKey.String(tenant))
+	}
 	ctx, span := t.tracer.Start(ctx, semconv.GenAIOperationNameInvokeAgent.Value.AsString(), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(semconv.GenAIOperationNameInvokeAgent))
+		trace.WithAttributes(kv...))
 	return ctx, func(err error) { endWith(span, err) }
 }
 

@@ -43,12 +43,12 @@ func byName(t *testing.T, exp *tracetest.InMemoryExporter, name string) tracetes
 
 func TestRejectedRunSpanHasTheClassOnly(t *testing.T) {
 	tr, exp := memory(t)
-	ctx, end := tr.StartRun(context.Background(), nats.Header{})
+	ctx, end := tr.StartRun(context.Background(), nats.Header{"Nats-Msg-Id": {"acme.r1"}})
 	telemetry.Rejected(ctx, "acme", "r1", wire.Errorf(wire.AdmissionRejected, "tenant acme's queue is full; prompt was %q", "secret"))
 	end(nil)
 	s := byName(t, exp, "invoke_agent")
 	a := attrsOf(s)
-	if a["error.type"] != string(wire.AdmissionRejected) || a["agentmesh.state"] != "rejected" || a["agentmesh.run_id"] != "r1" {
+	if a["error.type"] != string(wire.AdmissionRejected) || a["agentmesh.state"] != "rejected" || a["agentmesh.run_id"] != "r1" || a["agentmesh.tenant"] != "acme" {
 		t.Fatalf("attributes %v", a)
 	}
 	if s.Status.Code != codes.Error || s.Status.Description != string(wire.AdmissionRejected) {
@@ -151,5 +151,25 @@ func TestAttemptBoundsOpenTools(t *testing.T) {
 	a.End()
 	if n := len(exp.GetSpans()); n != 257 {
 		t.Fatalf("%d spans, want the attempt and 256 tool uses", n)
+	}
+}
+
+// The run span names its run from the submission's Nats-Msg-Id, so a
+// duplicate submission's span, which routes nothing, names it too.
+func TestRunSpanNamesItsRunFromTheMessageID(t *testing.T) {
+	tr, exp := memory(t)
+	_, end := tr.StartRun(context.Background(), nats.Header{"Nats-Msg-Id": {"acme.r1"}})
+	end(nil)
+	_, end = tr.StartRun(context.Background(), nats.Header{"Nats-Msg-Id": {"not a run key"}})
+	end(nil)
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	if a := attrsOf(spans[0]); a["agentmesh.run_id"] != "r1" || a["agentmesh.tenant"] != "acme" {
+		t.Errorf("attributes %v, want run r1 of tenant acme", a)
+	}
+	if a := attrsOf(spans[1]); a["agentmesh.run_id"] != "" || a["agentmesh.tenant"] != "" {
+		t.Errorf("attributes %v from a Nats-Msg-Id that names no run", a)
 	}
 }
