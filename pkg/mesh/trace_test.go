@@ -33,10 +33,11 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// tracedServices starts the router and the runner as two services on
-// srv, each set up by service.Start as its binary is (tracing from the
-// OTEL_* environment, its own connection and tracer provider), so that
-// everything between them crosses NATS. stop stops both and flushes their
+// tracedServices starts the router and two runner replicas as three
+// services on srv, each set up by service.Start as its binary is (tracing
+// from the OTEL_* environment, its own connection and tracer provider),
+// so that everything between them crosses NATS; a retried attempt may
+// land on either runner. stop stops both and flushes their
 // spans; it is idempotent, and runs at the end of the test.
 func tracedServices(t *testing.T, srv *server.Server, profiles *profile.Registry, adapters *adapter.Registry) (deps []service.Deps, stop func()) {
 	t.Helper()
@@ -47,7 +48,9 @@ func tracedServices(t *testing.T, srv *server.Server, profiles *profile.Registry
 		cfg  mesh.Config
 	}{
 		{"agentmesh-router", mesh.Config{WithoutRunner: true, WithoutSweeper: true, WithoutExporter: true}},
-		{"agentmesh-runner", mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true,
+		{"agentmesh-runner-a", mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true,
+			Runner: runnerConfigForTrace()}},
+		{"agentmesh-runner-b", mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true,
 			Runner: runnerConfigForTrace()}},
 	} {
 		infra, err := service.Start(context.Background(), s.name, service.Config{NatsURL: srv.ClientURL(), ShutdownTimeout: 10 * time.Second}, log)
@@ -124,7 +127,8 @@ const tracedScript = `{"streams": [
 
 // Acceptance 3 of issue 13: a collector receives the trace of each run
 // driven client -> router -> runner on an embedded server: one trace id
-// across the NATS hops (three processes' worth of tracer providers), the
+// across the NATS hops (four processes' worth of tracer providers: the
+// client, the router, two runner replicas), the
 // submit span the root, the run's span (router) its child, each attempt
 // (runner) the run's child and each tool use the attempt's, with the
 // GenAI attributes; and no prompt, completion, tool argument or result in
@@ -299,9 +303,9 @@ func (rt *runTrace) check(t *testing.T, attempts, tools int) {
 		switch {
 		case s.Service == "test-client":
 			rt.submit = s
-		case s.Service == "agentmesh-runner" && s.Attrs["gen_ai.operation.name"] == "execute_tool":
+		case strings.HasPrefix(s.Service, "agentmesh-runner-") && s.Attrs["gen_ai.operation.name"] == "execute_tool":
 			rt.tools = append(rt.tools, s)
-		case s.Service == "agentmesh-runner":
+		case strings.HasPrefix(s.Service, "agentmesh-runner-"):
 			rt.attempts = append(rt.attempts, s)
 		case s.Service != "agentmesh-router":
 			t.Errorf("span %q of unexpected service %q in the trace", s.Name, s.Service)
