@@ -39,7 +39,7 @@ type Infra struct {
 // was started has been released. It blocks until all of that is done or
 // ctx ends.
 func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (_ *Infra, err error) {
-	tracing, err := telemetry.Setup(ctx, name)
+	tracing, err := telemetry.Setup(ctx, name, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -49,8 +51,10 @@ const instrumentation = "github.com/agentmesh/agentmesh"
 // OTEL_RESOURCE_ATTRIBUTES), the sampler (OTEL_TRACES_SAMPLER[_ARG]) and
 // the batch processor (OTEL_BSP_*). A value the mesh cannot act on is an
 // ErrConfig naming the variable. Setup does not connect: a collector that
-// is down costs dropped spans, never a failed start. Shutdown flushes.
-func Setup(ctx context.Context, service string) (*Tracing, error) {
+// is down costs dropped spans, never a failed start; the SDK's errors
+// (a failed export) go to log as warnings, through the OpenTelemetry
+// global error handler, which Setup sets. Shutdown flushes.
+func Setup(ctx context.Context, service string, log *slog.Logger) (*Tracing, error) {
 	protocol, on, err := selected(os.Getenv)
 	if err != nil || !on {
 		return nil, err
@@ -75,6 +79,9 @@ func Setup(ctx context.Context, service string) (*Tracing, error) {
 		_ = exp.Shutdown(ctx)
 		return nil, fmt.Errorf("%w: OTEL_RESOURCE_ATTRIBUTES: %w", ErrConfig, err)
 	}
+	// The handler is process-wide: the last Setup's logger has it, which in
+	// a service process is the service's one logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("opentelemetry", "err", err) }))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Tracing{tracer: tp.Tracer(instrumentation), sdk: tp}, nil
 }

@@ -3,11 +3,16 @@ package telemetry_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/telemetry/telemetrytest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -17,9 +22,35 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// A failed export is the service's warning, in its own log, not a line of
+// the standard logger's.
+func TestExportErrorsGoToTheLog(t *testing.T) {
+	telemetrytest.ClearEnv(t)
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer refuse.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refuse.URL)
+	var buf servicetest.Buffer
+	tr, err := telemetry.Setup(context.Background(), "agentmesh-test", slog.New(slog.NewJSONHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, end := tr.StartRun(context.Background(), nats.Header{})
+	end(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = tr.Shutdown(ctx)
+	if out := buf.String(); !strings.Contains(out, `"level":"WARN","msg":"opentelemetry"`) || !strings.Contains(out, "400") {
+		t.Fatalf("log %q, want the failed export as a warning", out)
+	}
+}
+
 func TestSetupIsOffWithoutAnExporter(t *testing.T) {
 	telemetrytest.ClearEnv(t)
-	tr, err := telemetry.Setup(context.Background(), "agentmesh-test")
+	tr, err := telemetry.Setup(context.Background(), "agentmesh-test", discard)
 	if err != nil || tr != nil || tr.Enabled() {
 		t.Fatalf("Setup = %v, %v; want nil, nil (off)", tr, err)
 	}
@@ -31,7 +62,7 @@ func TestSetupIsOffWithoutAnExporter(t *testing.T) {
 func TestSetupRefusesWhatItCannotExport(t *testing.T) {
 	telemetrytest.ClearEnv(t)
 	t.Setenv("OTEL_TRACES_EXPORTER", "jaeger")
-	_, err := telemetry.Setup(context.Background(), "agentmesh-test")
+	_, err := telemetry.Setup(context.Background(), "agentmesh-test", discard)
 	if !errors.Is(err, telemetry.ErrConfig) || !strings.Contains(err.Error(), `OTEL_TRACES_EXPORTER: "jaeger"`) {
 		t.Fatalf("Setup = %v, want an ErrConfig naming OTEL_TRACES_EXPORTER and its value", err)
 	}
@@ -46,7 +77,7 @@ func TestSetupExportsWhereTheEnvironmentSays(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL())
 	t.Setenv("OTEL_SERVICE_NAME", "router-eu")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test,service.namespace=agentmesh")
-	tr, err := telemetry.Setup(context.Background(), "agentmesh-router")
+	tr, err := telemetry.Setup(context.Background(), "agentmesh-router", discard)
 	if err != nil || !tr.Enabled() {
 		t.Fatalf("Setup = %v, %v", tr, err)
 	}
