@@ -12,6 +12,7 @@
 // classes, never a prompt, a completion, a tool's arguments or result, an
 // error message or a credential: none of the content of a run.
 //
-// Every method of *Tracing, *Run and *Attempt is safe on a nil receiver
-// and then does nothing, so tracing off costs the hot path a nil check.
+// Every method of *Tracing and *Attempt is safe on a nil receiver and
+// then does nothing (StartRun and Submit still pass on a trace context
+// that came in), so tracing off costs the hot path a nil check.
 package telemetry
