@@ -28,6 +28,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -223,9 +224,12 @@ type dropError struct {
 func (e *dropError) Error() string   { return fmt.Sprintf("%s: %v", e.reason, e.err) }
 func (e *dropError) Unwrap() []error { return []error{errDrop, e.err} }
 
-// handle routes one submission and settles it.
+// handle routes one submission and settles it, in the run's span (the
+// child of the client's, whose trace context the submission carries).
 func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 	var err error
+	ctx, endSpan := r.d.Tracing.StartRun(ctx, msg.Headers())
+	defer func() { endSpan(err) }()
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -492,6 +496,7 @@ func (r *Router) open(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord
 // reject ends the run rejected with we, straight from accepted.
 func (r *Router) reject(ctx context.Context, w *events.Writer, run runs.Run, we *wire.Error, adapterName string) error {
 	run.Record.Adapter = adapterName
+	telemetry.Rejected(ctx, run.Record.Tenant, run.Record.RunID, we)
 	err := r.store.End(ctx, w, run, wire.Status{State: wire.StateRejected, Error: we})
 	if errors.Is(err, events.ErrFenced) {
 		return nil // another writer ended it (a cancel): it is not ours to end
@@ -637,6 +642,7 @@ func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(wk.Tenant, wk.RunID))
 	workContentType.Set(msg.Header)
+	telemetry.Dispatch(ctx, &wk, p.Transport, msg.Header) // the runners' attempts are the run span's children
 	_, err = r.d.JS.PublishMsg(ctx, msg)
 	if isQueueFull(err) {
 		return wire.Errorf(wire.AdmissionRejected, "tenant %s's queue of adapter %s is full", wk.Tenant, p.Adapter)
