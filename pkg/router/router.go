@@ -23,6 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/ledger"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/runs"
@@ -57,6 +58,13 @@ type Config struct {
 	// leader read of the consent bucket per submission); when not, every
 	// run is stamped not consented without a read.
 	ExportEnabled bool `ignored:"true"`
+	// SpendCacheTTL is how long the router uses a budget, a quota and a
+	// period's spend it read before reading them again (default 1s): a
+	// term of the budgets' overshoot bound (docs/contract.md §12.3).
+	SpendCacheTTL time.Duration `split_words:"true" desc:"how long a budget, quota or period's spend read is used (default 1s)"`
+	// Clock is the time of the budgets' periods (default time.Now); a
+	// test drives it.
+	Clock func() time.Time `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +83,9 @@ func (c *Config) setDefaults() {
 	if c.AdapterQueueMax == 0 {
 		c.AdapterQueueMax = 1024
 	}
+	if c.SpendCacheTTL == 0 {
+		c.SpendCacheTTL = time.Second
+	}
 }
 
 // Validate reports every field that is invalid once the defaults are
@@ -90,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdapterQueueMax < 1 {
 		bad.Add("AdapterQueueMax", "must be > 0, got %d", c.AdapterQueueMax)
+	}
+	if c.SpendCacheTTL < time.Millisecond {
+		bad.Add("SpendCacheTTL", "must be at least 1ms, got %s", c.SpendCacheTTL)
 	}
 	if c.MaxDeadline < 0 {
 		bad.Add("MaxDeadline", "must be > 0, got %s", c.MaxDeadline)
@@ -120,6 +134,8 @@ type Router struct {
 	submit      jetstream.Consumer
 	work        jetstream.Stream
 	depth       depthCache
+	gate        *ledger.Gate   // budgets and quotas
+	ledger      *ledger.Writer // feeds ended runs into the spend ledger
 }
 
 // New binds a router to the topology, which must exist.
@@ -160,15 +176,41 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
+	spend, err := ledger.Open(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	gate := ledger.NewGate(spend, ledger.GateConfig{CacheTTL: cfg.SpendCacheTTL, Clock: cfg.Clock, Ended: func(ctx context.Context, tenant, runID string) (bool, error) {
+		run, err := store.Get(ctx, tenant, runID)
+		if errors.Is(err, runs.ErrNotFound) {
+			return true, nil
+		}
+		return err == nil && run.Record.State.Terminal(), err
+	}})
 	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
-		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
+		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
+		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
-// returns. It also serves cancel requests and the consumer-create proxy.
-func (r *Router) Run(ctx context.Context) error {
+// returns. It also serves cancel requests and the consumer-create proxy,
+// and feeds ended runs into the spend ledger (a failure of that ends Run
+// with its error).
+func (r *Router) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer func() {
+		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}()
+	defer stop(nil)
+	wg.Go(func() {
+		if err := r.ledger.Run(ctx); err != nil {
+			stop(fmt.Errorf("spend ledger: %w", err))
+		}
+	})
 	proxy, err := consumerproxy.New(r.d.NC, r.d.Names, r.d.Log, consumerproxy.Config{})
 	if err != nil {
 		return err
@@ -314,9 +356,13 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		if err := r.stamp(ctx, &rec, &rr); err != nil {
 			return err
 		}
+		rec.Labels = rr.Labels // the spend ledger sums by label
 		wk, p, err := r.validate(ctx, tenant, &rr, now)
 		if err == nil {
 			err = r.admit(ctx, p)
+		}
+		if err == nil {
+			err = r.gate.Admit(ctx, tenant, rr.Principal, runID)
 		}
 		if err == nil {
 			return r.dispatchNew(ctx, msg, rec, wk, p)
@@ -439,7 +485,7 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 // stamp sets the run's export decision, taken now, as it is accepted:
 // the operator enabled export and the principal's consent (read from the
 // consent bucket's leader) is granted. A consented run keeps its request
-// and labels for its trajectory. A principal that is not a valid token
+// for its trajectory (every run keeps its labels, for the spend ledger). A principal that is not a valid token
 // is not looked up (validate rejects the run).
 func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunRequest) error {
 	if r.consent == nil || subject.ValidToken("principal", rr.Principal) != nil {
@@ -451,7 +497,7 @@ func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunReq
 	}
 	if st.Granted {
 		rec.Consent, rec.ConsentRev = true, st.Rev
-		rec.Request, rec.Labels = rr.Request, rr.Labels
+		rec.Request = rr.Request
 	}
 	return nil
 }
