@@ -103,6 +103,9 @@ var commands = []command{
 	{"consent", "grant, withdraw or show a principal's trajectory export consent", cmdConsent},
 	{"redaction", "set, show or check (offline) a tenant's redaction rules", cmdRedaction},
 	{"exports", "list, get, verify or sweep the exported trajectories", cmdExports},
+	{"spend", "show a tenant's or a principal's exact spend, in all or by profile, label or day", cmdSpend},
+	{"budget", "set, show or clear a tenant's or a principal's budget", cmdBudget},
+	{"quota", "set or show a tenant's most runs admitted and not ended", cmdQuota},
 }
 
 func usage(w io.Writer) {

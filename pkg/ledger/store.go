@@ -133,12 +133,27 @@ type Spend struct {
 }
 
 // Total is the tenant's spend over every principal.
-func (s *Spend) Total() Sum {
-	var t Sum
-	for _, p := range s.Principals {
-		t.Add(p.Total)
+func (s *Spend) Total() Sum { return s.Tenant().Total }
+
+// Tenant is the tenant's spend over every principal, in all, by profile
+// and by label.
+func (s *Spend) Tenant() PrincipalSpend {
+	t := PrincipalSpend{Profiles: map[string]*Sum{}, Labels: map[string]*Sum{}}
+	for _, ps := range s.Principals {
+		t.add(ps)
 	}
 	return t
+}
+
+// add adds o to p.
+func (p *PrincipalSpend) add(o *PrincipalSpend) {
+	p.Total.Add(o.Total)
+	for k, v := range o.Profiles {
+		addTo(p.Profiles, k, *v)
+	}
+	for k, v := range o.Labels {
+		addTo(p.Labels, k, *v)
+	}
 }
 
 // Principal is one principal's spend (zero if it spent nothing).
@@ -173,14 +188,7 @@ func addTo(m map[string]*Sum, k string, o Sum) {
 // Merge adds o to s.
 func (s *Spend) Merge(o *Spend) {
 	for p, ops := range o.Principals {
-		ps := s.principal(p)
-		ps.Total.Add(ops.Total)
-		for k, v := range ops.Profiles {
-			addTo(ps.Profiles, k, *v)
-		}
-		for k, v := range ops.Labels {
-			addTo(ps.Labels, k, *v)
-		}
+		s.principal(p).add(ops)
 	}
 }
 

@@ -406,6 +406,5 @@ type testClock struct {
 	now time.Time
 }
 
-func (c *testClock) Now() time.Time   { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *testClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
-
