@@ -361,7 +361,7 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		if err == nil {
 			err = r.admit(ctx, p)
 		}
-		if err == nil {
+		if err == nil && !r.admitted(ctx, msg, tenant, runID) {
 			err = r.gate.Admit(ctx, tenant, rr.Principal, runID)
 		}
 		if err == nil {
@@ -382,6 +382,18 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	return r.reject(ctx, w, run, problem, adapterName)
+}
+
+// admitted reports whether a redelivered submission's run was admitted
+// already (its record exists): a budget spent since, or a quota taken,
+// must not strand a run its router created and stopped routing half way.
+// A first delivery, or a failed read, is not.
+func (r *Router) admitted(ctx context.Context, msg jetstream.Msg, tenant, runID string) bool {
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered < 2 {
+		return false
+	}
+	_, err := r.store.Get(ctx, tenant, runID)
+	return err == nil
 }
 
 // dispatchNew routes a validated run on the fast path: its record is
