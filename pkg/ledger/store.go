@@ -47,7 +47,7 @@ type Store struct {
 	spend  jetstream.KeyValue
 	ledger jetstream.KeyValue
 	limits jetstream.KeyValue
-	stream jetstream.Stream // the spend bucket's
+	spendStream string // the spend bucket's stream
 }
 
 // Open binds a store to the topology, which must exist.
@@ -63,11 +63,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names subject.Names) (*St
 		}
 		*b.kv = kv
 	}
-	st, err := js.Stream(ctx, "KV_"+names.SpendBucket())
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %s: %w", names.SpendBucket(), err)
-	}
-	s.stream = st
+	s.spendStream = "KV_" + names.SpendBucket()
 	return s, nil
 }
 
@@ -292,14 +288,16 @@ func (s *Store) Put(ctx context.Context, key string, e wire.SpendEntry) error {
 }
 
 // tail adds to sp the spend entries of tenant's day stored after stream
-// sequence after, read from the spend bucket's stream leader, and returns
+// sequence after, read from the spend bucket's stream leader (a replica,
+// which a direct get may ask, can lag: a fold would then leave the
+// writer's own entry unfolded), and returns
 // the sequence of the last one (after if there is none).
 func (s *Store) tail(ctx context.Context, tenant, day string, after uint64, sp *Spend) (uint64, error) {
 	filter := s.names.SpendDayFilter(tenant, day)
 	last := after
 	for {
 		m, err := jsretry.Do(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-			return s.stream.GetMsg(ctx, last+1, jetstream.WithGetMsgSubject(filter))
+			return leader.NextMsg(ctx, s.js, s.spendStream, last+1, filter)
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return last, nil

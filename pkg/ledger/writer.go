@@ -2,13 +2,11 @@ package ledger
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -71,39 +69,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * w.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", w.durable, err)
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	work := make(chan jetstream.Msg)
-	for range w.cfg.Workers {
-		wg.Go(func() {
-			for msg := range work {
-				w.handle(context.WithoutCancel(ctx), msg)
-			}
-		})
-	}
-	wg.Go(func() {
-		<-ctx.Done()
-		msgs.Drain()
-	})
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			w.log.Warn("ledger consumer missed its heartbeat", "err", err)
-			continue
-		}
-		if err != nil {
-			close(work)
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("next run record: %w", err)
-		}
-		work <- msg
-	}
+	return service.Consume(ctx, cons, w.durable, w.cfg.Workers, w.log, w.handle)
 }
 
 // handle feeds one record write and settles it: acked once fed (or when

@@ -7,12 +7,9 @@ package mesh_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -95,56 +92,22 @@ func (m *ledgerMesh) start(cfg mesh.Config) *node {
 func (m *ledgerMesh) startRunner() *faultRunner {
 	m.t.Helper()
 	m.runners++
-	id := fmt.Sprintf("ledger-runner-%d", m.runners)
-	r := &faultRunner{log: filepath.Join(m.logs, id+".log"), exited: make(chan struct{})}
-	logf, err := os.Create(r.log)
-	if err != nil {
-		m.t.Fatal(err)
-	}
 	fixtures, err := filepath.Abs("../../testdata/fixture")
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	r.cmd = exec.Command(os.Args[0])
-	r.cmd.Env = append(os.Environ(), faultRunnerEnv+"=1",
+	return startServiceRunner(m.t, fmt.Sprintf("ledger-runner-%d", m.runners), m.logs,
 		"AGENTMESH_NATS_URL="+m.srv.ClientURL(),
 		"AGENTMESH_HTTP_ADDR=",
 		"AGENTMESH_LOG_LEVEL=info",
 		"AGENTMESH_PROFILES_DIR="+m.profiles,
 		"AGENTMESH_FIXTURE_DIR="+fixtures,
-		"AGENTMESH_RUNNER_ID="+id,
 		"AGENTMESH_RUNNER_ADAPTERS=fixture",
 		"AGENTMESH_RUNNER_MAX_ACTIVE=fixture:64",
 		"AGENTMESH_RUNNER_ACK_WAIT=2s",
 		// The topology it ensures too: the same as the mesh's.
 		"AGENTMESH_LEASE_TTL=2s", "AGENTMESH_WORK_QUEUE_MAX=2000", "AGENTMESH_WORK_QUEUE_TENANT_MAX=2000",
-		"GORACE=atexit_sleep_ms=0",
 	)
-	r.cmd.Stdout, r.cmd.Stderr = logf, logf
-	if err := r.cmd.Start(); err != nil {
-		m.t.Fatal(err)
-	}
-	go func() { _ = r.cmd.Wait(); logf.Close(); close(r.exited) }()
-	m.t.Cleanup(func() {
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-		if m.t.Failed() {
-			m.t.Logf("%s log (tail):\n%s", id, tail(r.log, 15))
-		}
-	})
-	natstest.Eventually(m.t, 20*time.Second, func() error {
-		select {
-		case <-r.exited:
-			m.t.Fatalf("%s exited at start: %s", id, tail(r.log, 20))
-		default:
-		}
-		b, err := os.ReadFile(r.log)
-		if err != nil || !strings.Contains(string(b), `"msg":"runner started"`) {
-			return errors.New("runner not started yet")
-		}
-		return nil
-	})
-	return r
 }
 
 // submit submits a run of the priced profile and returns its id.

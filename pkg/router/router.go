@@ -223,40 +223,8 @@ func (r *Router) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	msgs, err := r.submit.Messages(jetstream.PullMaxMessages(2 * r.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.d.Names.RouterConsumer(), err)
-	}
 	r.d.Health.Add("router", service.ConnCheck(r.d.NC))
-	work := make(chan jetstream.Msg)
-	for range r.cfg.Workers {
-		wg.Go(func() {
-			for msg := range work {
-				r.handle(context.WithoutCancel(ctx), msg)
-			}
-		})
-	}
-	wg.Go(func() {
-		<-ctx.Done()
-		msgs.Drain()
-	})
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			// The consumer's server went away (a failover): the iterator
-			// pulls again once a server answers.
-			r.d.Log.Warn("submit consumer missed its heartbeat", "err", err)
-			continue
-		}
-		if err != nil {
-			close(work)
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("next submission: %w", err)
-		}
-		work <- msg
-	}
+	return service.Consume(ctx, r.submit, r.d.Names.RouterConsumer(), r.cfg.Workers, r.d.Log, r.handle)
 }
 
 // errDrop marks a submission that cannot be addressed (no tenant or run
