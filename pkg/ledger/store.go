@@ -42,11 +42,11 @@ func ParseDay(s string) (time.Time, error) {
 // Store reads and writes the spend entries and rollups, and the limits.
 // It is safe for concurrent use.
 type Store struct {
-	js     jetstream.JetStream
-	names  subject.Names
-	spend  jetstream.KeyValue
-	ledger jetstream.KeyValue
-	limits jetstream.KeyValue
+	js          jetstream.JetStream
+	names       subject.Names
+	spend       jetstream.KeyValue
+	ledger      jetstream.KeyValue
+	limits      jetstream.KeyValue
 	spendStream string // the spend bucket's stream
 }
 
