@@ -55,18 +55,21 @@ func (c *ledgerCmd) principal() string {
 	return ""
 }
 
-// open connects and opens the ledger; the caller closes the connection.
-func (c *ledgerCmd) open(ctx context.Context) (*opsConn, *ledger.Store, error) {
+// open connects and opens the ledger, within a request timeout: the
+// caller calls done once finished, which closes the connection.
+func (c *ledgerCmd) open(ctx context.Context) (context.Context, *ledger.Store, func(), error) {
 	oc, err := c.f.ops()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	done := func() { cancel(); oc.nc.Close() }
 	s, err := ledger.Open(ctx, oc.js, oc.names)
 	if err != nil {
-		oc.nc.Close()
-		return nil, nil, usageErr("%v", err)
+		done()
+		return nil, nil, nil, usageErr("%v", err)
 	}
-	return oc, s, nil
+	return ctx, s, done, nil
 }
 
 // spendRow is one line of agentmesh spend.
@@ -113,13 +116,11 @@ func cmdSpend(ctx context.Context, args []string, io *stdio) error {
 	case len(days) > maxSpendDays:
 		return usageErr("--since %s: %d days, at most %d in one query", from.Format(time.DateOnly), len(days), maxSpendDays)
 	}
-	oc, store, err := c.open(ctx)
+	ctx, store, done, err := c.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer oc.nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
+	defer done()
 	byDay, err := store.Range(ctx, c.f.tenant, days)
 	if err != nil {
 		return &exitError{code: exitFail, err: err}
@@ -204,13 +205,11 @@ func cmdBudget(ctx context.Context, args []string, io *stdio) error {
 					return usageErr("budget set: %v", err)
 				}
 			}
-			oc, store, err := c.open(ctx)
+			ctx, store, done, err := c.open(ctx)
 			if err != nil {
 				return err
 			}
-			defer oc.nc.Close()
-			ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
+			defer done()
 			switch verb {
 			case "set":
 				err = store.SetBudget(ctx, b)
@@ -287,13 +286,11 @@ func cmdQuota(ctx context.Context, args []string, io *stdio) error {
 					return usageErr("quota set: --max-running %q: want a number of runs >= 0", *maxRunning)
 				}
 			}
-			oc, store, err := c.open(ctx)
+			ctx, store, done, err := c.open(ctx)
 			if err != nil {
 				return err
 			}
-			defer oc.nc.Close()
-			ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
+			defer done()
 			if verb == "set" {
 				if err := store.SetQuota(ctx, c.f.tenant, n); err != nil {
 					return &exitError{code: exitFail, err: err}

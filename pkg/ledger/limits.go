@@ -168,37 +168,20 @@ var errFull = errors.New("quota taken")
 // reading it again while other writers change it. change reports whether
 // it changed the set (nothing is written if not) or an error to stop with.
 func (s *Store) changeInFlight(ctx context.Context, tenant string, change func(runs map[string]int64) (bool, error)) error {
-	key := subject.InFlightKey(tenant)
-	for range casRetries {
+	return casLoop(ctx, s.limits, subject.InFlightKey(tenant), func() ([]byte, uint64, error) {
 		f, rev, err := s.inFlight(ctx, tenant)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		if f.Runs == nil {
 			f.Runs = map[string]int64{}
 		}
-		changed, err := change(f.Runs)
-		if err != nil || !changed {
-			return err
+		if changed, err := change(f.Runs); err != nil || !changed {
+			return nil, 0, err
 		}
 		b, err := wire.Marshal(&f)
-		if err != nil {
-			return err
-		}
-		_, err = jsretry.Do(ctx, func(ctx context.Context) (uint64, error) {
-			if rev == 0 {
-				return s.limits.Create(ctx, key, b)
-			}
-			return s.limits.Update(ctx, key, b, rev)
-		})
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("write %s: %w", key, err)
-		}
-	}
-	return fmt.Errorf("write %s: it kept changing", key)
+		return b, rev, err
+	})
 }
 
 // Release frees a run's slot of its tenant's quota; freeing a run that

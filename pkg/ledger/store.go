@@ -345,37 +345,46 @@ func (s *Store) readRollup(ctx context.Context, tenant, day string) (*Spend, uin
 // entry stored before the call.
 func (s *Store) Fold(ctx context.Context, tenant, day string) error {
 	key := subject.RollupKey(tenant, day)
-	for range casRetries {
+	return casLoop(ctx, s.ledger, key, func() ([]byte, uint64, error) {
 		sp, folded, rev, err := s.readRollup(ctx, tenant, day)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		last, err := s.tail(ctx, tenant, day, folded, sp)
-		if err != nil {
-			return err
-		}
-		if last == folded {
-			return nil
+		if err != nil || last == folded {
+			return nil, 0, err
 		}
 		r := sp.rollup(tenant, day, last)
 		b, err := wire.Marshal(&r)
-		if err != nil {
-			return fmt.Errorf("encode rollup %s: %w", key, err)
+		return b, rev, err
+	})
+}
+
+// casLoop writes what step gives over the revision it read (0: a
+// create), reading again while the write is refused for the revision
+// (another writer wrote meanwhile, or this one's own earlier attempt whose
+// reply was lost): step reads the key and returns the bytes to write and
+// the revision they go over, or nil bytes when there is nothing to write.
+func casLoop(ctx context.Context, kv jetstream.KeyValue, key string, step func() ([]byte, uint64, error)) error {
+	for range casRetries {
+		b, rev, err := step()
+		if err != nil || b == nil {
+			return err
 		}
 		_, err = jsretry.Do(ctx, func(ctx context.Context) (uint64, error) {
 			if rev == 0 {
-				return s.ledger.Create(ctx, key, b)
+				return kv.Create(ctx, key, b)
 			}
-			return s.ledger.Update(ctx, key, b, rev)
+			return kv.Update(ctx, key, b, rev)
 		})
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-			return fmt.Errorf("write rollup %s: %w", key, err)
+			return fmt.Errorf("write %s of %s: %w", key, kv.Bucket(), err)
 		}
 	}
-	return fmt.Errorf("write rollup %s: it kept changing", key)
+	return fmt.Errorf("write %s of %s: it kept changing", key, kv.Bucket())
 }
 
 // DaySpend is tenant's spend on day: its rollup and the entries stored
