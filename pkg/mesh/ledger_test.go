@@ -186,7 +186,7 @@ func TestLedgerUnderFaults(t *testing.T) {
 	}
 	// Mid-stream on the runner to be killed: 20 slow runs with output.
 	for i := range 20 {
-		add(i, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: 500})
+		add(i, fixtureReq{Prompt: "slow", Script: "slow", DelayMS: 1500})
 	}
 	for _, r := range all {
 		clienttest.WaitForOutput(context.Background(), t, m.c, r.tenant, r.id)
