@@ -61,6 +61,9 @@ func TestSpendBudgetQuota(t *testing.T) {
 			t.Fatalf("status --json of an ended run: cost %q usage %+v, want both", rec.Cost, rec.Usage)
 		}
 		costs = append(costs, rec.Cost)
+		if out := must(exitOK, "status", id[1]); !strings.Contains(out, rec.Cost+" USD") || !strings.Contains(out, "input ") {
+			t.Errorf("status of an ended run without its cost and usage:\n%s", out)
+		}
 	}
 	want, err := cost.Add(costs...)
 	if err != nil {
