@@ -23,11 +23,11 @@ type GateConfig struct {
 	// for freeing the slots of a full quota that a router left behind
 	// (see Admit). Nil frees none that way.
 	Ended func(ctx context.Context, tenant, runID string) (bool, error)
+	// LeakGrace is how long a run holds its slot before a full quota asks
+	// Ended about it (default 1m: a router creates the run's record just
+	// after it admits it).
+	LeakGrace time.Duration
 }
-
-// leakGrace is how long a slot is held before a full quota asks whether
-// its run ever started or has ended.
-const leakGrace = time.Minute
 
 // Gate is the router's admission check against the budgets and quotas.
 // It is safe for concurrent use.
@@ -53,6 +53,9 @@ func NewGate(s *Store, cfg GateConfig) *Gate {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.LeakGrace <= 0 {
+		cfg.LeakGrace = time.Minute
 	}
 	return &Gate{s: s, cfg: cfg, cache: map[string]cached{}, checked: map[string]time.Time{}}
 }
@@ -134,7 +137,7 @@ func (g *Gate) periodSpend(ctx context.Context, now time.Time, tenant, period st
 // A slot can be left behind by a run that never started (a resubmission
 // of a run id that had ended, admitted before it was found a duplicate):
 // a quota found taken asks, at most once a second, whether each run
-// holding a slot for over a minute has ended or never started, and
+// holding a slot for over LeakGrace has ended or never started, and
 // frees those.
 func (g *Gate) Admit(ctx context.Context, tenant, principal, runID string) error {
 	now := g.cfg.Clock()
@@ -209,7 +212,7 @@ func (g *Gate) take(ctx context.Context, tenant, runID string, max int) error {
 }
 
 // freeLeaked frees the slots of runs that have ended or never started,
-// among those held over leakGrace, at most once a second per tenant; it
+// among those held over LeakGrace, at most once a second per tenant; it
 // reports whether it freed any.
 func (g *Gate) freeLeaked(ctx context.Context, tenant string) bool {
 	if g.cfg.Ended == nil {
@@ -229,7 +232,7 @@ func (g *Gate) freeLeaked(ctx context.Context, tenant string) bool {
 	}
 	freed := false
 	for id, at := range runs {
-		if now.Sub(time.UnixMilli(at)) < leakGrace {
+		if now.Sub(time.UnixMilli(at)) < g.cfg.LeakGrace {
 			continue
 		}
 		ended, err := g.cfg.Ended(ctx, tenant, id)

@@ -281,3 +281,45 @@ func TestQuotaTwoRouters(t *testing.T) {
 		t.Fatalf("a tenant without a quota: %v", err)
 	}
 }
+
+// A slot left behind by a run that never started (its router found it a
+// duplicate of an ended run after admitting it) is freed once the quota
+// is found taken and the slot is older than the grace; a slot of a run
+// that has not ended is kept.
+func TestQuotaFreesLeakedSlots(t *testing.T) {
+	s := open(t)
+	ctx := context.Background()
+	if err := s.SetQuota(ctx, "acme", 2); err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{"running": true}
+	var asked atomic.Int64
+	g := ledger.NewGate(s, ledger.GateConfig{LeakGrace: time.Millisecond, Ended: func(_ context.Context, tenant, id string) (bool, error) {
+		asked.Add(1)
+		return !live[id], nil
+	}})
+	for _, id := range []string{"running", "ghost"} {
+		if err := g.Admit(ctx, "acme", "p", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Millisecond) // older than the grace
+	if err := g.Admit(ctx, "acme", "p", "next"); err != nil {
+		t.Fatalf("with a leaked slot: %v", err)
+	}
+	held, err := s.InFlight(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 2 || held["ghost"] != 0 || held["running"] == 0 || held["next"] == 0 {
+		t.Fatalf("in flight %v, want running and next", held)
+	}
+	if asked.Load() == 0 {
+		t.Fatal("the gate never asked whether a run had ended")
+	}
+	// Full again, and nothing leaked: AdmissionRejected.
+	var we *wire.Error
+	if err := g.Admit(ctx, "acme", "p", "over"); !errors.As(err, &we) || we.Class != wire.AdmissionRejected {
+		t.Fatalf("over the quota: %v, want AdmissionRejected", err)
+	}
+}
