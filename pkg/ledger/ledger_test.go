@@ -292,7 +292,7 @@ func TestQuotaFreesLeakedSlots(t *testing.T) {
 	if err := s.SetQuota(ctx, "acme", 2); err != nil {
 		t.Fatal(err)
 	}
-	live := map[string]bool{"running": true}
+	live := map[string]bool{"running": true, "next": true}
 	var asked atomic.Int64
 	g := ledger.NewGate(s, ledger.GateConfig{LeakGrace: time.Millisecond, Ended: func(_ context.Context, tenant, id string) (bool, error) {
 		asked.Add(1)
