@@ -29,6 +29,7 @@ const (
 
 // stdio is what a command reads and writes besides the network.
 type stdio struct {
+	stdin  io.Reader // agentmesh decode's input
 	stdout io.Writer
 	stderr io.Writer // safe for concurrent use
 	getenv func(string) string
@@ -37,6 +38,7 @@ type stdio struct {
 
 func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
 	return &stdio{
+		stdin:  os.Stdin,
 		stdout: stdout,
 		stderr: &lockedWriter{w: stderr},
 		getenv: getenv,
@@ -106,6 +108,9 @@ var commands = []command{
 	{"spend", "show a tenant's or a principal's exact spend, in all or by profile, label or day", cmdSpend},
 	{"budget", "set, show or clear a tenant's or a principal's budget", cmdBudget},
 	{"quota", "set or show a tenant's most runs admitted and not ended", cmdQuota},
+	{"decode", "print one agentmesh message read from stdin as JSON (nats sub --translate 'agentmesh decode')", cmdDecode},
+	{"follow", "print a run's events from a seq on, until it ends", cmdFollow},
+	{"runs", "list the run records (runs ls)", cmdRuns},
 }
 
 func usage(w io.Writer) {

@@ -33,7 +33,7 @@ func (r *Router) cancelHandler(ctx context.Context, wg *sync.WaitGroup) micro.Ha
 				r.d.Log.Error("encode cancel reply", "err", err)
 				return
 			}
-			_ = req.Respond(b)
+			_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.TypeCancelReply.ContentType().Header())))
 		})
 	}
 }
@@ -107,7 +107,8 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 		// Running: the runner its events name tears its transport down and
 		// answers.
 		reply.State = wire.StateRunning
-		msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(t.Runner), []byte(run.Key()), forwardTimeout)
+		forward := &nats.Msg{Subject: r.d.Names.RunnerCancel(t.Runner), Header: wire.TextContentType.Header(), Data: []byte(run.Key())}
+		msg, err := r.d.NC.RequestMsg(forward, forwardTimeout)
 		if errors.Is(err, nats.ErrNoResponders) {
 			// The runner is gone. Before output its work is redelivered,
 			// after output the sweeper would fail it; a cancel ends it now.

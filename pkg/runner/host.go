@@ -408,7 +408,7 @@ func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 func respond(req micro.Request, reply *wire.CancelReply) {
 	b, err := wire.Marshal(reply)
 	if err == nil {
-		_ = req.Respond(b)
+		_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.TypeCancelReply.ContentType().Header())))
 	}
 }
 

@@ -205,7 +205,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				_ = req.Error("500", err.Error(), nil)
 				return
 			}
-			_ = req.Respond(fmt.Appendf(nil, "%d", res.Ended))
+			_ = req.Respond(fmt.Appendf(nil, "%d", res.Ended), micro.WithHeaders(micro.Headers(wire.TextContentType.Header())))
 		})},
 		service.Endpoint{Name: "exports-sweep", Subject: s.d.Names.ExportsSweep(), QueueGroup: "agentmesh-sweepers", Handler: micro.HandlerFunc(func(req micro.Request) {
 			if s.exports == nil {
@@ -219,7 +219,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 					_ = req.Error("500", merr.Error(), nil)
 					return
 				}
-				_ = req.Respond(b)
+				_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.JSONContentType.Header())))
 			})
 		})})
 	if err != nil {
