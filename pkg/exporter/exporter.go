@@ -163,40 +163,8 @@ func (x *Exporter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * x.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", x.d.Names.ExporterConsumer(), err)
-	}
 	x.d.Health.Add("exporter", service.ConnCheck(x.d.NC))
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	work := make(chan jetstream.Msg)
-	for range x.cfg.Workers {
-		wg.Go(func() {
-			for msg := range work {
-				x.handle(context.WithoutCancel(ctx), msg)
-			}
-		})
-	}
-	wg.Go(func() {
-		<-ctx.Done()
-		msgs.Drain()
-	})
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			x.d.Log.Warn("exporter consumer missed its heartbeat", "err", err)
-			continue
-		}
-		if err != nil {
-			close(work)
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("next run record: %w", err)
-		}
-		work <- msg
-	}
+	return service.Consume(ctx, cons, x.d.Names.ExporterConsumer(), x.cfg.Workers, x.d.Log, x.handle)
 }
 
 // WatchRules loads the tenants' redaction rules and keeps them current

@@ -23,6 +23,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/ledger"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/runs"
@@ -58,6 +59,13 @@ type Config struct {
 	// leader read of the consent bucket per submission); when not, every
 	// run is stamped not consented without a read.
 	ExportEnabled bool `ignored:"true"`
+	// SpendCacheTTL is how long the router uses a budget, a quota and a
+	// period's spend it read before reading them again (default 1s): a
+	// term of the budgets' overshoot bound (docs/contract.md §12.3).
+	SpendCacheTTL time.Duration `split_words:"true" desc:"how long a budget, quota or period's spend read is used (default 1s)"`
+	// Clock is the time of the budgets' periods (default time.Now); a
+	// test drives it.
+	Clock func() time.Time `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.AdapterQueueMax == 0 {
 		c.AdapterQueueMax = 1024
 	}
+	if c.SpendCacheTTL == 0 {
+		c.SpendCacheTTL = time.Second
+	}
 }
 
 // Validate reports every field that is invalid once the defaults are
@@ -91,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdapterQueueMax < 1 {
 		bad.Add("AdapterQueueMax", "must be > 0, got %d", c.AdapterQueueMax)
+	}
+	if c.SpendCacheTTL < time.Millisecond {
+		bad.Add("SpendCacheTTL", "must be at least 1ms, got %s", c.SpendCacheTTL)
 	}
 	if c.MaxDeadline < 0 {
 		bad.Add("MaxDeadline", "must be > 0, got %s", c.MaxDeadline)
@@ -114,6 +128,8 @@ type Router struct {
 	submit      jetstream.Consumer
 	work        jetstream.Stream
 	depth       depthCache
+	gate        *ledger.Gate   // budgets and quotas
+	ledger      *ledger.Writer // feeds ended runs into the spend ledger
 }
 
 // New binds a router to the topology, which must exist.
@@ -154,15 +170,41 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
+	spend, err := ledger.Open(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	gate := ledger.NewGate(spend, ledger.GateConfig{CacheTTL: cfg.SpendCacheTTL, Clock: cfg.Clock, Ended: func(ctx context.Context, tenant, runID string) (bool, error) {
+		run, err := store.Get(ctx, tenant, runID)
+		if errors.Is(err, runs.ErrNotFound) {
+			return true, nil
+		}
+		return err == nil && run.Record.State.Terminal(), err
+	}})
 	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
-		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
+		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
+		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
-// returns. It also serves cancel requests and the consumer-create proxy.
-func (r *Router) Run(ctx context.Context) error {
+// returns. It also serves cancel requests and the consumer-create proxy,
+// and feeds ended runs into the spend ledger (a failure of that ends Run
+// with its error).
+func (r *Router) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer func() {
+		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}()
+	defer stop(nil)
+	wg.Go(func() {
+		if err := r.ledger.Run(ctx); err != nil {
+			stop(fmt.Errorf("spend ledger: %w", err))
+		}
+	})
 	proxy, err := consumerproxy.New(r.d.NC, r.d.Names, r.d.Log, consumerproxy.Config{})
 	if err != nil {
 		return err
@@ -175,40 +217,8 @@ func (r *Router) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	msgs, err := r.submit.Messages(jetstream.PullMaxMessages(2 * r.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.d.Names.RouterConsumer(), err)
-	}
 	r.d.Health.Add("router", service.ConnCheck(r.d.NC))
-	work := make(chan jetstream.Msg)
-	for range r.cfg.Workers {
-		wg.Go(func() {
-			for msg := range work {
-				r.handle(context.WithoutCancel(ctx), msg)
-			}
-		})
-	}
-	wg.Go(func() {
-		<-ctx.Done()
-		msgs.Drain()
-	})
-	for {
-		msg, err := msgs.Next()
-		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			// The consumer's server went away (a failover): the iterator
-			// pulls again once a server answers.
-			r.d.Log.Warn("submit consumer missed its heartbeat", "err", err)
-			continue
-		}
-		if err != nil {
-			close(work)
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return nil
-			}
-			return fmt.Errorf("next submission: %w", err)
-		}
-		work <- msg
-	}
+	return service.Consume(ctx, r.submit, r.d.Names.RouterConsumer(), r.cfg.Workers, r.d.Log, r.handle)
 }
 
 // errDrop marks a submission that cannot be addressed (no tenant or run
@@ -311,9 +321,13 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		if err := r.stamp(ctx, &rec, &rr); err != nil {
 			return err
 		}
+		rec.Labels = rr.Labels // the spend ledger sums by label
 		wk, p, err := r.validate(ctx, tenant, &rr, now)
 		if err == nil {
 			err = r.admit(ctx, p)
+		}
+		if err == nil && !r.admitted(ctx, msg, tenant, runID) {
+			err = r.gate.Admit(ctx, tenant, rr.Principal, runID)
 		}
 		if err == nil {
 			return r.dispatchNew(ctx, msg, rec, wk, p)
@@ -333,6 +347,18 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	return r.reject(ctx, w, run, problem, adapterName)
+}
+
+// admitted reports whether a redelivered submission's run was admitted
+// already (its record exists): a budget spent since, or a quota taken,
+// must not strand a run its router created and stopped routing half way.
+// A first delivery, or a failed read, is not.
+func (r *Router) admitted(ctx context.Context, msg jetstream.Msg, tenant, runID string) bool {
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered < 2 {
+		return false
+	}
+	_, err := r.store.Get(ctx, tenant, runID)
+	return err == nil
 }
 
 // dispatchNew routes a validated run on the fast path: its record is
@@ -436,7 +462,7 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 // stamp sets the run's export decision, taken now, as it is accepted:
 // the operator enabled export and the principal's consent (read from the
 // consent bucket's leader) is granted. A consented run keeps its request
-// and labels for its trajectory. A principal that is not a valid token
+// for its trajectory (every run keeps its labels, for the spend ledger). A principal that is not a valid token
 // is not looked up (validate rejects the run).
 func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunRequest) error {
 	if r.consent == nil || subject.ValidToken("principal", rr.Principal) != nil {
@@ -448,7 +474,7 @@ func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunReq
 	}
 	if st.Granted {
 		rec.Consent, rec.ConsentRev = true, st.Rev
-		rec.Request, rec.Labels = rr.Request, rr.Labels
+		rec.Request = rr.Request
 	}
 	return nil
 }
