@@ -1,0 +1,176 @@
+package router_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
+	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// value is the value of the sample of family name whose labels include
+// labels, on reg; ok is false when there is none.
+func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (v float64, ok bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				have[lp.GetName()] = lp.GetValue()
+			}
+			for k, want := range labels {
+				if have[k] != want {
+					continue samples
+				}
+			}
+			switch mf.GetType() {
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue(), true
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue(), true
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// microStats is the $SRV.STATS answer of the micro service name.
+func microStats(t *testing.T, nc *nats.Conn, name string) micro.Stats {
+	t.Helper()
+	subj, err := micro.ControlSubject(micro.StatsVerb, name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := nc.Request(subj, nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subj, err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func endpoint(t *testing.T, st micro.Stats, name string) *micro.EndpointStats {
+	t.Helper()
+	for _, e := range st.Endpoints {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("micro stats of %s have no endpoint %s: %+v", st.Name, name, st.Endpoints)
+	return nil
+}
+
+// TestQueueDepthAndCounts: the router exports its own families only; the
+// work queue depth over two tenants follows dispatched work no runner takes;
+// a rejected run is counted once at its terminal status; and micro stats
+// count the submissions and routed runs.
+func TestQueueDepthAndCounts(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	topo := topology.Config{}
+	d := servicetest.Deps(t, srv, topo)
+	reg := prometheus.NewRegistry()
+	d.Metrics = service.NewMetrics(reg)
+	startOn(t, d, topo, nil)
+	c := clienttest.New(t, srv)
+	ctx := context.Background()
+
+	for _, name := range []string{"agentmesh_lease_expiries_total", "agentmesh_exports_total", "agentmesh_runs_in_flight", "agentmesh_chunks_total"} {
+		if _, ok := value(t, reg, name, nil); ok {
+			t.Errorf("the router exports %s, which it never moves", name)
+		}
+	}
+	if v, ok := value(t, reg, "agentmesh_work_queue_depth", map[string]string{"adapter": "fixture"}); !ok || v != 0 {
+		t.Fatalf("queue depth before any run = %v (present %t), want 0", v, ok)
+	}
+	const perTenant = 3
+	for _, tn := range []string{tenant, "globex"} {
+		for range perTenant {
+			r := clienttest.FixtureRun(t, tn, fixtureReq{Prompt: "x"})
+			id, err := c.Submit(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			clienttest.WaitFor(t, c, tn, id, wire.StateRouted) // no runner takes it
+		}
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if v, _ := value(t, reg, "agentmesh_work_queue_depth", map[string]string{"adapter": "fixture"}); v != 2*perTenant {
+			return fmt.Errorf("queue depth = %v, want %d", v, 2*perTenant)
+		}
+		return nil
+	})
+
+	bad := runReq(t, "x")
+	bad.Profile = "nope"
+	id, err := c.Submit(ctx, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clienttest.WaitFor(t, c, tenant, id, wire.StateRejected)
+	if v, _ := value(t, reg, "agentmesh_runs_total", map[string]string{"state": "rejected"}); v != 1 {
+		t.Errorf("rejected runs = %v, want 1", v)
+	}
+	if v, _ := value(t, reg, "agentmesh_run_duration_seconds", nil); v != 1 {
+		t.Errorf("run durations observed = %v, want 1 (the rejected run, once)", v)
+	}
+
+	st := microStats(t, d.NC, "agentmesh-router")
+	var counts map[string]uint64
+	if err := json.Unmarshal(endpoint(t, st, "cancel").Data, &counts); err != nil {
+		t.Fatalf("cancel endpoint stats data %s: %v", endpoint(t, st, "cancel").Data, err)
+	}
+	if counts["runs_routed"] != 2*perTenant || counts["submissions"] != 2*perTenant+1 {
+		t.Errorf("micro stats data = %v, want %d runs routed of %d submissions", counts, 2*perTenant, 2*perTenant+1)
+	}
+}
+
+// TestCancelErrorHeaders: a failed cancel is a micro error answer (the
+// Nats-Service-Error headers, counted in the endpoint's stats) whose body
+// the client still decodes.
+func TestCancelErrorHeaders(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	d := start(t, srv, topology.Config{}, nil)
+	c := clienttest.New(t, srv)
+	msg, err := d.NC.Request(d.Names.Cancel(tenant, "nosuchrun"), nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(micro.ErrorCodeHeader); got != "400" {
+		t.Errorf("%s = %q, want 400", micro.ErrorCodeHeader, got)
+	}
+	if got := msg.Header.Get(micro.ErrorHeader); got != "AgenticRequestValidationError: no run nosuchrun for tenant acme" {
+		t.Errorf("%s = %q", micro.ErrorHeader, got)
+	}
+	reply, err := c.Cancel(context.Background(), tenant, "nosuchrun")
+	if !errors.Is(err, wire.AgenticRequestValidationError) || reply.RunID != "nosuchrun" {
+		t.Errorf("client Cancel = %+v, %v; want the decoded reply and its validation error", reply, err)
+	}
+	if e := endpoint(t, microStats(t, d.NC, "agentmesh-router"), "cancel"); e.NumRequests != 2 || e.NumErrors != 2 {
+		t.Errorf("cancel endpoint stats: %d requests, %d errors; want 2 and 2", e.NumRequests, e.NumErrors)
+	}
+}
