@@ -26,6 +26,7 @@ func (r *Router) registerMetrics() {
 	for _, p := range r.pools() {
 		m.AdmissionRejections.WithLabelValues(p.adapter)
 		m.Runs.WithLabelValues(string(wire.StateRouted), p.adapter)
+		m.RunDuration.WithLabelValues(p.adapter)
 	}
 	for _, reason := range []string{"tenant", "run_id"} {
 		m.Dropped.WithLabelValues("router", reason)

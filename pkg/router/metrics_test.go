@@ -20,8 +20,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// value is the value of the sample of family name whose labels include
-// labels, on reg; ok is false when there is none.
+// value is the sum of the values of family name's samples whose labels
+// include labels, on reg (a histogram's: its counts); ok is false when
+// there is none.
 func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) (v float64, ok bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -43,17 +44,18 @@ func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string
 					continue samples
 				}
 			}
+			ok = true
 			switch mf.GetType() {
 			case dto.MetricType_GAUGE:
-				return m.GetGauge().GetValue(), true
+				v += m.GetGauge().GetValue()
 			case dto.MetricType_COUNTER:
-				return m.GetCounter().GetValue(), true
+				v += m.GetCounter().GetValue()
 			case dto.MetricType_HISTOGRAM:
-				return float64(m.GetHistogram().GetSampleCount()), true
+				v += float64(m.GetHistogram().GetSampleCount())
 			}
 		}
 	}
-	return 0, false
+	return v, ok
 }
 
 // microStats is the $SRV.STATS answer of the micro service name.

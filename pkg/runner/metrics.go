@@ -23,6 +23,7 @@ func (h *Host) registerMetrics() {
 	m.Register(m.InFlight, m.Chunks, m.TimeToFirstChunk, m.Redeliveries, m.Dropped)
 	for _, name := range h.adapters.Names() {
 		m.InFlight.WithLabelValues(name)
+		m.RunDuration.WithLabelValues(name)
 		m.Chunks.WithLabelValues(name)
 		m.Redeliveries.WithLabelValues(name)
 	}

@@ -29,7 +29,9 @@ func TestReplyErrors(t *testing.T) {
 			_ = service.Reply(req, []byte("body"), werr)
 		})},
 		service.Endpoint{Name: "later", Subject: "probe.later", Handler: micro.HandlerFunc(func(req micro.Request) {
-			wg.Go(func() { _ = service.ReplyLater(req, []byte("body"), wire.Errorf(wire.ProviderTransportError, "down").Retry()) })
+			wg.Go(func() {
+				_ = service.ReplyLater(req, []byte("body"), wire.Errorf(wire.ProviderTransportError, "down").Retry())
+			})
 		})},
 		service.Endpoint{Name: "ok", Subject: "probe.ok", Handler: micro.HandlerFunc(func(req micro.Request) {
 			_ = service.Reply(req, []byte("fine"), nil)
