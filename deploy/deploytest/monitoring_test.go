@@ -284,10 +284,6 @@ func parseScrape(name, body string) scraped {
 // those of panels in rows included.
 func dashboardExprs(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(dashboard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	type panel struct {
 		Title   string `json:"title"`
 		Targets []struct {
@@ -298,9 +294,7 @@ func dashboardExprs(t *testing.T) []string {
 	var d struct {
 		Panels []json.RawMessage `json:"panels"`
 	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("%s: %v", dashboard, err)
-	}
+	decodeFile(t, dashboard, json.Unmarshal, &d)
 	var exprs []string
 	var walk func([]json.RawMessage)
 	walk = func(ps []json.RawMessage) {
@@ -346,10 +340,6 @@ func writeRecordingRules(t *testing.T, path string, exprs []string) {
 // ruleExprs are the expressions of the alert rules.
 func ruleExprs(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(alertRules)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var f struct {
 		Groups []struct {
 			Rules []struct {
@@ -357,9 +347,7 @@ func ruleExprs(t *testing.T) []string {
 			} `yaml:"rules"`
 		} `yaml:"groups"`
 	}
-	if err := yaml.Unmarshal(b, &f); err != nil {
-		t.Fatalf("%s: %v", alertRules, err)
-	}
+	decodeFile(t, alertRules, yaml.Unmarshal, &f)
 	var exprs []string
 	for _, g := range f.Groups {
 		for _, r := range g.Rules {
@@ -367,6 +355,18 @@ func ruleExprs(t *testing.T) []string {
 		}
 	}
 	return exprs
+}
+
+// decodeFile decodes the file at path into v with decode.
+func decodeFile(t *testing.T, path string, decode func([]byte, any) error, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decode(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
 }
 
 // selected are the metric names expr selects.

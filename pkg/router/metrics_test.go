@@ -2,7 +2,6 @@ package router_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -56,35 +54,6 @@ func value(t *testing.T, reg prometheus.Gatherer, name string, labels map[string
 		}
 	}
 	return v, ok
-}
-
-// microStats is the $SRV.STATS answer of the micro service name.
-func microStats(t *testing.T, nc *nats.Conn, name string) micro.Stats {
-	t.Helper()
-	subj, err := micro.ControlSubject(micro.StatsVerb, name, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := nc.Request(subj, nil, 5*time.Second)
-	if err != nil {
-		t.Fatalf("%s: %v", subj, err)
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(msg.Data, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-func endpoint(t *testing.T, st micro.Stats, name string) *micro.EndpointStats {
-	t.Helper()
-	for _, e := range st.Endpoints {
-		if e.Name == name {
-			return e
-		}
-	}
-	t.Fatalf("micro stats of %s have no endpoint %s: %+v", st.Name, name, st.Endpoints)
-	return nil
 }
 
 // TestQueueDepthAndCounts: the router exports its own families only; the
@@ -134,20 +103,20 @@ func TestQueueDepthAndCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	clienttest.WaitFor(t, c, tenant, id, wire.StateRejected)
-	if v, _ := value(t, reg, "agentmesh_runs_total", map[string]string{"state": "rejected"}); v != 1 {
-		t.Errorf("rejected runs = %v, want 1", v)
-	}
+	// Counted once the router's End and settle return, just after the
+	// client saw the status.
+	natstest.Eventually(t, 5*time.Second, func() error {
+		if v, _ := value(t, reg, "agentmesh_runs_total", map[string]string{"state": "rejected"}); v != 1 {
+			return fmt.Errorf("rejected runs = %v, want 1", v)
+		}
+		_, counts := servicetest.Endpoint(t, servicetest.MicroStats(t, d.NC, "agentmesh-router"), "cancel")
+		if counts["runs_routed"] != 2*perTenant || counts["submissions"] != 2*perTenant+1 {
+			return fmt.Errorf("micro stats data = %v, want %d runs routed of %d submissions", counts, 2*perTenant, 2*perTenant+1)
+		}
+		return nil
+	})
 	if v, _ := value(t, reg, "agentmesh_run_duration_seconds", nil); v != 1 {
 		t.Errorf("run durations observed = %v, want 1 (the rejected run, once)", v)
-	}
-
-	st := microStats(t, d.NC, "agentmesh-router")
-	var counts map[string]uint64
-	if err := json.Unmarshal(endpoint(t, st, "cancel").Data, &counts); err != nil {
-		t.Fatalf("cancel endpoint stats data %s: %v", endpoint(t, st, "cancel").Data, err)
-	}
-	if counts["runs_routed"] != 2*perTenant || counts["submissions"] != 2*perTenant+1 {
-		t.Errorf("micro stats data = %v, want %d runs routed of %d submissions", counts, 2*perTenant, 2*perTenant+1)
 	}
 }
 
@@ -172,7 +141,11 @@ func TestCancelErrorHeaders(t *testing.T) {
 	if !errors.Is(err, wire.AgenticRequestValidationError) || reply.RunID != "nosuchrun" {
 		t.Errorf("client Cancel = %+v, %v; want the decoded reply and its validation error", reply, err)
 	}
-	if e := endpoint(t, microStats(t, d.NC, "agentmesh-router"), "cancel"); e.NumRequests != 2 || e.NumErrors != 2 {
-		t.Errorf("cancel endpoint stats: %d requests, %d errors; want 2 and 2", e.NumRequests, e.NumErrors)
-	}
+	// micro counts a request once its handler returned, after it answered.
+	natstest.Eventually(t, 5*time.Second, func() error {
+		if e, _ := servicetest.Endpoint(t, servicetest.MicroStats(t, d.NC, "agentmesh-router"), "cancel"); e.NumRequests != 2 || e.NumErrors != 2 {
+			return fmt.Errorf("cancel endpoint stats: %d requests, %d errors; want 2 and 2", e.NumRequests, e.NumErrors)
+		}
+		return nil
+	})
 }

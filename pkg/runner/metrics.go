@@ -53,9 +53,9 @@ func (h *Host) inFlight(name string, r *run) (done func()) {
 	g := h.d.Metrics.InFlight.WithLabelValues(name)
 	g.Inc()
 	return func() {
-		g.Dec()
 		if r.final != "" {
 			h.tally.Add(tallyEnded, 1)
 		}
+		g.Dec() // last: a run no longer in flight has been counted
 	}
 }

@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -19,7 +18,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -97,20 +95,7 @@ func TestRunnerMetricsAndMicro(t *testing.T) {
 		t.Errorf("run duration series = %d, want 1 (fixture)", got)
 	}
 
-	subj, err := micro.ControlSubject(micro.StatsVerb, "agentmesh-runner", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := hd.NC.Request(subj, nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st micro.Stats
-	if err := json.Unmarshal(msg.Data, &st); err != nil || len(st.Endpoints) != 1 {
-		t.Fatalf("runner stats %s: %v", msg.Data, err)
-	}
-	var counts map[string]uint64
-	if err := json.Unmarshal(st.Endpoints[0].Data, &counts); err != nil || counts["deliveries"] != 3 || counts["runs_ended"] != 3 {
-		t.Errorf("runner micro stats data = %s (%v), want 3 deliveries and 3 runs ended", st.Endpoints[0].Data, err)
+	if _, counts := servicetest.Endpoint(t, servicetest.MicroStats(t, hd.NC, "agentmesh-runner"), "cancel"); counts["deliveries"] != 3 || counts["runs_ended"] != 3 {
+		t.Errorf("runner micro stats data = %v, want 3 deliveries and 3 runs ended", counts)
 	}
 }

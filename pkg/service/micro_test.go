@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -53,16 +54,19 @@ func TestReplyErrors(t *testing.T) {
 			t.Errorf("%s: body %q, headers %v; want %q, code %q, error %q", tt.subj, msg.Data, msg.Header, tt.body, tt.code, tt.text)
 		}
 	}
-	st := svc.Stats()
-	for _, e := range st.Endpoints {
-		var data map[string]uint64
-		if err := json.Unmarshal(e.Data, &data); err != nil || data["handled"] != 1 {
-			t.Errorf("endpoint %s data %s (%v), want handled 1", e.Name, e.Data, err)
+	// micro counts a request once its handler returned, after it answered.
+	natstest.Eventually(t, 5*time.Second, func() error {
+		for _, e := range svc.Stats().Endpoints {
+			var data map[string]uint64
+			if err := json.Unmarshal(e.Data, &data); err != nil || data["handled"] != 1 {
+				return fmt.Errorf("endpoint %s data %s (%v), want handled 1", e.Name, e.Data, err)
+			}
+			if want := map[string]int{"now": 1}[e.Name]; e.NumRequests != 1 || e.NumErrors != want {
+				return fmt.Errorf("endpoint %s: %d requests, %d errors, want 1 and %d", e.Name, e.NumRequests, e.NumErrors, want)
+			}
 		}
-		if want := map[string]int{"now": 1}[e.Name]; e.NumErrors != want {
-			t.Errorf("endpoint %s: %d errors, want %d", e.Name, e.NumErrors, want)
-		}
-	}
+		return nil
+	})
 }
 
 func TestErrorCode(t *testing.T) {

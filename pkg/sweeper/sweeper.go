@@ -216,14 +216,20 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				_ = req.Error("503", "this sweeper does not expire exports (trajectory export is disabled)", nil)
 				return
 			}
+			// Answered from its own goroutine: ReplyLater, never req.Error,
+			// which would write micro's stats as the handler returns.
 			wg.Go(func() {
 				res, err := s.SweepExports(ctx)
 				b, merr := json.Marshal(SweepReply{Result: res, Error: errString(err)})
 				if merr != nil {
-					_ = req.Error("500", merr.Error(), nil)
+					_ = service.ReplyLater(req, nil, wire.Errorf(wire.AgenticHandlerError, "encode sweep reply: %v", merr))
 					return
 				}
-				_ = req.Respond(b)
+				var werr *wire.Error
+				if err != nil { // the counts so far stay in the body
+					werr = wire.Errorf(wire.ProviderTransportError, "sweep exports: %v", err).Retry()
+				}
+				_ = service.ReplyLater(req, b, werr)
 			})
 		})})
 	if err != nil {
