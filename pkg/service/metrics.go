@@ -124,10 +124,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // Register registers each of cs on the metrics' registry once: a
-// collector registered before (by another component sharing the
-// registry) is left as it is, and so is one equal to a collector
-// registered elsewhere (prometheus.AlreadyRegisteredError). A conflicting
-// registration is a programmer error and panics.
+// collector registered before (by another component sharing these
+// metrics) is left as it is, and one equal to a collector another
+// Metrics registered on the same registry (prometheus.AlreadyRegisteredError)
+// is not registered. A conflicting registration is a programmer error and
+// panics.
 func (m *Metrics) Register(cs ...prometheus.Collector) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -135,13 +136,16 @@ func (m *Metrics) Register(cs ...prometheus.Collector) {
 		if m.registered[c] {
 			continue
 		}
-		if err := m.reg.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				panic(err)
-			}
+		err := m.reg.Register(c)
+		var are prometheus.AlreadyRegisteredError
+		switch {
+		case err == nil:
+			m.registered[c] = true
+		case errors.As(err, &are):
+			// Another Metrics on this registry exports the family.
+		default:
+			panic(err)
 		}
-		m.registered[c] = true
 	}
 }
 
