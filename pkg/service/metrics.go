@@ -65,54 +65,30 @@ type Metrics struct {
 // agentmesh_build_info on it; the components register the rest.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_runs_total", Help: "Runs reaching a state, by state and adapter.",
-		}, []string{"state", "adapter"}),
-		RunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentmesh_run_duration_seconds", Help: "Seconds from a run's acceptance to its terminal status, by adapter.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 18), // 10 ms to about 22 min
-		}, []string{"adapter"}),
-		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_tokens_total", Help: "Tokens of ended runs, by class (input, output, cache_read, cache_write, reasoning).",
-		}, []string{"class"}),
-		Cost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentmesh_cost_total", Help: "Cost in USD of ended runs, priced from their usage (a float sum; each run's own cost is exact).",
-		}),
+		Runs: counterVec("agentmesh_runs_total", "Runs reaching a state, by state and adapter.", "state", "adapter"),
+		RunDuration: histogramVec("agentmesh_run_duration_seconds", "Seconds from a run's acceptance to its terminal status, by adapter.",
+			prometheus.ExponentialBuckets(0.01, 2, 18), "adapter"), // 10 ms to about 22 min
+		Tokens: counterVec("agentmesh_tokens_total", "Tokens of ended runs, by class (input, output, cache_read, cache_write, reasoning).", "class"),
+		Cost:   counter("agentmesh_cost_total", "Cost in USD of ended runs, priced from their usage (a float sum; each run's own cost is exact)."),
 		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentmesh_runs_in_flight", Help: "Runs this runner process is executing, by adapter.",
 		}, []string{"adapter"}),
-		TimeToFirstChunk: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentmesh_time_to_first_chunk_seconds", Help: "Seconds from acceptance to the first published chunk.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
-		}, []string{"adapter"}),
-		Chunks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_chunks_total", Help: "Chunks published, by adapter.",
-		}, []string{"adapter"}),
-		AdmissionRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_admission_rejections_total", Help: "Runs rejected with AdmissionRejected, by adapter.",
-		}, []string{"adapter"}),
-		Redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_redeliveries_total", Help: "Work deliveries after the first, by adapter.",
-		}, []string{"adapter"}),
-		LeaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentmesh_lease_expiries_total", Help: "Running runs ended failed by the sweeper after their lease expired.",
-		}),
-		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_dropped_messages_total", Help: "Messages dropped without a reply, by service and reason.",
-		}, []string{"service", "reason"}),
-		Exports: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_exports_total", Help: "Exporter outcomes for consented runs that ended, by outcome (exported, duplicate, withdrawn, incomplete, failed).",
-		}, []string{"outcome"}),
+		TimeToFirstChunk: histogramVec("agentmesh_time_to_first_chunk_seconds", "Seconds from acceptance to the first published chunk.",
+			prometheus.ExponentialBuckets(0.001, 2, 18), "adapter"),
+		Chunks:              counterVec("agentmesh_chunks_total", "Chunks published, by adapter.", "adapter"),
+		AdmissionRejections: counterVec("agentmesh_admission_rejections_total", "Runs rejected with AdmissionRejected, by adapter.", "adapter"),
+		Redeliveries:        counterVec("agentmesh_redeliveries_total", "Work deliveries after the first, by adapter.", "adapter"),
+		LeaseExpiries:       counter("agentmesh_lease_expiries_total", "Running runs ended failed by the sweeper after their lease expired."),
+		Dropped:             counterVec("agentmesh_dropped_messages_total", "Messages dropped without a reply, by service and reason.", "service", "reason"),
+		Exports: counterVec("agentmesh_exports_total",
+			"Exporter outcomes for consented runs that ended, by outcome (exported, duplicate, withdrawn, incomplete, failed).", "outcome"),
 		ExportLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentmesh_export_lag_seconds", Help: "Seconds from a run's end to its trajectory being stored.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}),
-		ExportsSwept: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentmesh_exports_swept_total", Help: "Expired trajectory exports removed, bytes then record, by reason (retention, withdrawn, abandoned).",
-		}, []string{"reason"}),
-		ExportSweepFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentmesh_export_sweep_failures_total", Help: "Expired exports a sweep could not remove; the record is kept for the next sweep.",
-		}),
+		ExportsSwept: counterVec("agentmesh_exports_swept_total",
+			"Expired trajectory exports removed, bytes then record, by reason (retention, withdrawn, abandoned).", "reason"),
+		ExportSweepFailures: counter("agentmesh_export_sweep_failures_total", "Expired exports a sweep could not remove; the record is kept for the next sweep."),
 		ExportsPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentmesh_exports_pending", Help: "Expired exports still stored after the last sweep.",
 		}),
@@ -121,6 +97,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.Register(buildInfo())
 	return m
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // Register registers each of cs on the metrics' registry once: a
