@@ -29,6 +29,7 @@ const (
 
 // stdio is what a command reads and writes besides the network.
 type stdio struct {
+	stdin  io.Reader // agentmesh decode's input
 	stdout io.Writer
 	stderr io.Writer // safe for concurrent use
 	getenv func(string) string
@@ -37,6 +38,7 @@ type stdio struct {
 
 func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
 	return &stdio{
+		stdin:  os.Stdin,
 		stdout: stdout,
 		stderr: &lockedWriter{w: stderr},
 		getenv: getenv,
@@ -103,6 +105,9 @@ var commands = []command{
 	{"consent", "grant, withdraw or show a principal's trajectory export consent", cmdConsent},
 	{"redaction", "set, show or check (offline) a tenant's redaction rules", cmdRedaction},
 	{"exports", "list, get, verify or sweep the exported trajectories", cmdExports},
+	{"decode", "print one agentmesh message read from stdin as JSON (nats sub --translate 'agentmesh decode')", cmdDecode},
+	{"follow", "print a run's events from a seq on, until it ends", cmdFollow},
+	{"runs", "list the run records (runs ls)", cmdRuns},
 }
 
 func usage(w io.Writer) {

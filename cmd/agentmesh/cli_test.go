@@ -29,7 +29,9 @@ const asMainEnv = "AGENTMESH_TEST_AS_MAIN"
 // testIO returns a stdio on buffers with the environment env.
 func testIO(env map[string]string) (*stdio, *servicetest.Buffer, *servicetest.Buffer) {
 	var out, errOut servicetest.Buffer
-	return newStdio(&out, &errOut, func(k string) string { return env[k] }), &out, &errOut
+	io := newStdio(&out, &errOut, func(k string) string { return env[k] })
+	io.stdin = strings.NewReader("") // never the test's own stdin
+	return io, &out, &errOut
 }
 
 func TestParseRun(t *testing.T) {
@@ -196,14 +198,7 @@ func TestRunSetFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := f.request(prompt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := wire.DecodeStrict(req.Request, &m); err != nil {
-		t.Fatal(err)
-	}
+	req, m := requestOf(t, f, prompt)
 	if m["approval_mode"] != "yolo" || m["prompt"] != "go" || fmt.Sprint(m["include_directories"]) != "[a]" || req.Runtime["workspace"] != "w" {
 		t.Fatalf("request = %v, runtime %v", m, req.Runtime)
 	}

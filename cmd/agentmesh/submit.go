@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -26,29 +27,128 @@ type runFlags struct {
 	runID        string
 	workspace    string
 	set          fieldFlags
+	labels       labelFlags
 }
 
 // fieldFlags collects --set key=value request fields. A value that parses
-// as JSON (a number, true, a list) is taken as that; anything else is a string.
+// as JSON (a number, true, a list, an object) is taken as that; [a,b] is a
+// list of a and b, each element taken the same way (["x,y"] for an
+// element with a comma); anything else is a string. A key set twice is an
+// error.
 type fieldFlags map[string]any
 
 func (f *fieldFlags) String() string { return fmt.Sprint(map[string]any(*f)) }
 
 func (f *fieldFlags) Set(kv string) error {
-	k, v, ok := strings.Cut(kv, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want key=value, got %q", kv)
+	k, v, err := keyValue(*f, kv, "")
+	if err != nil {
+		return err
+	}
+	parsed, err := fieldValue(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", k, err)
 	}
 	if *f == nil {
 		*f = fieldFlags{}
 	}
+	(*f)[k] = parsed
+	return nil
+}
+
+// keyValue splits the key=value argument of a repeatable flag collecting
+// into m, refusing an empty key and one m has already; what prefixes the
+// key in that error.
+func keyValue[V any](m map[string]V, kv, what string) (k, v string, err error) {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("want key=value, got %q", kv)
+	}
+	if _, dup := m[k]; dup {
+		return "", "", fmt.Errorf("%s%s is set twice", what, k)
+	}
+	return k, v, nil
+}
+
+// fieldValue reads one --set value (see fieldFlags).
+func fieldValue(v string) (any, error) {
 	var parsed any
 	if err := json.Unmarshal([]byte(v), &parsed); err == nil {
-		(*f)[k] = parsed
-	} else {
-		(*f)[k] = v
+		return parsed, nil
 	}
-	return nil
+	inner, ok := strings.CutPrefix(v, "[")
+	if !ok {
+		return v, nil
+	}
+	if inner, ok = strings.CutSuffix(inner, "]"); !ok {
+		return nil, fmt.Errorf("list %q has no closing ]", v)
+	}
+	list := []any{}
+	if strings.TrimSpace(inner) == "" {
+		return list, nil
+	}
+	elems, err := splitList(inner)
+	if err != nil {
+		return nil, fmt.Errorf("list %q: %w", v, err)
+	}
+	for i, el := range elems {
+		el = strings.TrimSpace(el)
+		switch {
+		case el == "":
+			return nil, fmt.Errorf("list %q: element %d is empty", v, i+1)
+		case json.Unmarshal([]byte(el), &parsed) == nil:
+			list = append(list, parsed)
+		case strings.ContainsAny(el[:1], `"[{`):
+			return nil, fmt.Errorf("list %q: element %d, %s, is not JSON", v, i+1, el)
+		default:
+			list = append(list, el)
+		}
+	}
+	return list, nil
+}
+
+// splitList splits the inside of a [...] list at its commas, leaving
+// those inside a quoted string or a nested list or object.
+func splitList(s string) ([]string, error) {
+	var out []string
+	depth, start, quoted := 0, 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case quoted:
+		case c == '[' || c == '{':
+			depth++
+		case (c == ']' || c == '}') && depth > 0:
+			depth--
+		case c == ',' && depth == 0:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	if quoted || depth > 0 {
+		return nil, errors.New("a quote or bracket is not closed")
+	}
+	return append(out, s[start:]), nil
+}
+
+// labelFlags collects --label key=value run labels (RunRequest.Labels),
+// checked as the router checks them (wire.CheckLabels) once all are in.
+type labelFlags map[string]string
+
+func (l *labelFlags) String() string { return fmt.Sprint(map[string]string(*l)) }
+
+func (l *labelFlags) Set(kv string) error {
+	k, v, err := keyValue(*l, kv, "label ")
+	if err != nil {
+		return err
+	}
+	if *l == nil {
+		*l = labelFlags{}
+	}
+	(*l)[k] = v
+	return wire.CheckLabels(*l)
 }
 
 // parseRun parses the arguments of agentmesh run into its flags and the
@@ -66,7 +166,8 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	fs.StringVar(&f.conversation, "conversation", "", "conversation key for sessions and checkpoints")
 	fs.StringVar(&f.runID, "run-id", "", "run id (default: a fresh one); resubmitting an id is idempotent")
 	fs.StringVar(&f.workspace, "workspace", "", "CLI adapters: the run's workspace, relative to the runner's workspace root")
-	fs.Var(&f.set, "set", "an adapter request field as key=value (repeatable), e.g. --set approval_mode=yolo")
+	fs.Var(&f.set, "set", "an adapter request field as key=value (repeatable), e.g. --set approval_mode=yolo, --set include_directories=[src,docs]")
+	fs.Var(&f.labels, "label", "a run label as key=value (repeatable), e.g. --label team=infra")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return f, "", err
@@ -126,6 +227,7 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 		Request:      msgpack.RawMessage(b),
 		Conversation: f.conversation,
 		DeadlineMS:   f.deadline.Milliseconds(),
+		Labels:       f.labels,
 	}, nil
 }
 

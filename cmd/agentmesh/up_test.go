@@ -59,7 +59,7 @@ func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, s
 	io, out, errOut := testIO(nil)
 	n := 1 // the flags go after the command, and its subcommand if it has one
 	switch args[0] {
-	case "consent", "redaction", "exports":
+	case "consent", "redaction", "exports", "runs":
 		n = 2
 	}
 	code = run(ctx, append(append(slices.Clone(args[:n]), "--server", m.url), args[n:]...), io)
@@ -206,17 +206,7 @@ echo: hi
 	})
 
 	t.Run("cancel a running run", func(t *testing.T) {
-		io, out, errOut := testIO(nil)
-		done := make(chan int, 1)
-		go func() {
-			done <- run(ctx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "200", "--run-id", "slow-1", "hi"}, io)
-		}()
-		natstest.Eventually(t, 20*time.Second, func() error {
-			if !strings.Contains(out.String(), "tick 1") {
-				return fmt.Errorf("no output yet:\n%s", out)
-			}
-			return nil
-		})
+		out, errOut, done := m.runSlow(ctx, t, "tick 1", "--delay-ms", "200", "--run-id", "slow-1", "hi")
 		code, cout, cerr := m.cli(ctx, "cancel", "slow-1")
 		if code != exitOK || cout != "cancelled run slow-1\n" {
 			t.Errorf("cancel: exit %d, stdout %q, stderr %q", code, cout, cerr)
@@ -227,19 +217,9 @@ echo: hi
 	})
 
 	t.Run("interrupt cancels the run", func(t *testing.T) {
-		io, out, errOut := testIO(nil)
 		runCtx, interrupt := context.WithCancel(ctx)
 		defer interrupt()
-		done := make(chan int, 1)
-		go func() {
-			done <- run(runCtx, []string{"run", "--server", m.url, "-p", "fixture", "--script", "slow", "--delay-ms", "200", "hi"}, io)
-		}()
-		natstest.Eventually(t, 20*time.Second, func() error {
-			if !strings.Contains(out.String(), "tick 1") {
-				return fmt.Errorf("no output yet:\n%s", out)
-			}
-			return nil
-		})
+		out, errOut, done := m.runSlow(runCtx, t, "tick 1", "--delay-ms", "200", "hi")
 		interrupt()
 		if code := <-done; code != exitFail || !strings.Contains(out.String(), "\n[cancelled") {
 			t.Errorf("run: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)

@@ -181,6 +181,9 @@ func (c *Client) Start(ctx context.Context, req wire.RunRequest) (string, iter.S
 	return req.RunID, c.iterate(ctx, f), nil
 }
 
+// requestContentType is every submission's Content-Type, one shared value.
+var requestContentType = wire.TypeRunRequest.ContentType()
+
 // submission validates req at the edge and builds its message.
 func (c *Client) submission(req *wire.RunRequest) (*nats.Msg, error) {
 	if req.RunID == "" {
@@ -204,6 +207,7 @@ func (c *Client) submission(req *wire.RunRequest) (*nats.Msg, error) {
 	msg := nats.NewMsg(c.names.Submit(req.Tenant))
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(req.Tenant, req.RunID))
+	requestContentType.Set(msg.Header)
 	return msg, nil
 }
 
@@ -603,12 +607,7 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunReco
 // runner, in that attempt; a chunk makes it committed. An event that
 // cannot be read leaves rec as it is.
 func (c *Client) withLastEvent(ctx context.Context, rec wire.RunRecord) (wire.RunRecord, error) {
-	subj := c.apiPrefix + strings.TrimPrefix(c.names.LastEventGet(rec.Tenant, rec.RunID), DefaultAPIPrefix)
-	msg, err := c.nc.RequestWithContext(ctx, subj, nil)
-	if err != nil || msg.Header.Get("Status") != "" {
-		return rec, nil
-	}
-	ev, err := wire.Decode[wire.Event](msg.Data)
+	msg, ev, err := c.lastEvent(ctx, rec.Tenant, rec.RunID)
 	if err != nil {
 		return rec, nil
 	}
@@ -622,4 +621,35 @@ func (c *Client) withLastEvent(ctx context.Context, rec wire.RunRecord) (wire.Ru
 		rec.Committed = true
 	}
 	return rec, nil
+}
+
+// LastEvent returns the run's last stored event (a batch as it is stored:
+// its LastSeq is the run's last seq), with one JetStream direct get, so a
+// tenant may read it for its own runs. A run with no events stored (none
+// yet, or they aged out of the events stream) is ErrNotFound.
+func (c *Client) LastEvent(ctx context.Context, tenant, runID string) (wire.Event, error) {
+	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
+		return wire.Event{}, err
+	}
+	_, ev, err := c.lastEvent(ctx, tenant, runID)
+	return ev, err
+}
+
+func (c *Client) lastEvent(ctx context.Context, tenant, runID string) (*nats.Msg, wire.Event, error) {
+	subj := c.apiPrefix + strings.TrimPrefix(c.names.LastEventGet(tenant, runID), DefaultAPIPrefix)
+	msg, err := c.nc.RequestWithContext(ctx, subj, nil)
+	if err != nil {
+		return nil, wire.Event{}, fmt.Errorf("read the last event of %s: %w", runID, err)
+	}
+	switch status := msg.Header.Get("Status"); {
+	case status == "404":
+		return nil, wire.Event{}, fmt.Errorf("%w: no events of %s for tenant %s", ErrNotFound, runID, tenant)
+	case status != "":
+		return nil, wire.Event{}, fmt.Errorf("read the last event of %s: status %s %s", runID, status, msg.Header.Get("Description"))
+	}
+	ev, err := wire.Decode[wire.Event](msg.Data)
+	if err != nil {
+		return nil, wire.Event{}, fmt.Errorf("the last event of %s: %w", runID, err)
+	}
+	return msg, ev, nil
 }

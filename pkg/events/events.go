@@ -217,11 +217,15 @@ func (w *Writer) hand(ev wire.Event) (*pending, error) {
 	return &w.pending[len(w.pending)-1], nil
 }
 
+// eventContentType is every event's Content-Type, one shared value.
+var eventContentType = wire.TypeEvent.ContentType()
+
 // message is the NATS message of the encoded event that starts at seq.
 func (w *Writer) message(b []byte, seq uint64) *nats.Msg {
 	msg := nats.NewMsg(w.subject)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, w.msgID(seq))
+	eventContentType.Set(msg.Header)
 	if w.runner != "" {
 		msg.Header.Set(RunnerHeader, w.runner)
 		msg.Header.Set(EpochHeader, w.epoch)

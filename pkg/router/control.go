@@ -42,13 +42,13 @@ func (r *Router) cancelHandler(ctx context.Context, wg *sync.WaitGroup) micro.Ha
 	}
 }
 
-func (r *Router) replyCancel(req micro.Request, reply *wire.CancelReply, send func(micro.Request, []byte, *wire.Error) error) {
+func (r *Router) replyCancel(req micro.Request, reply *wire.CancelReply, send func(micro.Request, wire.ContentType, []byte, *wire.Error) error) {
 	b, err := wire.Marshal(reply)
 	if err != nil {
 		r.d.Log.Error("encode cancel reply", "err", err)
 		return
 	}
-	_ = send(req, b, reply.Error)
+	_ = send(req, wire.TypeCancelReply.ContentType(), b, reply.Error)
 }
 
 // settledCancel is the answer to a cancel on subj that needs no action:
@@ -158,7 +158,8 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 		// Running: the runner its events name tears its transport down and
 		// answers.
 		reply.State = wire.StateRunning
-		msg, err := r.d.NC.Request(r.d.Names.RunnerCancel(t.Runner), []byte(run.Key()), forwardTimeout)
+		forward := &nats.Msg{Subject: r.d.Names.RunnerCancel(t.Runner), Header: wire.TextContentType.Header(), Data: []byte(run.Key())}
+		msg, err := r.d.NC.RequestMsg(forward, forwardTimeout)
 		if errors.Is(err, nats.ErrNoResponders) {
 			// The runner is gone. Before output its work is redelivered,
 			// after output the sweeper would fail it; a cancel ends it now.

@@ -131,6 +131,9 @@ func TestCancelErrorHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got, want := msg.Header.Get(wire.ContentTypeHeader), wire.TypeCancelReply.ContentType().String(); got != want {
+		t.Errorf("Content-Type = %q, want %q", got, want)
+	}
 	if got := msg.Header.Get(micro.ErrorCodeHeader); got != "400" {
 		t.Errorf("%s = %q, want 400", micro.ErrorCodeHeader, got)
 	}

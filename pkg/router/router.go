@@ -100,13 +100,6 @@ func (c Config) Validate() error {
 	return bad.Err()
 }
 
-// Limits on a request's labels.
-const (
-	maxLabels     = 32
-	maxLabelKey   = 64
-	maxLabelValue = 256
-)
-
 // Router routes submissions. Build it with New and run it with Run.
 type Router struct {
 	d           service.Deps
@@ -528,7 +521,7 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 			return wk, nil, wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
 		}
 	}
-	if err := checkLabels(rr.Labels); err != nil {
+	if err := wire.CheckLabels(rr.Labels); err != nil {
 		return wk, nil, err
 	}
 	deadline := r.cfg.DefaultDeadline
@@ -637,17 +630,8 @@ func (r *Router) injectSession(ctx context.Context, tenant string, rr *wire.RunR
 	return b, id, nil
 }
 
-func checkLabels(labels map[string]string) error {
-	if len(labels) > maxLabels {
-		return wire.Errorf(wire.AgenticRequestValidationError, "labels: %d entries, at most %d", len(labels), maxLabels)
-	}
-	for k, v := range labels {
-		if k == "" || len(k) > maxLabelKey || len(v) > maxLabelValue {
-			return wire.Errorf(wire.AgenticRequestValidationError, "label %.64q: key must be 1 to %d bytes and value at most %d", k, maxLabelKey, maxLabelValue)
-		}
-	}
-	return nil
-}
+// workContentType is every work item's Content-Type, one shared value.
+var workContentType = wire.TypeWork.ContentType()
 
 // dispatch publishes the work item. The tenant's own queue for the
 // adapter full (the work stream's per-subject bound, exact) is
@@ -660,6 +644,7 @@ func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work)
 	msg := nats.NewMsg(r.d.Names.Work(string(p.Transport), p.Adapter, wk.Tenant))
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(wk.Tenant, wk.RunID))
+	workContentType.Set(msg.Header)
 	_, err = r.d.JS.PublishMsg(ctx, msg)
 	if isQueueFull(err) {
 		return wire.Errorf(wire.AdmissionRejected, "tenant %s's queue of adapter %s is full", wk.Tenant, p.Adapter)

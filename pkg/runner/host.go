@@ -409,10 +409,10 @@ func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 
 // respond answers req with reply through send: service.Reply before the
 // handler returns, service.ReplyLater after.
-func respond(req micro.Request, reply *wire.CancelReply, send func(micro.Request, []byte, *wire.Error) error) {
+func respond(req micro.Request, reply *wire.CancelReply, send func(micro.Request, wire.ContentType, []byte, *wire.Error) error) {
 	b, err := wire.Marshal(reply)
 	if err == nil {
-		_ = send(req, b, reply.Error)
+		_ = send(req, wire.TypeCancelReply.ContentType(), b, reply.Error)
 	}
 }
 

@@ -49,8 +49,8 @@ func TestEndpointsHandleOnlyRequests(t *testing.T) {
 	}
 }
 
-// TestReplyErrors: an error answer carries the Nats-Service-Error headers
-// and its body; answered before the handler returns, micro counts it; the
+// TestReplyErrors: an error answer carries the Nats-Service-Error headers,
+// its Content-Type and its body; answered before the handler returns, micro counts it; the
 // tally's counts are the data of every endpoint's stats.
 func TestReplyErrors(t *testing.T) {
 	srv := natstest.RunJetStream(t)
@@ -63,15 +63,15 @@ func TestReplyErrors(t *testing.T) {
 	svc, err := service.RegisterCounting(nc, "probe", "test", nil, &tally,
 		service.Endpoint{Name: "now", Subject: "probe.now", Handler: micro.HandlerFunc(func(req micro.Request) {
 			tally.Add("handled", 1)
-			_ = service.Reply(req, []byte("body"), werr)
+			_ = service.Reply(req, wire.TextContentType, []byte("body"), werr)
 		})},
 		service.Endpoint{Name: "later", Subject: "probe.later", Handler: micro.HandlerFunc(func(req micro.Request) {
 			wg.Go(func() {
-				_ = service.ReplyLater(req, []byte("body"), wire.Errorf(wire.ProviderTransportError, "down").Retry())
+				_ = service.ReplyLater(req, wire.TextContentType, []byte("body"), wire.Errorf(wire.ProviderTransportError, "down").Retry())
 			})
 		})},
 		service.Endpoint{Name: "ok", Subject: "probe.ok", Handler: micro.HandlerFunc(func(req micro.Request) {
-			_ = service.Reply(req, []byte("fine"), nil)
+			_ = service.Reply(req, wire.TextContentType, []byte("fine"), nil)
 		})})
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,8 @@ func TestReplyErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(msg.Data) != tt.body || msg.Header.Get(micro.ErrorCodeHeader) != tt.code || msg.Header.Get(micro.ErrorHeader) != tt.text {
+		if string(msg.Data) != tt.body || msg.Header.Get(micro.ErrorCodeHeader) != tt.code || msg.Header.Get(micro.ErrorHeader) != tt.text ||
+			msg.Header.Get(wire.ContentTypeHeader) != wire.TextContentType.String() {
 			t.Errorf("%s: body %q, headers %v; want %q, code %q, error %q", tt.subj, msg.Data, msg.Header, tt.body, tt.code, tt.text)
 		}
 	}

@@ -53,30 +53,34 @@ func RegisterCounting(nc *nats.Conn, name, description string, metadata map[stri
 		StatsHandler: func(*micro.Endpoint) any { return tally.Counts() }}, eps)
 }
 
-// Reply answers req with body. When e is not nil the answer is an error
-// answer as micro has it: body still carries the error for clients that
-// decode it, and the headers Nats-Service-Error (the class and message)
-// and Nats-Service-Error-Code (ErrorCode) mark it. Call it before the
-// handler returns: micro counts the error in the endpoint's stats when the
-// handler returns. An answer sent later goes through ReplyLater.
-func Reply(req micro.Request, body []byte, e *wire.Error) error {
+// Reply answers req with body, whose Content-Type is ct. When e is not
+// nil the answer is an error answer as micro has it: body still carries
+// the error for clients that decode it, and the headers Nats-Service-Error
+// (the class and message) and Nats-Service-Error-Code (ErrorCode) mark it.
+// Call it before the handler returns: micro counts the error in the
+// endpoint's stats when the handler returns. An answer sent later goes
+// through ReplyLater.
+func Reply(req micro.Request, ct wire.ContentType, body []byte, e *wire.Error) error {
+	h := micro.Headers{}
+	ct.Set(h)
 	if e == nil {
-		return req.Respond(body)
+		return req.Respond(body, micro.WithHeaders(h))
 	}
-	return req.Error(ErrorCode(e), errorText(e), body)
+	return req.Error(ErrorCode(e), errorText(e), body, micro.WithHeaders(h))
 }
 
 // ReplyLater is Reply for an answer sent after the handler returned (from
 // a goroutine the handler started): the same body and headers, but not
 // counted in micro's stats, which are taken when the handler returns and
 // which this must not write to meanwhile.
-func ReplyLater(req micro.Request, body []byte, e *wire.Error) error {
-	if e == nil {
-		return req.Respond(body)
+func ReplyLater(req micro.Request, ct wire.ContentType, body []byte, e *wire.Error) error {
+	h := micro.Headers{}
+	ct.Set(h)
+	if e != nil {
+		h[micro.ErrorHeader] = []string{errorText(e)}
+		h[micro.ErrorCodeHeader] = []string{ErrorCode(e)}
 	}
-	return req.Respond(body, micro.WithHeaders(micro.Headers{
-		micro.ErrorHeader: {errorText(e)}, micro.ErrorCodeHeader: {ErrorCode(e)},
-	}))
+	return req.Respond(body, micro.WithHeaders(h))
 }
 
 func errorText(e *wire.Error) string { return fmt.Sprintf("%s: %s", e.Class, e.Message) }

@@ -209,7 +209,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				_ = req.Error("500", err.Error(), nil)
 				return
 			}
-			_ = req.Respond(fmt.Appendf(nil, "%d", res.Ended))
+			_ = req.Respond(fmt.Appendf(nil, "%d", res.Ended), micro.WithHeaders(micro.Headers(wire.TextContentType.Header())))
 		})},
 		service.Endpoint{Name: "exports-sweep", Subject: s.d.Names.ExportsSweep(), QueueGroup: "agentmesh-sweepers", Handler: micro.HandlerFunc(func(req micro.Request) {
 			if s.exports == nil {
@@ -222,14 +222,14 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				res, err := s.SweepExports(ctx)
 				b, merr := json.Marshal(SweepReply{Result: res, Error: errString(err)})
 				if merr != nil {
-					_ = service.ReplyLater(req, nil, wire.Errorf(wire.AgenticHandlerError, "encode sweep reply: %v", merr))
+					_ = service.ReplyLater(req, wire.ContentType{}, nil, wire.Errorf(wire.AgenticHandlerError, "encode sweep reply: %v", merr))
 					return
 				}
 				var werr *wire.Error
 				if err != nil { // the counts so far stay in the body
 					werr = wire.Errorf(wire.ProviderTransportError, "sweep exports: %v", err).Retry()
 				}
-				_ = service.ReplyLater(req, b, werr)
+				_ = service.ReplyLater(req, wire.JSONContentType, b, werr)
 			})
 		})})
 	if err != nil {
