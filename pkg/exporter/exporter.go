@@ -139,9 +139,7 @@ func New(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range []Outcome{Exported, Duplicate, Withdrawn, Incomplete, Failed} {
-		d.Metrics.Exports.WithLabelValues(string(o)) // seen at 0 before the first
-	}
+	registerMetrics(d.Metrics)
 	return &Exporter{d: d, cfg: cfg, runs: rs, records: records, consent: grants, rules: rules, store: store, now: time.Now}, nil
 }
 

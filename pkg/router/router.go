@@ -130,6 +130,7 @@ type Router struct {
 	depth       depthCache
 	gate        *ledger.Gate   // budgets and quotas
 	ledger      *ledger.Writer // feeds ended runs into the spend ledger
+	tally       service.Tally  // the counts of its micro stats
 }
 
 // New binds a router to the topology, which must exist.
@@ -181,9 +182,11 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		}
 		return err == nil && run.Record.State.Terminal(), err
 	}})
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
+	r := &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
 		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
-		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}, nil
+		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}
+	r.registerMetrics()
+	return r, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
@@ -209,8 +212,11 @@ func (r *Router) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	svc, err := service.Register(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
-		map[string]string{"registry_version": r.profiles.Version()},
+	depth := newQueueDepth(r)
+	r.d.Metrics.Register(depth)
+	defer r.d.Metrics.Unregister(depth)
+	svc, err := service.RegisterCounting(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
+		map[string]string{"registry_version": r.profiles.Version()}, &r.tally,
 		service.Endpoint{Name: "cancel", Subject: r.d.Names.CancelAll(), QueueGroup: "agentmesh-control", Handler: r.cancelHandler(ctx, &wg)},
 		service.Endpoint{Name: "consumer-create", Subject: proxy.Subject(), QueueGroup: "agentmesh-consumers", Handler: proxy.Handler(ctx, &wg)})
 	if err != nil {
@@ -250,6 +256,7 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 		err = r.route(ctx, msg)
 	}()
 	r.settle(msg, err)
+	r.tally.Add(tallySubmissions, 1)
 }
 
 // settle is the one place a submission is settled: nil acks it, an
@@ -456,6 +463,7 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 		return r.reject(ctx, w, run, we, p.Adapter)
 	}
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
+	r.tally.Add(tallyRouted, 1)
 	return nil
 }
 

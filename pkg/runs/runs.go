@@ -454,7 +454,7 @@ func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status
 	if err := w.Terminal(ctx, st); err != nil {
 		return err
 	}
-	s.metrics.Runs.WithLabelValues(string(st.State), r.adapterLabel()).Inc()
+	s.observeEnd(r, st)
 	err := s.recordEnd(ctx, r, st)
 	if err != nil {
 		s.logger.Error("record the end of a run", "run_id", r.Record.RunID, "tenant", r.Record.Tenant, "state", st.State, "err", err)
