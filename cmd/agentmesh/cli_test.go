@@ -121,7 +121,7 @@ func TestRunRequest(t *testing.T) {
 func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
-	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9090", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
 	if err != nil || o != want {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -94,6 +96,16 @@ func printRecord(io *stdio, rec wire.RunRecord) error {
 	row("owner", rec.Owner)
 	if rec.Error != nil {
 		row("error", errorText(rec.Error))
+	}
+	if u := rec.Usage; u != nil {
+		row("usage", fmt.Sprintf("input %d, output %d, cache read %d, cache write %d, reasoning %d tokens",
+			u.InputTokens, u.OutputTokens, u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens))
+	}
+	if rec.Cost != "" {
+		row("cost", rec.Cost+" USD")
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.Labels)) {
+		row("label", k+"="+rec.Labels[k])
 	}
 	row("created", unixMilli(rec.Created))
 	row("updated", unixMilli(rec.Updated))

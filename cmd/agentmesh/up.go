@@ -42,7 +42,7 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	fs := newFlagSet("up", "[flags]", io)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:4222", "NATS client address host:port (port 0: any free port)")
 	fs.StringVar(&o.dataDir, "data-dir", ".agentmesh", "directory of the JetStream store")
-	fs.StringVar(&o.http, "http", "127.0.0.1:9090", `address of /metrics, /healthz and /readyz ("" disables)`)
+	fs.StringVar(&o.http, "http", service.DefaultHTTPAddr("up"), `address of /metrics, /healthz and /readyz ("" disables)`)
 	fs.StringVar(&o.fixtureDir, "fixture-dir", "testdata/fixture", "directory of the fixture adapter's scripts")
 	fs.StringVar(&o.profiles, "profiles-dir", io.envOr("AGENTMESH_PROFILES_DIR", "profiles"), "directory of the profile documents (*.yaml)")
 	fs.StringVar(&o.workspace, "workspace-root", io.envOr("AGENTMESH_WORKSPACE_ROOT", "."), "directory that contains every CLI run's workspace")

@@ -26,7 +26,13 @@ type testMesh struct {
 // ends, and fails the test unless up then returns nil promptly.
 func startUp(t *testing.T, demo bool) *testMesh {
 	t.Helper()
-	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", profiles: "../../profiles", workspace: t.TempDir(), demo: demo}
+	return startUpWith(t, "../../profiles", demo)
+}
+
+// startUpWith is startUp with the profiles of dir.
+func startUpWith(t *testing.T, profiles string, demo bool) *testMesh {
+	t.Helper()
+	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", profiles: profiles, workspace: t.TempDir(), demo: demo}
 	io, out, errOut := testIO(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -60,6 +66,8 @@ func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, s
 	n := 1 // the flags go after the command, and its subcommand if it has one
 	switch args[0] {
 	case "consent", "redaction", "exports", "runs":
+		n = 2
+	case "budget", "quota":
 		n = 2
 	}
 	code = run(ctx, append(append(slices.Clone(args[:n]), "--server", m.url), args[n:]...), io)

@@ -807,6 +807,14 @@ func TestDeployPermissions(t *testing.T) {
 		if out := mustOps("redaction", "show"); !strings.Contains(string(out), "TICKET-[0-9]{6}") {
 			t.Fatalf("redaction show: %s", out)
 		}
+		// The spend ledger and the limits: ops reads the spend and sets a
+		// principal's budget (one no run reaches) and the tenant's quota.
+		mustOps("budget", "set", "--principal", "dave", "--amount", "1000", "--period", "month")
+		if out := mustOps("budget", "show", "--principal", "dave"); !strings.Contains(string(out), "1000 USD a month") {
+			t.Fatalf("budget show: %s", out)
+		}
+		mustOps("quota", "set", "--max-running", "100")
+		mustOps("spend", "--by", "day", "--json")
 
 		// One run of the granted principal, one of alice (never granted).
 		const secret = "AKIAIOSFODNN7EXAMPLE" // an AWS access key id: a built-in detector

@@ -16,10 +16,12 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrNotFound is returned for a run the mesh has no record of.
@@ -33,6 +35,19 @@ type Client struct {
 	names     subject.Names
 	apiPrefix string // the JetStream API prefix, "$JS.API" by default
 	refollow  time.Duration
+	tracing   *telemetry.Tracing // nil: no spans of its own
+}
+
+// WithTracerProvider makes the client trace each submission on tp: a
+// span ("submit <profile>") whose W3C trace context the submission
+// carries, so the mesh's spans of the run are its children. Without it
+// the client starts no span and the submission carries the trace context
+// of the caller's ctx, if any.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *Client) error {
+		c.tracing = telemetry.New(tp)
+		return nil
+	}
 }
 
 // DefaultRefollowAfter is how long Events waits without an event before it
@@ -143,7 +158,10 @@ func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error
 	if err != nil {
 		return "", err
 	}
-	if err := c.publish(ctx, msg); err != nil {
+	endSpan := c.tracing.Submit(ctx, &req, msg.Header)
+	err = c.publish(ctx, msg)
+	endSpan(err)
+	if err != nil {
 		return "", fmt.Errorf("submit %s: %w", req.RunID, err)
 	}
 	return req.RunID, nil
@@ -167,7 +185,9 @@ func (c *Client) Start(ctx context.Context, req wire.RunRequest) (string, iter.S
 		wg      sync.WaitGroup
 	)
 	wg.Go(func() { cons, consErr = f.consumer(ctx) })
+	endSpan := c.tracing.Submit(ctx, &req, msg.Header)
 	pubErr := c.publish(ctx, msg)
+	endSpan(pubErr)
 	wg.Wait()
 	if consErr == nil {
 		f.pre = cons

@@ -139,9 +139,7 @@ func New(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config)
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range []Outcome{Exported, Duplicate, Withdrawn, Incomplete, Failed} {
-		d.Metrics.Exports.WithLabelValues(string(o)) // seen at 0 before the first
-	}
+	registerMetrics(d.Metrics)
 	return &Exporter{d: d, cfg: cfg, runs: rs, records: records, consent: grants, rules: rules, store: store, now: time.Now}, nil
 }
 
@@ -163,12 +161,8 @@ func (x *Exporter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * x.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", x.d.Names.ExporterConsumer(), err)
-	}
 	x.d.Health.Add("exporter", service.ConnCheck(x.d.NC))
-	return service.Consume(ctx, msgs, x.cfg.Workers, "run record", x.d.Log, x.handle)
+	return service.Consume(ctx, cons, x.d.Names.ExporterConsumer(), x.cfg.Workers, x.d.Log, x.handle)
 }
 
 // WatchRules loads the tenants' redaction rules and keeps them current

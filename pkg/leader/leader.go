@@ -27,9 +27,26 @@ import (
 // decides a run's next seq or its state must not be read that way; clients
 // that only display may keep using direct gets.
 func LastMsg(ctx context.Context, js jetstream.JetStream, stream, subj string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(struct {
+	return msgGet(ctx, js, stream, struct {
 		LastFor string `json:"last_by_subj"`
 	}{subj})
+}
+
+// NextMsg reads, like LastMsg from the stream's leader, the first message
+// on subj (which may hold wildcards) in stream at sequence seq or after;
+// jetstream.ErrMsgNotFound if there is none. It blocks for one round
+// trip. A reader that walks a subject's messages in order this way sees
+// every message the leader stored before it asked.
+func NextMsg(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, subj string) (*jetstream.RawStreamMsg, error) {
+	return msgGet(ctx, js, stream, struct {
+		Seq     uint64 `json:"seq"`
+		NextFor string `json:"next_by_subj"`
+	}{seq, subj})
+}
+
+// msgGet sends the STREAM.MSG.GET request get to stream's leader.
+func msgGet(ctx context.Context, js jetstream.JetStream, stream string, get any) (*jetstream.RawStreamMsg, error) {
+	req, err := json.Marshal(get)
 	if err != nil {
 		return nil, err
 	}

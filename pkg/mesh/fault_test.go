@@ -319,53 +319,59 @@ type faultRunner struct {
 func (m *faultMesh) startRunner() *faultRunner {
 	m.t.Helper()
 	m.runners++
-	id := fmt.Sprintf("runner-%d", m.runners)
-	r := &faultRunner{log: filepath.Join(m.logs, id+".log"), exited: make(chan struct{})}
-	logf, err := os.Create(r.log)
-	if err != nil {
-		m.t.Fatal(err)
-	}
-	r.cmd = exec.Command(os.Args[0])
-	r.cmd.Env = append(os.Environ(), faultRunnerEnv+"=1",
+	return startServiceRunner(m.t, fmt.Sprintf("runner-%d", m.runners), m.logs,
 		"AGENTMESH_NATS_URL="+m.srv.ClientURL(),
 		"AGENTMESH_HTTP_ADDR=127.0.0.1:0",
 		"AGENTMESH_LOG_LEVEL=debug",
 		"AGENTMESH_PROFILES_DIR="+m.profiles,
 		"AGENTMESH_WORKSPACE_ROOT="+m.dir,
-		"AGENTMESH_RUNNER_ID="+id,
 		"AGENTMESH_RUNNER_ADAPTERS="+faultAdapter,
 		fmt.Sprintf("AGENTMESH_RUNNER_MAX_ACTIVE=%s:%d", faultAdapter, faultBatch),
 		"AGENTMESH_RUNNER_ACK_WAIT="+m.ackWait.String(),
 		"AGENTMESH_RUNNER_DRAIN_TIMEOUT="+proc.DefaultDrainTimeout.String(),
 		"AGENTMESH_RUNNER_STATE_DIR="+m.state,
-		"GORACE=atexit_sleep_ms=0",
 	)
+}
+
+// startServiceRunner starts the test binary as runner id, a runner service
+// process (runFaultRunner) with env added to its environment, logging to
+// <logs>/<id>.log, and waits until it is ready: once it has reaped what
+// dead runners left and its work consumer exists, it logs "runner
+// started" just before it fetches. It is killed when the test ends if the
+// test has not stopped it.
+func startServiceRunner(t *testing.T, id, logs string, env ...string) *faultRunner {
+	t.Helper()
+	r := &faultRunner{log: filepath.Join(logs, id+".log"), exited: make(chan struct{})}
+	logf, err := os.Create(r.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd = exec.Command(os.Args[0])
+	r.cmd.Env = append(append(os.Environ(), faultRunnerEnv+"=1", "AGENTMESH_RUNNER_ID="+id, "GORACE=atexit_sleep_ms=0"), env...)
 	r.cmd.Stdout, r.cmd.Stderr = logf, logf
 	if err := r.cmd.Start(); err != nil {
-		m.t.Fatal(err)
+		t.Fatal(err)
 	}
 	go func() { _ = r.cmd.Wait(); logf.Close(); close(r.exited) }()
-	m.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = r.cmd.Process.Kill()
 		<-r.exited
-		if m.t.Failed() {
-			m.t.Logf("%s log (tail):\n%s", id, tail(r.log, 15))
+		if t.Failed() {
+			t.Logf("%s log (tail):\n%s", id, tail(r.log, 15))
 		}
 	})
-	// Ready once it has reaped what dead runners left and its work
-	// consumer exists: it logs "runner started" just before it fetches.
-	natstest.Eventually(m.t, 20*time.Second, func() error {
+	natstest.Eventually(t, 20*time.Second, func() error {
 		select {
 		case <-r.exited:
-			m.t.Fatalf("%s exited at start: %s", id, tail(r.log, 20))
+			t.Fatalf("%s exited at start: %s", id, tail(r.log, 20))
 		default:
 		}
-		return m.grepLog(r, `"msg":"runner started"`)
+		return grepLog(r, `"msg":"runner started"`)
 	})
 	return r
 }
 
-func (m *faultMesh) grepLog(r *faultRunner, s string) error {
+func grepLog(r *faultRunner, s string) error {
 	b, err := os.ReadFile(r.log)
 	if err != nil {
 		return err

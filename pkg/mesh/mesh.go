@@ -38,8 +38,8 @@ type Config struct {
 	// Connect, when set, gives each service its own connection, as each
 	// service binary has: it is called once per service with the
 	// service's name ("router", "runner", "sweeper", "exporter") and
-	// returns the deps to run it on (the metrics, health and log of Run's
-	// deps are kept); Run closes each connection once every service has
+	// returns the deps to run it on (the metrics, health, log and tracing
+	// of Run's deps are kept); Run closes each connection once every service has
 	// returned. Unset, every service shares Run's connection, where one
 	// service's traffic queues behind another's.
 	Connect func(service string) (service.Deps, error)
@@ -99,6 +99,7 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 			return d, err
 		}
 		own.Names, own.Log, own.Metrics, own.Health = d.Names, d.Log, d.Metrics, d.Health
+		own.Tracing = d.Tracing
 		closers = append(closers, own.NC.Close)
 		return own, nil
 	}

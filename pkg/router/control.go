@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -22,26 +25,74 @@ const forwardTimeout = 15 * time.Second
 // cancelHandler answers agentmesh.control.<tenant>.<run_id>.cancel. One
 // router of the queue group answers each request: it cancels a queued run
 // itself, forwards a running run's cancel to the runner that owns it, and
-// answers for a run that has ended. Each request is handled on its own
-// goroutine, owned by wg.
+// answers for a run that has ended. A request it can answer from the
+// record alone (a bad subject, no such run, a run that ended) is answered
+// before the handler returns, so micro's stats count its errors; the rest
+// are handled each on its own goroutine, owned by wg.
 func (r *Router) cancelHandler(ctx context.Context, wg *sync.WaitGroup) micro.HandlerFunc {
 	return func(req micro.Request) {
+		if reply, ok := r.settledCancel(ctx, req.Subject()); ok {
+			r.replyCancel(req, &reply, service.Reply)
+			return
+		}
 		wg.Go(func() {
 			reply := r.cancel(context.WithoutCancel(ctx), req.Subject())
-			b, err := wire.Marshal(&reply)
-			if err != nil {
-				r.d.Log.Error("encode cancel reply", "err", err)
-				return
-			}
-			_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.TypeCancelReply.ContentType().Header())))
+			r.replyCancel(req, &reply, service.ReplyLater)
 		})
 	}
 }
 
-func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
-	// subject: [prefix.]agentmesh.control.<tenant>.<run_id>.cancel
+func (r *Router) replyCancel(req micro.Request, reply *wire.CancelReply, send func(micro.Request, wire.ContentType, []byte, *wire.Error) error) {
+	b, err := wire.Marshal(reply)
+	if err != nil {
+		r.d.Log.Error("encode cancel reply", "err", err)
+		return
+	}
+	_ = send(req, wire.TypeCancelReply.ContentType(), b, reply.Error)
+}
+
+// settledCancel is the answer to a cancel on subj that needs no action:
+// a subject naming no valid run, a run with neither record nor events,
+// or a run whose record has ended. ok is false for any other, and when
+// the record cannot be read: cancel then decides.
+func (r *Router) settledCancel(ctx context.Context, subj string) (reply wire.CancelReply, ok bool) {
+	tenant, runID := cancelTarget(subj)
+	reply = wire.CancelReply{V: wire.Version, RunID: runID}
+	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
+		reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
+		return reply, true
+	}
+	// One attempt's time at most: past it, or through a leader election,
+	// the goroutine of cancel takes over.
+	ctx, stop := context.WithTimeout(ctx, jsretry.AttemptTimeout)
+	defer stop()
+	run, err := r.store.Get(ctx, tenant, runID)
+	switch {
+	case errors.Is(err, runs.ErrNotFound):
+		if _, _, lerr := r.store.Events().Last(ctx, tenant, runID); errors.Is(lerr, jetstream.ErrMsgNotFound) {
+			reply.Error = noRun(tenant, runID)
+			return reply, true
+		}
+	case err == nil && run.Record.State.Terminal():
+		reply.State, reply.Ended = run.Record.State, true
+		return reply, true
+	}
+	return reply, false
+}
+
+// cancelTarget is the tenant and run id of a cancel subject:
+// [prefix.]agentmesh.control.<tenant>.<run_id>.cancel.
+func cancelTarget(subj string) (tenant, runID string) {
 	toks := strings.Split(subj, ".")
-	tenant, runID := toks[len(toks)-3], toks[len(toks)-2]
+	return toks[len(toks)-3], toks[len(toks)-2]
+}
+
+func noRun(tenant, runID string) *wire.Error {
+	return wire.Errorf(wire.AgenticRequestValidationError, "no run %s for tenant %s", runID, tenant)
+}
+
+func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
+	tenant, runID := cancelTarget(subj)
 	reply := wire.CancelReply{V: wire.Version, RunID: runID}
 	if err := errors.Join(subject.ValidToken("tenant", tenant), subject.ValidToken("run_id", runID)); err != nil {
 		reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
@@ -60,7 +111,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
-			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "no run %s for tenant %s", runID, tenant)
+			reply.Error = noRun(tenant, runID)
 			return reply
 		}
 		if err != nil {

@@ -23,11 +23,13 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/ledger"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,6 +59,13 @@ type Config struct {
 	// leader read of the consent bucket per submission); when not, every
 	// run is stamped not consented without a read.
 	ExportEnabled bool `ignored:"true"`
+	// SpendCacheTTL is how long the router uses a budget, a quota and a
+	// period's spend it read before reading them again (default 1s): a
+	// term of the budgets' overshoot bound (docs/contract.md §12.3).
+	SpendCacheTTL time.Duration `split_words:"true" desc:"how long a budget, quota or period's spend read is used (default 1s)"`
+	// Clock is the time of the budgets' periods (default time.Now); a
+	// test drives it.
+	Clock func() time.Time `ignored:"true"`
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +84,9 @@ func (c *Config) setDefaults() {
 	if c.AdapterQueueMax == 0 {
 		c.AdapterQueueMax = 1024
 	}
+	if c.SpendCacheTTL == 0 {
+		c.SpendCacheTTL = time.Second
+	}
 }
 
 // Validate reports every field that is invalid once the defaults are
@@ -90,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.AdapterQueueMax < 1 {
 		bad.Add("AdapterQueueMax", "must be > 0, got %d", c.AdapterQueueMax)
+	}
+	if c.SpendCacheTTL < time.Millisecond {
+		bad.Add("SpendCacheTTL", "must be at least 1ms, got %s", c.SpendCacheTTL)
 	}
 	if c.MaxDeadline < 0 {
 		bad.Add("MaxDeadline", "must be > 0, got %s", c.MaxDeadline)
@@ -113,6 +128,9 @@ type Router struct {
 	submit      jetstream.Consumer
 	work        jetstream.Stream
 	depth       depthCache
+	gate        *ledger.Gate   // budgets and quotas
+	ledger      *ledger.Writer // feeds ended runs into the spend ledger
+	tally       service.Tally  // the counts of its micro stats
 }
 
 // New binds a router to the topology, which must exist.
@@ -153,33 +171,60 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", d.Names.RouterConsumer(), err)
 	}
-	return &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
-		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}}}, nil
+	spend, err := ledger.Open(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	gate := ledger.NewGate(spend, ledger.GateConfig{CacheTTL: cfg.SpendCacheTTL, Clock: cfg.Clock, Ended: func(ctx context.Context, tenant, runID string) (bool, error) {
+		run, err := store.Get(ctx, tenant, runID)
+		if errors.Is(err, runs.ErrNotFound) {
+			return true, nil
+		}
+		return err == nil && run.Record.State.Terminal(), err
+	}})
+	r := &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
+		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
+		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}
+	r.registerMetrics()
+	return r, nil
 }
 
 // Run routes submissions until ctx ends, then finishes the ones in hand and
-// returns. It also serves cancel requests and the consumer-create proxy.
-func (r *Router) Run(ctx context.Context) error {
+// returns. It also serves cancel requests and the consumer-create proxy,
+// and feeds ended runs into the spend ledger (a failure of that ends Run
+// with its error).
+func (r *Router) Run(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer func() {
+		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+	}()
+	defer stop(nil)
+	wg.Go(func() {
+		if err := r.ledger.Run(ctx); err != nil {
+			stop(fmt.Errorf("spend ledger: %w", err))
+		}
+	})
 	proxy, err := consumerproxy.New(r.d.NC, r.d.Names, r.d.Log, consumerproxy.Config{})
 	if err != nil {
 		return err
 	}
-	svc, err := service.Register(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
-		map[string]string{"registry_version": r.profiles.Version()},
+	depth := newQueueDepth(r)
+	r.d.Metrics.Register(depth)
+	defer r.d.Metrics.Unregister(depth)
+	svc, err := service.RegisterCounting(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
+		map[string]string{"registry_version": r.profiles.Version()}, &r.tally,
 		service.Endpoint{Name: "cancel", Subject: r.d.Names.CancelAll(), QueueGroup: "agentmesh-control", Handler: r.cancelHandler(ctx, &wg)},
 		service.Endpoint{Name: "consumer-create", Subject: proxy.Subject(), QueueGroup: "agentmesh-consumers", Handler: proxy.Handler(ctx, &wg)})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = svc.Stop() }()
-	msgs, err := r.submit.Messages(jetstream.PullMaxMessages(2 * r.cfg.Workers))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", r.d.Names.RouterConsumer(), err)
-	}
 	r.d.Health.Add("router", service.ConnCheck(r.d.NC))
-	return service.Consume(ctx, msgs, r.cfg.Workers, "submission", r.d.Log, r.handle)
+	return service.Consume(ctx, r.submit, r.d.Names.RouterConsumer(), r.cfg.Workers, r.d.Log, r.handle)
 }
 
 // errDrop marks a submission that cannot be addressed (no tenant or run
@@ -195,9 +240,12 @@ type dropError struct {
 func (e *dropError) Error() string   { return fmt.Sprintf("%s: %v", e.reason, e.err) }
 func (e *dropError) Unwrap() []error { return []error{errDrop, e.err} }
 
-// handle routes one submission and settles it.
+// handle routes one submission and settles it, in the run's span (the
+// child of the client's, whose trace context the submission carries).
 func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 	var err error
+	ctx, endSpan := r.d.Tracing.StartRun(ctx, msg.Headers())
+	defer func() { endSpan(err) }()
 	func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -208,6 +256,7 @@ func (r *Router) handle(ctx context.Context, msg jetstream.Msg) {
 		err = r.route(ctx, msg)
 	}()
 	r.settle(msg, err)
+	r.tally.Add(tallySubmissions, 1)
 }
 
 // settle is the one place a submission is settled: nil acks it, an
@@ -279,9 +328,13 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		if err := r.stamp(ctx, &rec, &rr); err != nil {
 			return err
 		}
+		rec.Labels = rr.Labels // the spend ledger sums by label
 		wk, p, err := r.validate(ctx, tenant, &rr, now)
 		if err == nil {
 			err = r.admit(ctx, p)
+		}
+		if err == nil && !r.admitted(ctx, msg, tenant, runID) {
+			err = r.gate.Admit(ctx, tenant, rr.Principal, runID)
 		}
 		if err == nil {
 			return r.dispatchNew(ctx, msg, rec, wk, p)
@@ -301,6 +354,18 @@ func (r *Router) route(ctx context.Context, msg jetstream.Msg) error {
 		return err
 	}
 	return r.reject(ctx, w, run, problem, adapterName)
+}
+
+// admitted reports whether a redelivered submission's run was admitted
+// already (its record exists): a budget spent since, or a quota taken,
+// must not strand a run its router created and stopped routing half way.
+// A first delivery, or a failed read, is not.
+func (r *Router) admitted(ctx context.Context, msg jetstream.Msg, tenant, runID string) bool {
+	if md, err := msg.Metadata(); err != nil || md.NumDelivered < 2 {
+		return false
+	}
+	_, err := r.store.Get(ctx, tenant, runID)
+	return err == nil
 }
 
 // dispatchNew routes a validated run on the fast path: its record is
@@ -398,13 +463,14 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 		return r.reject(ctx, w, run, we, p.Adapter)
 	}
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
+	r.tally.Add(tallyRouted, 1)
 	return nil
 }
 
 // stamp sets the run's export decision, taken now, as it is accepted:
 // the operator enabled export and the principal's consent (read from the
 // consent bucket's leader) is granted. A consented run keeps its request
-// and labels for its trajectory. A principal that is not a valid token
+// for its trajectory (every run keeps its labels, for the spend ledger). A principal that is not a valid token
 // is not looked up (validate rejects the run).
 func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunRequest) error {
 	if r.consent == nil || subject.ValidToken("principal", rr.Principal) != nil {
@@ -416,7 +482,7 @@ func (r *Router) stamp(ctx context.Context, rec *wire.RunRecord, rr *wire.RunReq
 	}
 	if st.Granted {
 		rec.Consent, rec.ConsentRev = true, st.Rev
-		rec.Request, rec.Labels = rr.Request, rr.Labels
+		rec.Request = rr.Request
 	}
 	return nil
 }
@@ -464,6 +530,7 @@ func (r *Router) open(ctx context.Context, msg jetstream.Msg, rec wire.RunRecord
 // reject ends the run rejected with we, straight from accepted.
 func (r *Router) reject(ctx context.Context, w *events.Writer, run runs.Run, we *wire.Error, adapterName string) error {
 	run.Record.Adapter = adapterName
+	telemetry.Rejected(ctx, run.Record.Tenant, run.Record.RunID, we)
 	err := r.store.End(ctx, w, run, wire.Status{State: wire.StateRejected, Error: we})
 	if errors.Is(err, events.ErrFenced) {
 		return nil // another writer ended it (a cancel): it is not ours to end
@@ -609,6 +676,7 @@ func (r *Router) dispatch(ctx context.Context, p *profile.Profile, wk wire.Work)
 	msg.Data = b
 	msg.Header.Set(jetstream.MsgIDHeader, subject.RunMsgID(wk.Tenant, wk.RunID))
 	workContentType.Set(msg.Header)
+	telemetry.Dispatch(ctx, &wk, p.Transport, msg.Header) // the runners' attempts are the run span's children
 	_, err = r.d.JS.PublishMsg(ctx, msg)
 	if isQueueFull(err) {
 		return wire.Errorf(wire.AdmissionRejected, "tenant %s's queue of adapter %s is full", wk.Tenant, p.Adapter)

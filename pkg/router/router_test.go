@@ -40,6 +40,13 @@ const tenant = "acme"
 func start(t *testing.T, srv *server.Server, topo topology.Config, profiles *profile.Registry) service.Deps {
 	t.Helper()
 	d := servicetest.Deps(t, srv, topo)
+	startOn(t, d, topo, profiles)
+	return d
+}
+
+// startOn is start on the deps d, built for the topology topo.
+func startOn(t *testing.T, d service.Deps, topo topology.Config, profiles *profile.Registry) {
+	t.Helper()
 	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +63,6 @@ func start(t *testing.T, srv *server.Server, topo topology.Config, profiles *pro
 		t.Fatal(err)
 	}
 	servicetest.Start(t, func(ctx context.Context, _ *slog.Logger) error { return r.Run(ctx) })
-	return d
 }
 
 type fixtureReq struct {

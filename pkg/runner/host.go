@@ -120,6 +120,8 @@ type Host struct {
 	mu     sync.Mutex
 	active map[string]*run // by <tenant>.<run_id>: the delivery executing it
 	lease  *runs.Lease     // this runner's lease; nil while it is taken anew
+
+	tally service.Tally // the counts of its micro stats
 }
 
 // currentLease is the runner's lease to claim a run under, or nil while
@@ -229,6 +231,7 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 		}
 		h.cons[name] = c
 	}
+	h.registerMetrics()
 	return h, nil
 }
 
@@ -278,8 +281,7 @@ func (h *Host) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 
-	svc, err := service.Register(h.d.NC, "agentmesh-runner", "executes runs for its adapters",
-		service.Metadata(h.cfg.Metadata, "runner_id", h.cfg.ID),
+	svc, err := service.RegisterCounting(h.d.NC, "agentmesh-runner", "executes runs for its adapters", h.microMetadata(), &h.tally,
 		service.Endpoint{Name: "cancel", Subject: h.d.Names.RunnerCancel(h.cfg.ID), Handler: h.cancelHandler(&wg)})
 	if err != nil {
 		return err
@@ -377,7 +379,7 @@ func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 		reply := wire.CancelReply{V: wire.Version, RunID: runID}
 		if err != nil {
 			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "cancel: %v", err)
-			respond(req, &reply)
+			respond(req, &reply, service.Reply)
 			return
 		}
 		h.mu.Lock()
@@ -385,7 +387,7 @@ func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 		h.mu.Unlock()
 		if r == nil {
 			reply.Error = wire.Errorf(wire.AgenticRequestValidationError, "runner %s does not hold run %s", h.cfg.ID, key)
-			respond(req, &reply)
+			respond(req, &reply, service.Reply)
 			return
 		}
 		wg.Go(func() {
@@ -400,15 +402,17 @@ func (h *Host) cancelHandler(wg *sync.WaitGroup) micro.HandlerFunc {
 			default:
 				reply.Ended = true
 			}
-			respond(req, &reply)
+			respond(req, &reply, service.ReplyLater)
 		})
 	}
 }
 
-func respond(req micro.Request, reply *wire.CancelReply) {
+// respond answers req with reply through send: service.Reply before the
+// handler returns, service.ReplyLater after.
+func respond(req micro.Request, reply *wire.CancelReply, send func(micro.Request, wire.ContentType, []byte, *wire.Error) error) {
 	b, err := wire.Marshal(reply)
 	if err == nil {
-		_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.TypeCancelReply.ContentType().Header())))
+		_ = send(req, wire.TypeCancelReply.ContentType(), b, reply.Error)
 	}
 }
 
@@ -426,6 +430,7 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 		h.d.Metrics.Redeliveries.WithLabelValues(a.Name()).Inc()
 	}
 	r := &run{h: h, a: a, d: d, work: work, done: make(chan struct{})}
+	defer h.inFlight(a.Name(), r)()
 	key := subject.RunKey(work.Tenant, work.RunID)
 	h.mu.Lock()
 	if h.active[key] == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -61,6 +62,8 @@ type run struct {
 	session    string // the session id last stored for the conversation
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
+
+	span *telemetry.Attempt // nil unless tracing
 
 	mu        sync.Mutex
 	cancel    context.CancelCauseFunc
@@ -306,6 +309,11 @@ func (r *run) exec(parent context.Context) {
 	if !r.claim(parent) {
 		return
 	}
+	if r.h.d.Tracing.Enabled() {
+		// The attempt's span, the child of the run's (the work carries it).
+		r.span = r.h.d.Tracing.StartAttempt(parent, r.d.msg.Headers(), &r.work, r.a.Capabilities().Transport, r.attempt)
+		defer r.span.End()
+	}
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	if dl := r.deadline(); !dl.IsZero() {
@@ -431,6 +439,7 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 			return wire.Errorf(wire.ProviderTransportError, "publish chunk %d: %v", r.w.Seq()+1, err), nil
 		}
 		r.account(&c)
+		r.span.Chunk(&c)
 		chunks.Inc()
 		if c.Type == wire.ChunkSystem {
 			r.confirmSession(ctx, c.Metadata.SessionID)
@@ -591,6 +600,7 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
 		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
+		r.span.Retried(we)
 		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
 		return
 	}
@@ -629,6 +639,7 @@ func (r *run) end(st wire.Status) {
 	}
 	sum := r.summary
 	st.Summary = &sum
+	r.span.Ended(st)
 	r.run.Record.Owner, r.run.Record.Attempt, r.run.Record.Committed = r.h.cfg.ID, r.attempt, r.committed
 	err := r.h.store.End(ctx, r.w, r.run, st)
 	if errors.Is(err, events.ErrFenced) {

@@ -454,8 +454,8 @@ func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status
 	if err := w.Terminal(ctx, st); err != nil {
 		return err
 	}
-	s.metrics.Runs.WithLabelValues(string(st.State), r.adapterLabel()).Inc()
-	err := s.recordEnd(ctx, r, st.State, st.Error)
+	s.observeEnd(r, st)
+	err := s.recordEnd(ctx, r, st)
 	if err != nil {
 		s.logger.Error("record the end of a run", "run_id", r.Record.RunID, "tenant", r.Record.Tenant, "state", st.State, "err", err)
 		err = fmt.Errorf("%w: %s: %w", ErrUnrecorded, r.Key(), err)
@@ -463,17 +463,21 @@ func (s *Store) End(ctx context.Context, w *events.Writer, r Run, st wire.Status
 	return err
 }
 
-// recordEnd sets the record to its terminal state, with r's owner,
-// attempt and commit, re-reading it while other writers move it on, and
-// never over another terminal state.
-func (s *Store) recordEnd(ctx context.Context, r Run, state wire.State, werr *wire.Error) error {
+// recordEnd sets the record to its terminal state st, with st's error and
+// its summary's usage and cost, and r's owner, attempt and commit,
+// re-reading it while other writers move it on, and never over another
+// terminal state.
+func (s *Store) recordEnd(ctx context.Context, r Run, st wire.Status) error {
 	by := r.Record
 	for range casRetries {
 		if r.Record.State.Terminal() {
 			return nil
 		}
 		rec := r.Record
-		rec.State, rec.Error = state, werr
+		rec.State, rec.Error = st.State, st.Error
+		if st.Summary != nil {
+			rec.Usage, rec.Cost = st.Summary.Usage, st.Summary.Cost
+		}
 		if by.Owner != "" {
 			rec.Owner, rec.Attempt = by.Owner, max(rec.Attempt, by.Attempt)
 		}
@@ -498,7 +502,7 @@ func (s *Store) Repair(ctx context.Context, r Run, terminal wire.Event) error {
 	if !terminal.Terminal() {
 		return fmt.Errorf("repair run %s: event %d is not terminal", r.Key(), terminal.Seq)
 	}
-	return s.recordEnd(ctx, r, terminal.Status.State, terminal.Status.Error)
+	return s.recordEnd(ctx, r, *terminal.Status)
 }
 
 // EndUnowned ends a run that no live writer holds — queued, past its

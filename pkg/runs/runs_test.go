@@ -245,3 +245,49 @@ func TestEndedRepairsARecordLeftBehind(t *testing.T) {
 		t.Fatalf("repaired record %+v, %v", r.Record, err)
 	}
 }
+
+// The record of an ended run carries its terminal summary's usage and
+// exact cost, whether End wrote it or Repair did after a writer stopped
+// between the terminal event and the record.
+func TestEndedRecordCarriesUsageAndCost(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	usage := &wire.Usage{InputTokens: 1200, OutputTokens: 34, CacheReadTokens: 5}
+	st := wire.Status{State: wire.StateSucceeded, Summary: &wire.Summary{Chunks: 3, Usage: usage, Cost: "0.0041235"}}
+
+	r := routed(t, s, "acme", "ended-1")
+	w, _, err := s.Events().OpenTail(ctx, "acme", "ended-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.End(ctx, w, r, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "acme", "ended-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Record.Cost != "0.0041235" || got.Record.Usage == nil || *got.Record.Usage != *usage {
+		t.Fatalf("End: record usage %+v cost %q, want %+v %q", got.Record.Usage, got.Record.Cost, usage, "0.0041235")
+	}
+
+	// A writer that stored the terminal event and died before the record.
+	routed(t, s, "acme", "ended-2")
+	w, _, err = s.Events().OpenTail(ctx, "acme", "ended-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Terminal(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := s.Ended(ctx, "acme", "ended-2"); err != nil || !ended {
+		t.Fatalf("Ended = %v, %v", ended, err)
+	}
+	got, err = s.Get(ctx, "acme", "ended-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Record.State != wire.StateSucceeded || got.Record.Cost != "0.0041235" || got.Record.Usage == nil || *got.Record.Usage != *usage {
+		t.Fatalf("Repair: record %+v, want succeeded with the summary's usage and cost", got.Record)
+	}
+}

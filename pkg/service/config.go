@@ -19,8 +19,10 @@ type Config struct {
 	// Names come from split_words, never an envconfig tag: a tag would
 	// also read the unprefixed variable (NATS_URL) when AGENTMESH_NATS_URL
 	// is unset.
-	NatsURL         string        `split_words:"true" default:"nats://127.0.0.1:4222"`
-	HTTPAddr        string        `split_words:"true" default:"127.0.0.1:0"`
+	NatsURL string `split_words:"true" default:"nats://127.0.0.1:4222"`
+	// HTTPAddr has no default here: unset, Main sets the service's own
+	// (DefaultHTTPAddr); set empty, HTTP is disabled.
+	HTTPAddr        string        `split_words:"true" desc:"address of /metrics, /healthz and /readyz; empty disables (default: 127.0.0.1 and the service's port: router 9460, subprocess-runner 9461, remote-runner 9462, sweeper 9463, exporter 9464)"`
 	Prefix          string        `split_words:"true"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"20s"`
 	Replicas        int           `split_words:"true" default:"1"`

@@ -150,7 +150,12 @@ type Endpoint struct {
 // Register adds a micro service with the given endpoints. Stop the returned
 // service to unregister it.
 func Register(nc *nats.Conn, name, description string, metadata map[string]string, eps ...Endpoint) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{Name: name, Version: Version, Description: description, Metadata: metadata})
+	return register(nc, micro.Config{Name: name, Version: Version, Description: description, Metadata: metadata}, eps)
+}
+
+func register(nc *nats.Conn, cfg micro.Config, eps []Endpoint) (micro.Service, error) {
+	name := cfg.Name
+	svc, err := micro.AddService(nc, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("register micro service %s: %w", name, err)
 	}

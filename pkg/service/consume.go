@@ -10,23 +10,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Consume hands each message of msgs to handle on workers goroutines until
-// ctx ends, then drains msgs: the messages already pulled are still
-// handled, and Consume returns, nil, once every handle call has returned.
-// handle gets ctx without its cancellation, so that a message in hand is
-// settled after ctx ends; it settles the message itself.
-//
-// A missed heartbeat (the consumer's server went away, a failover) is
-// logged and the iterator pulls again once a server answers. Any other
-// error of the iterator ends Consume with that error, naming what the
-// messages are ("submission", "run record"). It blocks; workers must be
-// at least 1.
-func Consume(ctx context.Context, msgs jetstream.MessagesContext, workers int, what string, log *slog.Logger, handle func(context.Context, jetstream.Msg)) error {
+// Consume pulls the messages of cons (named name in logs and errors) and
+// hands each to one of workers goroutines running handle, until ctx ends;
+// then it drains what was pulled, waits for every handler to return and
+// returns nil. handle's context is not cancelled with ctx, so a message
+// in hand is finished and settled. A missed heartbeat (the consumer's
+// server went away, a failover) is logged and consuming goes on once a
+// server answers; any other failure to pull is returned, once the
+// handlers have returned.
+func Consume(ctx context.Context, cons jetstream.Consumer, name string, workers int, log *slog.Logger, handle func(context.Context, jetstream.Msg)) error {
+	msgs, err := cons.Messages(jetstream.PullMaxMessages(2 * workers))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", name, err)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	// stop ends the drain goroutine when the iterator fails before ctx ends.
-	stop, cancel := context.WithCancel(ctx)
-	defer cancel()
 	work := make(chan jetstream.Msg)
 	for range workers {
 		wg.Go(func() {
@@ -36,21 +34,21 @@ func Consume(ctx context.Context, msgs jetstream.MessagesContext, workers int, w
 		})
 	}
 	wg.Go(func() {
-		<-stop.Done()
+		<-ctx.Done()
 		msgs.Drain()
 	})
-	defer close(work)
 	for {
 		msg, err := msgs.Next()
 		if errors.Is(err, jetstream.ErrNoHeartbeat) {
-			log.Warn("consumer missed its heartbeat", "messages", what, "err", err)
+			log.Warn("consumer missed its heartbeat", "consumer", name, "err", err)
 			continue
 		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil
-		}
 		if err != nil {
-			return fmt.Errorf("next %s: %w", what, err)
+			close(work)
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("next message of %s: %w", name, err)
 		}
 		work <- msg
 	}

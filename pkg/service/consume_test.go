@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// consumeFixture publishes n messages on a fresh stream and returns an
-// iterator over them from a durable consumer.
-func consumeFixture(t *testing.T, n int) jetstream.MessagesContext {
+// consumeFixture publishes n messages on a fresh stream and returns a
+// durable consumer of them.
+func consumeFixture(t *testing.T, n int) jetstream.Consumer {
 	t.Helper()
 	_, js := natstest.Connect(t, natstest.RunJetStream(t))
 	ctx := t.Context()
@@ -33,12 +33,7 @@ func consumeFixture(t *testing.T, n int) jetstream.MessagesContext {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := cons.Messages(jetstream.PullMaxMessages(4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(msgs.Stop)
-	return msgs
+	return cons
 }
 
 // Every message is handled once, on the workers, and a message in hand
@@ -46,7 +41,7 @@ func consumeFixture(t *testing.T, n int) jetstream.MessagesContext {
 // Consume returns.
 func TestConsumeHandlesEveryMessageAndFinishesTheOnesInHand(t *testing.T) {
 	const n = 20
-	msgs := consumeFixture(t, n)
+	cons := consumeFixture(t, n)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	var (
@@ -74,7 +69,7 @@ func TestConsumeHandlesEveryMessageAndFinishesTheOnesInHand(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- service.Consume(ctx, msgs, 3, "test message", slog.New(slog.NewTextHandler(io.Discard, nil)), handle)
+		done <- service.Consume(ctx, cons, "d", 3, slog.New(slog.NewTextHandler(io.Discard, nil)), handle)
 	}()
 	<-last
 	cancel()
@@ -94,20 +89,5 @@ func TestConsumeHandlesEveryMessageAndFinishesTheOnesInHand(t *testing.T) {
 		if k != 1 {
 			t.Errorf("%s handled %d times", subj, k)
 		}
-	}
-}
-
-// An iterator closed under Consume (its consumer stopped) ends Consume
-// even though ctx has not ended, and nothing it started is left running.
-func TestConsumeReturnsWhenTheIteratorCloses(t *testing.T) {
-	msgs := consumeFixture(t, 0)
-	done := make(chan error, 1)
-	go func() {
-		done <- service.Consume(context.Background(), msgs, 2, "test message", slog.New(slog.NewTextHandler(io.Discard, nil)),
-			func(context.Context, jetstream.Msg) { t.Error("handled a message of an empty stream") })
-	}()
-	msgs.Stop()
-	if err := <-done; err != nil {
-		t.Fatalf("Consume: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,4 +18,6 @@ type Deps struct {
 	Log     *slog.Logger
 	Metrics *Metrics
 	Health  *Health
+	// Tracing is the process's OpenTelemetry tracing; nil is off.
+	Tracing *telemetry.Tracing
 }

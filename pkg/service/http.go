@@ -56,6 +56,27 @@ func (h *Health) Ready() error {
 	return errors.Join(errs...)
 }
 
+// DefaultHTTPPorts are the services' default ports of /metrics, /healthz
+// and /readyz, by the name their main passes to Main, bound to 127.0.0.1
+// when AGENTMESH_HTTP_ADDR is unset: one block, so that a host running
+// one of each needs no configuration. `agentmesh up`, which serves all of
+// them on one registry, has the next (its --http flag).
+var DefaultHTTPPorts = map[string]int{
+	"router":            9460,
+	"subprocess-runner": 9461,
+	"remote-runner":     9462,
+	"sweeper":           9463,
+	"exporter":          9464,
+	"up":                9465,
+}
+
+// DefaultHTTPAddr is the HTTP address of the service named name when
+// AGENTMESH_HTTP_ADDR is unset: 127.0.0.1 and its DefaultHTTPPorts port,
+// or a random port for a name without one.
+func DefaultHTTPAddr(name string) string {
+	return fmt.Sprintf("127.0.0.1:%d", DefaultHTTPPorts[name])
+}
+
 // HTTPServer serves /metrics, /healthz and /readyz.
 type HTTPServer struct {
 	srv  *http.Server

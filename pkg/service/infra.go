@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,12 +31,23 @@ type Infra struct {
 	closeErr error
 }
 
-// Start connects to cfg.NatsURL as client name, ensures the topology,
-// registers the metrics and, unless cfg.HTTPAddr is empty, serves /metrics,
-// /healthz and /readyz on it. Readiness is what the components add to
-// Deps.Health. On error, whatever was started has been released. It blocks
-// until all of that is done or ctx ends.
-func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (*Infra, error) {
+// Start sets up tracing from the OTEL_* environment (telemetry.Setup: off
+// unless it configures an exporter), connects to cfg.NatsURL as client
+// name, ensures the topology, registers the metrics and, unless
+// cfg.HTTPAddr is empty, serves /metrics, /healthz and /readyz on it.
+// Readiness is what the components add to Deps.Health. On error, whatever
+// was started has been released. It blocks until all of that is done or
+// ctx ends.
+func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (_ *Infra, err error) {
+	tracing, err := telemetry.Setup(ctx, name, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tracing.Shutdown(ctx)
+		}
+	}()
 	nc, js, err := ConnectConfig(cfg, name, log)
 	if err != nil {
 		return nil, err
@@ -52,6 +64,7 @@ func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (*Inf
 		Deps: Deps{
 			NC: nc, JS: js, Names: cfg.Topology().Names, Log: log,
 			Metrics: NewMetrics(reg), Health: &Health{},
+			Tracing: tracing,
 		},
 		Registry: reg,
 		cfg:      cfg,
@@ -76,8 +89,9 @@ func (i *Infra) HTTPAddr() string {
 	return i.http.Addr()
 }
 
-// Close stops the HTTP server, then drains and closes the connection, all
-// within cfg.ShutdownTimeout; past it the connection is closed at once. It
+// Close stops the HTTP server, drains and closes the connection, then
+// exports the spans still buffered, all within cfg.ShutdownTimeout; past
+// it the connection is closed at once. It
 // blocks until done, is idempotent and returns the same error every time.
 // Call it after the components built on Deps have returned.
 func (i *Infra) Close() error {
@@ -99,6 +113,9 @@ func (i *Infra) Close() error {
 		case <-ctx.Done():
 			i.Deps.NC.Close()
 			errs = append(errs, fmt.Errorf("drain nats connection: %w", ctx.Err()))
+		}
+		if err := i.Deps.Tracing.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
 		}
 		i.closeErr = errors.Join(errs...)
 	})

@@ -84,6 +84,9 @@ func load(name string, spec any, common *Config, stderr io.Writer) (*slog.Logger
 	if err := LoadConfig(spec, common); err != nil {
 		return nil, err
 	}
+	if _, set := os.LookupEnv("AGENTMESH_HTTP_ADDR"); !set {
+		common.HTTPAddr = DefaultHTTPAddr(name)
+	}
 	log, err := NewLogger(stderr, common.LogLevel)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 )
@@ -131,5 +132,38 @@ func TestCommon(t *testing.T) {
 	var cfg testConfig
 	if got := (&cfg).Common(); got != &cfg.Config {
 		t.Errorf("Common() = %p, want the embedded Config %p", got, &cfg.Config)
+	}
+}
+
+// TestMainDefaultHTTPAddr: with AGENTMESH_HTTP_ADDR unset a service gets
+// its own port on the loopback; set, the value is kept, empty included
+// (HTTP disabled).
+func TestMainDefaultHTTPAddr(t *testing.T) {
+	for _, tt := range []struct {
+		name, svc string
+		env       *string
+		want      string
+	}{
+		{name: "unset", svc: "sweeper", want: "127.0.0.1:9463"},
+		{name: "unset, unknown service", svc: "svc", want: "127.0.0.1:0"},
+		{name: "empty disables", svc: "sweeper", env: new(""), want: ""},
+		{name: "set", svc: "router", env: new("0.0.0.0:9999"), want: "0.0.0.0:9999"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("AGENTMESH_HTTP_ADDR", "") // restored after the test
+			if tt.env == nil {
+				if err := os.Unsetenv("AGENTMESH_HTTP_ADDR"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				t.Setenv("AGENTMESH_HTTP_ADDR", *tt.env)
+			}
+			var cfg testConfig
+			var stderr bytes.Buffer
+			code := runMain(context.Background(), tt.svc, nil, &stderr, &cfg, &cfg.Config, func(context.Context, *slog.Logger) error { return nil })
+			if code != 0 || cfg.HTTPAddr != tt.want {
+				t.Errorf("exit %d, HTTPAddr %q; want 0 and %q; stderr:\n%s", code, cfg.HTTPAddr, tt.want, &stderr)
+			}
+		})
 	}
 }

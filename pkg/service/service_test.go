@@ -30,6 +30,7 @@ func get(t *testing.T, url string) (int, string) {
 func TestHTTPServer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := service.NewMetrics(reg)
+	m.Register(m.Runs)
 	m.Runs.WithLabelValues("succeeded", "fixture").Inc()
 	var h service.Health
 	srv, err := service.ServeHTTP("127.0.0.1:0", reg, &h, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -204,6 +204,46 @@ func (n Names) ExportsSweep() string { return n.subj("agentmesh.exports.sweep") 
 // bucket's stream, shared by every exporter.
 func (n Names) ExporterConsumer() string { return "exporter" }
 
+// The spend ledger's and the limits' buckets (docs/contract.md §12).
+func (n Names) SpendBucket() string  { return n.res("agentmesh_spend") }
+func (n Names) LedgerBucket() string { return n.res("agentmesh_ledger") }
+func (n Names) LimitsBucket() string { return n.res("agentmesh_limits") }
+
+// LedgerConsumer is the ledger writers' durable consumer on the runs
+// bucket's stream, shared by every router (docs/contract.md §12).
+func (n Names) LedgerConsumer() string { return "ledger" }
+
+// SpendKey is an ended run's spend entry's key in the spend bucket:
+// <tenant>.<day>.<run_id>.<created>, created being the record's unix ms
+// (a run id may be used again once its record expired).
+func SpendKey(tenant, day, runID string, created int64) string {
+	return tenant + "." + day + "." + runID + "." + strconv.FormatInt(created, 10)
+}
+
+// SpendDayFilter is the subject of every spend entry of tenant's day in
+// the spend bucket's stream.
+func (n Names) SpendDayFilter(tenant, day string) string {
+	return "$KV." + n.SpendBucket() + "." + tenant + "." + day + ".>"
+}
+
+// RollupKey is a tenant's day's rollup's key in the ledger bucket.
+func RollupKey(tenant, day string) string { return tenant + "." + day }
+
+// BudgetKey is a budget's key in the limits bucket: budget.<tenant>, or
+// budget.<tenant>.<principal> for a principal's.
+func BudgetKey(tenant, principal string) string {
+	if principal == "" {
+		return "budget." + tenant
+	}
+	return "budget." + tenant + "." + principal
+}
+
+// QuotaKey is a tenant's concurrency quota's key in the limits bucket.
+func QuotaKey(tenant string) string { return "quota." + tenant }
+
+// InFlightKey is the key of a tenant's runs admitted under its quota.
+func InFlightKey(tenant string) string { return "inflight." + tenant }
+
 // RunRecordGet is the JetStream direct-get subject that answers with a
 // run's record (the last value of its key in the runs bucket). Reading a
 // record this way needs no stream info, so a tenant's permissions can be

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // runIn runs a component's Run method in the background until the test
@@ -47,7 +48,8 @@ func TestQueuedRunPastDeadlineTimesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	runIn(t, r.Run)
-	sw, err := sweeper.New(ctx, servicetest.Deps(t, srv, topology.Config{}), sweeper.Config{ReconcileEvery: time.Second})
+	sd := servicetest.Deps(t, srv, topology.Config{})
+	sw, err := sweeper.New(ctx, sd, sweeper.Config{ReconcileEvery: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,6 +69,17 @@ func TestQueuedRunPastDeadlineTimesOut(t *testing.T) {
 	}
 	if st := clienttest.Last(evs); !errors.Is(st.Error, wire.DeadlineExceeded) {
 		t.Fatalf("error = %v", st.Error)
+	}
+	// Counted once the sweeper's End returns, just after the client saw it.
+	natstest.Eventually(t, 5*time.Second, func() error {
+		_, counts := servicetest.Endpoint(t, servicetest.MicroStats(t, sd.NC, "agentmesh-sweeper"), "reconcile")
+		if counts["runs_timed_out"] != 1 || counts["runs_expired"] != 0 {
+			return fmt.Errorf("sweeper micro stats data = %v, want 1 run timed out, none expired", counts)
+		}
+		return nil
+	})
+	if got := testutil.ToFloat64(sd.Metrics.Runs.WithLabelValues("timed_out", "fixture")); got != 1 {
+		t.Errorf("timed out runs counted = %v, want 1", got)
 	}
 
 	d := servicetest.Deps(t, srv, topology.Config{})

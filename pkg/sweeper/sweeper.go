@@ -128,6 +128,8 @@ type Sweeper struct {
 
 	sweepMu sync.Mutex       // one export sweep at a time
 	exports *exports.Sweeper // nil without Config.Exports
+
+	tally service.Tally // the counts of its micro stats
 }
 
 // New binds a sweeper to the topology, which must exist.
@@ -156,6 +158,7 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 		}
 		s.exports = &exports.Sweeper{Records: records, Consent: grants, Store: x.Store, Metrics: d.Metrics, AbandonAfter: x.AbandonAfter}
 	}
+	s.registerMetrics()
 	return s, nil
 }
 
@@ -168,6 +171,7 @@ func (s *Sweeper) SweepExports(ctx context.Context) (exports.Result, error) {
 	s.sweepMu.Lock()
 	defer s.sweepMu.Unlock()
 	res, err := s.exports.Sweep(ctx)
+	s.tally.Add(tallySwept, uint64(res.Swept))
 	if err == nil && res.Swept > 0 {
 		s.d.Log.Info("exports swept", "swept", res.Swept, "pending", res.Pending, "kept", res.Kept)
 	}
@@ -197,8 +201,8 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	svc, err := service.Register(s.d.NC, "agentmesh-sweeper", "ends runs whose lease expired",
-		service.Metadata(s.cfg.Metadata, "lease_ttl", s.leaseTTL.String()),
+	svc, err := service.RegisterCounting(s.d.NC, "agentmesh-sweeper", "ends runs whose lease expired",
+		service.Metadata(s.cfg.Metadata, "lease_ttl", s.leaseTTL.String()), &s.tally,
 		service.Endpoint{Name: "reconcile", Subject: s.d.Names.SweeperReconcile(), Handler: micro.HandlerFunc(func(req micro.Request) {
 			res, err := s.Reconcile(ctx)
 			if err != nil {
@@ -212,14 +216,20 @@ func (s *Sweeper) Run(ctx context.Context) error {
 				_ = req.Error("503", "this sweeper does not expire exports (trajectory export is disabled)", nil)
 				return
 			}
+			// Answered from its own goroutine: ReplyLater, never req.Error,
+			// which would write micro's stats as the handler returns.
 			wg.Go(func() {
 				res, err := s.SweepExports(ctx)
 				b, merr := json.Marshal(SweepReply{Result: res, Error: errString(err)})
 				if merr != nil {
-					_ = req.Error("500", merr.Error(), nil)
+					_ = service.ReplyLater(req, wire.ContentType{}, nil, wire.Errorf(wire.AgenticHandlerError, "encode sweep reply: %v", merr))
 					return
 				}
-				_ = req.Respond(b, micro.WithHeaders(micro.Headers(wire.JSONContentType.Header())))
+				var werr *wire.Error
+				if err != nil { // the counts so far stay in the body
+					werr = wire.Errorf(wire.ProviderTransportError, "sweep exports: %v", err).Retry()
+				}
+				_ = service.ReplyLater(req, wire.JSONContentType, b, werr)
 			})
 		})})
 	if err != nil {
@@ -442,6 +452,9 @@ func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string,
 	if err != nil {
 		s.d.Log.Warn("time out run", "run_id", rec.RunID, "tenant", rec.Tenant, "err", err)
 	}
+	if done {
+		s.tally.Add(tallyTimedOut, 1)
+	}
 	return done
 }
 
@@ -489,6 +502,7 @@ func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
 	}
 	if done {
 		s.d.Metrics.LeaseExpiries.Inc()
+		s.tally.Add(tallyExpired, 1)
 		s.d.Log.Info("ended run after lease expiry", "run_id", runID, "tenant", tenant, "owner", owner)
 	}
 	return done

@@ -41,9 +41,12 @@ func ExampleEnsure() {
 	// KV_acme_agentmesh_consent
 	// KV_acme_agentmesh_exports
 	// KV_acme_agentmesh_leases
+	// KV_acme_agentmesh_ledger
+	// KV_acme_agentmesh_limits
 	// KV_acme_agentmesh_redaction
 	// KV_acme_agentmesh_runs
 	// KV_acme_agentmesh_sessions
+	// KV_acme_agentmesh_spend
 	// OBJ_acme_agentmesh_trajectories
 	// acme_AGENTMESH_EVENTS
 	// acme_AGENTMESH_SUBMIT

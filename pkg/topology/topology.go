@@ -173,6 +173,13 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.KeyValueConfig{Bucket: n.ConsentBucket(), History: 1, Description: "export consent per principal"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.RedactionBucket(), History: 1, Description: "tenant redaction rules"}, false},
+		// The spend ledger (docs/contract.md §12): the per-run entries are
+		// folded into the rollups within moments, and kept SpendEntryAge
+		// as the source of truth for a writer that was away; the rollups
+		// and the limits are kept.
+		{jetstream.KeyValueConfig{Bucket: n.SpendBucket(), History: 1, TTL: SpendEntryAge, Description: "spend of each ended run"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.LedgerBucket(), History: 1, Description: "spend rollups per tenant and UTC day"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.LimitsBucket(), History: 1, Description: "budgets, concurrency quotas and the runs admitted under them"}, false},
 	}
 	for _, b := range buckets {
 		kc := b.KeyValueConfig
@@ -191,6 +198,11 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	}
 	return nil
 }
+
+// SpendEntryAge is how long a run's spend entry is kept in the spend
+// bucket: far longer than a ledger writer takes to fold it, and longer
+// than the longest budget period.
+const SpendEntryAge = 40 * 24 * time.Hour
 
 // ensureStream creates the stream, or updates it only when a setting we
 // own differs: services start concurrently, and a needless update of a

@@ -114,26 +114,8 @@ func appendMetadata(dst []byte, m *Metadata) []byte {
 			dst = appendKeyStr(dst, "resume_field", c.ResumeField)
 		}
 	}
-	if u := m.Usage; u != nil {
-		dst = appendStr(dst, "usage")
-		k := 2
-		for _, v := range [...]int64{u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens} {
-			if v != 0 {
-				k++
-			}
-		}
-		dst = appendMapHeader(dst, k)
-		dst = appendInt(appendStr(dst, "input_tokens"), u.InputTokens)
-		dst = appendInt(appendStr(dst, "output_tokens"), u.OutputTokens)
-		if u.CacheReadTokens != 0 {
-			dst = appendInt(appendStr(dst, "cache_read_tokens"), u.CacheReadTokens)
-		}
-		if u.CacheWriteTokens != 0 {
-			dst = appendInt(appendStr(dst, "cache_write_tokens"), u.CacheWriteTokens)
-		}
-		if u.ReasoningTokens != 0 {
-			dst = appendInt(appendStr(dst, "reasoning_tokens"), u.ReasoningTokens)
-		}
+	if m.Usage != nil {
+		dst = appendUsage(appendStr(dst, "usage"), m.Usage)
 	}
 	if m.TotalCostUSD != nil {
 		dst = appendStr(dst, "total_cost_usd")
@@ -278,4 +260,28 @@ func appendInt(dst []byte, n int64) []byte {
 		return binary.BigEndian.AppendUint32(append(dst, 0xd2), uint32(n))
 	}
 	return binary.BigEndian.AppendUint64(append(dst, 0xd3), uint64(n))
+}
+
+// appendUsage appends u as the reflective encoder writes a Usage: the
+// input and output counts always, the other classes when not zero.
+func appendUsage(dst []byte, u *Usage) []byte {
+	k := 2
+	for _, v := range [...]int64{u.CacheReadTokens, u.CacheWriteTokens, u.ReasoningTokens} {
+		if v != 0 {
+			k++
+		}
+	}
+	dst = appendMapHeader(dst, k)
+	dst = appendInt(appendStr(dst, "input_tokens"), u.InputTokens)
+	dst = appendInt(appendStr(dst, "output_tokens"), u.OutputTokens)
+	if u.CacheReadTokens != 0 {
+		dst = appendInt(appendStr(dst, "cache_read_tokens"), u.CacheReadTokens)
+	}
+	if u.CacheWriteTokens != 0 {
+		dst = appendInt(appendStr(dst, "cache_write_tokens"), u.CacheWriteTokens)
+	}
+	if u.ReasoningTokens != 0 {
+		dst = appendInt(appendStr(dst, "reasoning_tokens"), u.ReasoningTokens)
+	}
+	return dst
 }

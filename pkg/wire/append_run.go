@@ -21,6 +21,7 @@ func AppendRunRecord(dst []byte, rec *RunRecord) ([]byte, error) {
 	for _, present := range [...]bool{
 		rec.Adapter != "", rec.Conversation != "", rec.Pin != nil, rec.Owner != "", rec.Committed, rec.Attempt != 0,
 		rec.Deadline != 0, rec.ConsentRev != 0, len(rec.Request) > 0, len(rec.Labels) > 0, rec.Error != nil,
+		rec.Usage != nil, rec.Cost != "",
 	} {
 		if present {
 			n++
@@ -70,6 +71,12 @@ func AppendRunRecord(dst []byte, rec *RunRecord) ([]byte, error) {
 		if dst, err = appendValue(appendStr(dst, "error"), rec.Error); err != nil {
 			return dst[:start], err
 		}
+	}
+	if rec.Usage != nil {
+		dst = appendUsage(appendStr(dst, "usage"), rec.Usage)
+	}
+	if rec.Cost != "" {
+		dst = appendKeyStr(dst, "cost", rec.Cost)
 	}
 	dst = appendInt(appendStr(dst, "created"), rec.Created)
 	dst = appendInt(appendStr(dst, "updated"), rec.Updated)

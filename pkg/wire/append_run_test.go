@@ -77,11 +77,14 @@ func (v randomRunValues) record() RunRecord {
 		V: int(v.num()), RunID: v.str(), Tenant: v.str(), Principal: v.str(), Profile: v.str(), Adapter: v.str(),
 		Conversation: v.str(), RequestDigest: v.str(), State: State(v.str()), Owner: v.str(), Committed: r.IntN(2) == 0,
 		Attempt: int(v.num()), Deadline: v.num(), Consent: r.IntN(2) == 0, ConsentRev: uint64(v.num()),
-		Request: v.raw(), Labels: v.strings(), Created: v.num(), Updated: v.num(),
+		Request: v.raw(), Labels: v.strings(), Cost: v.str(), Created: v.num(), Updated: v.num(),
 	}
 	if r.IntN(2) == 0 {
 		p := v.pin()
 		rec.Pin = &p
+	}
+	if r.IntN(2) == 0 {
+		rec.Usage = &Usage{InputTokens: v.num(), OutputTokens: v.num(), CacheReadTokens: v.num(), CacheWriteTokens: v.num(), ReasoningTokens: v.num()}
 	}
 	if r.IntN(3) == 0 {
 		rc := int(v.num())

@@ -77,7 +77,8 @@ func marshalValue(v any) ([]byte, error) {
 
 // Versioned is a message with a schema version.
 type Versioned interface {
-	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint | Consent | ExportRecord | RedactionRules
+	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint | Consent | ExportRecord | RedactionRules |
+		SpendEntry | SpendRollup | Budget | Quota | InFlight
 }
 
 // Decode strictly decodes one message of type T from b: b must hold exactly
@@ -187,6 +188,16 @@ func version(m any) int {
 	case *ExportRecord:
 		return m.V
 	case *RedactionRules:
+		return m.V
+	case *SpendEntry:
+		return m.V
+	case *SpendRollup:
+		return m.V
+	case *Budget:
+		return m.V
+	case *Quota:
+		return m.V
+	case *InFlight:
 		return m.V
 	}
 	return -1

@@ -65,6 +65,12 @@ const (
 	TypeConsent        MessageType = "consent"
 	TypeExportRecord   MessageType = "export-record"
 	TypeRedactionRules MessageType = "redaction-rules"
+	// The spend ledger's and the limits' entries (docs/contract.md §12).
+	TypeSpendEntry  MessageType = "spend-entry"
+	TypeSpendRollup MessageType = "spend-rollup"
+	TypeBudget      MessageType = "budget"
+	TypeQuota       MessageType = "quota"
+	TypeInFlight    MessageType = "in-flight"
 )
 
 // ErrUnknownType is returned for a message type, a Content-Type or a body
@@ -121,6 +127,11 @@ var messageTypes = []messageType{
 	typeOf[Consent](TypeConsent),
 	typeOf[ExportRecord](TypeExportRecord),
 	typeOf[RedactionRules](TypeRedactionRules),
+	typeOf[SpendEntry](TypeSpendEntry),
+	typeOf[SpendRollup](TypeSpendRollup),
+	typeOf[Budget](TypeBudget),
+	typeOf[Quota](TypeQuota),
+	typeOf[InFlight](TypeInFlight),
 }
 
 func lookup(t MessageType) (*messageType, bool) {

@@ -30,10 +30,14 @@ const (
 	AgenticHandlerError           Class = "AgenticHandlerError"
 	AgenticOperationUnsupported   Class = "AgenticOperationUnsupported"
 	AdmissionRejected             Class = "AdmissionRejected"
-	DeadlineExceeded              Class = "DeadlineExceeded"
-	ProfileError                  Class = "ProfileError"
-	PinMismatch                   Class = "PinMismatch"
-	ProviderUnavailable           Class = "ProviderUnavailable"
+	// BudgetExceeded: the tenant's or the principal's spend in the
+	// budget's period had reached the budget when the run was submitted
+	// (docs/contract.md §12).
+	BudgetExceeded      Class = "BudgetExceeded"
+	DeadlineExceeded    Class = "DeadlineExceeded"
+	ProfileError        Class = "ProfileError"
+	PinMismatch         Class = "PinMismatch"
+	ProviderUnavailable Class = "ProviderUnavailable"
 )
 
 var parents = map[Class]Class{
@@ -50,7 +54,7 @@ var parents = map[Class]Class{
 
 var roots = map[Class]bool{
 	ProviderError: true, AgenticRequestValidationError: true, AgenticHandlerError: true,
-	AgenticOperationUnsupported: true, AdmissionRejected: true, DeadlineExceeded: true,
+	AgenticOperationUnsupported: true, AdmissionRejected: true, BudgetExceeded: true, DeadlineExceeded: true,
 	ProfileError: true, PinMismatch: true, ProviderUnavailable: true,
 }
 

@@ -13,7 +13,7 @@ import (
 var allClasses = []Class{
 	ProviderError, ProviderQuotaError, ProviderAuthError, ProviderContextError, ProviderTransportError,
 	ProviderExecutableNotFound, ProviderProcessError, ProviderProtocolError, ProviderStreamError, ProviderStallError,
-	AgenticRequestValidationError, AgenticHandlerError, AgenticOperationUnsupported, AdmissionRejected,
+	AgenticRequestValidationError, AgenticHandlerError, AgenticOperationUnsupported, AdmissionRejected, BudgetExceeded,
 	DeadlineExceeded, ProfileError, PinMismatch, ProviderUnavailable,
 }
 

@@ -334,8 +334,13 @@ type RunRecord struct {
 	Request msgpack.RawMessage `msgpack:"request,omitempty" json:"-"`
 	Labels  map[string]string  `msgpack:"labels,omitempty" json:"labels,omitempty"`
 	Error   *Error             `msgpack:"error,omitempty" json:"error,omitempty"`
-	Created int64              `msgpack:"created" json:"created"`
-	Updated int64              `msgpack:"updated" json:"updated"`
+	// Usage and Cost are the terminal status's summary (its tokens by
+	// class and the exact cost from the pin's pricing), copied onto the
+	// record when the run ends; absent before, or when the run used none.
+	Usage   *Usage `msgpack:"usage,omitempty" json:"usage,omitempty"`
+	Cost    string `msgpack:"cost,omitempty" json:"cost,omitempty"`
+	Created int64  `msgpack:"created" json:"created"`
+	Updated int64  `msgpack:"updated" json:"updated"`
 }
 
 // Lease is an entry in agentmesh_leases, kept alive by its owner's

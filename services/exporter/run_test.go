@@ -15,7 +15,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun(t *testing.T) {
-	for _, tc := range []struct{ enabled, want string }{{"", "disabled"}, {"0", "disabled"}, {"1", "enabled"}} {
+	// An idle exporter moves no family of its own: build info only.
+	for _, tc := range []struct{ enabled, want, metric string }{
+		{"", "disabled", "agentmesh_build_info"}, {"0", "disabled", "agentmesh_build_info"}, {"1", "enabled", "agentmesh_export_lag_seconds"},
+	} {
 		t.Run("enabled="+tc.enabled, func(t *testing.T) {
 			if tc.enabled != "" {
 				t.Setenv(exports.EnvEnabled, tc.enabled)
@@ -24,7 +27,7 @@ func TestRun(t *testing.T) {
 			if got := servicetest.CheckMicro(t, nc, "agentmesh-exporter").Metadata["export"]; got != tc.want {
 				t.Errorf("micro metadata export = %q, want %q", got, tc.want)
 			}
-			p.CheckHTTP(t, "agentmesh_export_lag_seconds")
+			p.CheckHTTP(t, tc.metric)
 			p.Stop(t)
 		})
 	}

@@ -19,7 +19,7 @@ func TestRun(t *testing.T) {
 	if got := info.Metadata["registry_version"]; logged == "" || got != logged {
 		t.Errorf("micro metadata registry_version = %q, logged %q; want the same, non-empty", got, logged)
 	}
-	p.CheckHTTP(t, "agentmesh_lease_expiries_total")
+	p.CheckHTTP(t, "agentmesh_work_queue_depth")
 	meshtest.Start(t, s.ClientURL(), mesh.Config{WithoutRouter: true})
 	meshtest.Complete(t, nc, "routed by the router service")
 	p.Stop(t)

@@ -148,7 +148,7 @@ func CheckRunner(t testing.TB, s *server.Server, id string, run func(ctx context
 	if got := servicetest.CheckMicro(t, nc, "agentmesh-runner").Metadata["runner_id"]; got != id {
 		t.Errorf("micro metadata runner_id = %q, want %s", got, id)
 	}
-	p.CheckHTTP(t, "agentmesh_lease_expiries_total")
+	p.CheckHTTP(t, "agentmesh_runs_in_flight")
 	Start(t, s.ClientURL(), mesh.Config{WithoutRunner: true})
 	Complete(t, nc, "executed by the runner service")
 	p.Stop(t)

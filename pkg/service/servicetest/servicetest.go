@@ -275,6 +275,43 @@ func CheckMicro(t testing.TB, nc *nats.Conn, name string) micro.Info {
 	return info
 }
 
+// MicroStats is the $SRV.STATS answer of the micro service named name on
+// nc (one instance of it: the first to answer).
+func MicroStats(t testing.TB, nc *nats.Conn, name string) micro.Stats {
+	t.Helper()
+	subj, err := micro.ControlSubject(micro.StatsVerb, name, "")
+	if err != nil {
+		t.Fatalf("servicetest: %v", err)
+	}
+	msg, err := nc.Request(subj, nil, 5*time.Second)
+	if err != nil {
+		t.Fatalf("servicetest: %s: %v", subj, err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil {
+		t.Fatalf("servicetest: %s: %v", subj, err)
+	}
+	return st
+}
+
+// Endpoint is the stats of st's endpoint name, failing the test if it has
+// none, and the counts its data carries (service.Tally).
+func Endpoint(t testing.TB, st micro.Stats, name string) (*micro.EndpointStats, map[string]uint64) {
+	t.Helper()
+	for _, e := range st.Endpoints {
+		if e.Name != name {
+			continue
+		}
+		var counts map[string]uint64
+		if err := json.Unmarshal(e.Data, &counts); err != nil {
+			t.Fatalf("servicetest: stats data of endpoint %s of %s: %s: %v", name, st.Name, e.Data, err)
+		}
+		return e, counts
+	}
+	t.Fatalf("servicetest: micro stats of %s have no endpoint %s: %+v", st.Name, name, st.Endpoints)
+	return nil, nil
+}
+
 // Buffer is a bytes.Buffer safe for concurrent use, for the output of
 // code running in the background.
 type Buffer struct {
