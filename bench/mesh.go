@@ -20,7 +20,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,7 +137,7 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 
 	exited := runMesh(tb, "mesh", d, profiles, adapters, mc)
 
-	cnc, cjs := connect(tb, url)
+	cnc, cjs := natstest.ConnectURL(tb, url)
 	m.js, m.events = cjs, d.Names.EventsStream()
 	if m.client, err = client.New(cnc, subject.Names{}); err != nil {
 		tb.Fatalf("bench: client: %v", err)
@@ -332,22 +331,6 @@ func (m *Mesh) FollowTenant(tb testing.TB) {
 	}
 	tb.Cleanup(func() { _ = t.Close() })
 	m.tenant = t
-}
-
-// connect opens a plain connection and a JetStream context to url,
-// closed when tb ends (natstest.Connect for a server of any process).
-func connect(tb testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
-	tb.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
-	if err != nil {
-		tb.Fatalf("bench: connect: %v", err)
-	}
-	tb.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatalf("bench: jetstream: %v", err)
-	}
-	return nc, js
 }
 
 // describe names an event for error messages: "seq 57 (chunk text)".

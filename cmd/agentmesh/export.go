@@ -51,6 +51,36 @@ func (c *clientFlags) ops() (*opsConn, error) {
 	return &opsConn{nc: nc, js: js, names: subject.Names{Prefix: c.prefix}}, nil
 }
 
+// withOps connects to the mesh's JetStream (ops) and calls do with ctx
+// bounded by the request timeout; the connection is closed when do returns.
+func (c *clientFlags) withOps(ctx context.Context, do func(ctx context.Context, oc *opsConn) error) error {
+	oc, err := c.ops()
+	if err != nil {
+		return err
+	}
+	defer oc.nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	return do(ctx, oc)
+}
+
+// opsFlags parses the flags of the operator command name: the client
+// flags and those extra adds (nil for none). It returns the flags and the
+// positional arguments.
+func opsFlags(name, synopsis string, args []string, io *stdio, extra func(fs *flag.FlagSet)) (*clientFlags, []string, error) {
+	var f clientFlags
+	fs := newFlagSet(name, synopsis, io)
+	f.register(fs, io)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, err := parse(fs, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &f, pos, nil
+}
+
 // subcommand runs the subcommand args[0] of name from subs.
 func subcommand(ctx context.Context, name string, args []string, io *stdio, subs map[string]func(context.Context, []string, *stdio) error, order ...string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -82,37 +112,36 @@ func joinBar(s []string) string {
 func cmdConsent(ctx context.Context, args []string, io *stdio) error {
 	do := func(verb string) func(context.Context, []string, *stdio) error {
 		return func(ctx context.Context, args []string, io *stdio) error {
-			var f clientFlags
-			fs := newFlagSet("consent "+verb, "--tenant T --principal P", io)
-			f.register(fs, io)
-			asJSON := fs.Bool("json", false, "print the consent as JSON")
-			if pos, err := parse(fs, args); err != nil {
+			var asJSON *bool
+			f, pos, err := opsFlags("consent "+verb, "--tenant T --principal P", args, io, func(fs *flag.FlagSet) {
+				asJSON = fs.Bool("json", false, "print the consent as JSON")
+			})
+			if err != nil {
 				return err
-			} else if len(pos) > 0 {
+			}
+			if len(pos) > 0 {
 				return usageErr("consent %s: unexpected argument %q", verb, pos[0])
 			}
-			oc, err := f.ops()
-			if err != nil {
-				return err
-			}
-			defer oc.nc.Close()
-			ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
-			store, err := consent.Open(ctx, oc.js, oc.names)
-			if err != nil {
-				return usageErr("%v", err)
-			}
 			var st consent.State
-			switch verb {
-			case "grant":
-				st, err = store.Grant(ctx, f.tenant, f.principal)
-			case "withdraw":
-				st, err = store.Withdraw(ctx, f.tenant, f.principal)
-			default:
-				st, err = store.Get(ctx, f.tenant, f.principal)
-			}
-			if err != nil {
-				return &exitError{code: exitFail, err: err}
+			if err := f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+				store, err := consent.Open(ctx, oc.js, oc.names)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				switch verb {
+				case "grant":
+					st, err = store.Grant(ctx, f.tenant, f.principal)
+				case "withdraw":
+					st, err = store.Withdraw(ctx, f.tenant, f.principal)
+				default:
+					st, err = store.Get(ctx, f.tenant, f.principal)
+				}
+				if err != nil {
+					return &exitError{code: exitFail, err: err}
+				}
+				return nil
+			}); err != nil {
+				return err
 			}
 			if *asJSON {
 				return json.NewEncoder(io.stdout).Encode(st)
@@ -162,55 +191,46 @@ func readRules(path string, io *stdio) ([]redact.Rule, error) {
 // cmdRedaction sets, shows or checks a tenant's redaction rules.
 func cmdRedaction(ctx context.Context, args []string, io *stdio) error {
 	set := func(ctx context.Context, args []string, io *stdio) error {
-		var f clientFlags
-		fs := newFlagSet("redaction set", "--tenant T --file rules.yaml", io)
-		f.register(fs, io)
-		file := fs.String("file", "", "YAML list of {name, pattern}")
-		if _, err := parse(fs, args); err != nil {
+		var file *string
+		f, _, err := opsFlags("redaction set", "--tenant T --file rules.yaml", args, io, func(fs *flag.FlagSet) {
+			file = fs.String("file", "", "YAML list of {name, pattern}")
+		})
+		if err != nil {
 			return err
 		}
 		rules, err := readRules(*file, io)
 		if err != nil {
 			return err
 		}
-		oc, err := f.ops()
-		if err != nil {
-			return err
-		}
-		defer oc.nc.Close()
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		store, err := exporter.OpenRules(ctx, oc.js, oc.names)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		if err := store.Set(ctx, f.tenant, rules); err != nil {
-			return &exitError{code: exitFail, err: err}
-		}
-		fmt.Fprintf(io.stdout, "%s: %d redaction rules stored; exporters apply them to the next trajectory\n", f.tenant, len(rules))
-		return nil
+		return f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+			store, err := exporter.OpenRules(ctx, oc.js, oc.names)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if err := store.Set(ctx, f.tenant, rules); err != nil {
+				return &exitError{code: exitFail, err: err}
+			}
+			fmt.Fprintf(io.stdout, "%s: %d redaction rules stored; exporters apply them to the next trajectory\n", f.tenant, len(rules))
+			return nil
+		})
 	}
 	show := func(ctx context.Context, args []string, io *stdio) error {
-		var f clientFlags
-		fs := newFlagSet("redaction show", "--tenant T", io)
-		f.register(fs, io)
-		if _, err := parse(fs, args); err != nil {
-			return err
-		}
-		oc, err := f.ops()
+		f, _, err := opsFlags("redaction show", "--tenant T", args, io, nil)
 		if err != nil {
 			return err
 		}
-		defer oc.nc.Close()
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		store, err := exporter.OpenRules(ctx, oc.js, oc.names)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		rules, err := store.Get(ctx, f.tenant)
-		if err != nil {
-			return &exitError{code: exitFail, err: err}
+		var rules []redact.Rule
+		if err := f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+			store, err := exporter.OpenRules(ctx, oc.js, oc.names)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if rules, err = store.Get(ctx, f.tenant); err != nil {
+				return &exitError{code: exitFail, err: err}
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		tw := tabwriter.NewWriter(io.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tPATTERN")
@@ -255,23 +275,6 @@ func exportsStore(ctx context.Context, oc *opsConn, io *stdio) (trajstore.Store,
 
 // cmdExports lists, gets, verifies or sweeps the exported trajectories.
 func cmdExports(ctx context.Context, args []string, io *stdio) error {
-	open := func(name, synopsis string, args []string, io *stdio, extra func(fs *flag.FlagSet)) (*opsConn, *clientFlags, []string, error) {
-		var f clientFlags
-		fs := newFlagSet("exports "+name, synopsis, io)
-		f.register(fs, io)
-		if extra != nil {
-			extra(fs)
-		}
-		pos, err := parse(fs, args)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		oc, err := f.ops()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return oc, &f, pos, nil
-	}
 	oneRun := func(name string, pos []string) (string, error) {
 		if len(pos) != 1 {
 			return "", usageErr("exports %s: want one run id, got %d arguments", name, len(pos))
@@ -284,27 +287,29 @@ func cmdExports(ctx context.Context, args []string, io *stdio) error {
 	list := func(ctx context.Context, args []string, io *stdio) error {
 		var all *bool
 		var asJSON *bool
-		oc, f, _, err := open("list", "[--tenant T | --all] [--json]", args, io, func(fs *flag.FlagSet) {
+		f, _, err := opsFlags("exports list", "[--tenant T | --all] [--json]", args, io, func(fs *flag.FlagSet) {
 			all = fs.Bool("all", false, "every tenant's exports")
 			asJSON = fs.Bool("json", false, "print the records as JSON lines")
 		})
 		if err != nil {
 			return err
 		}
-		defer oc.nc.Close()
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		records, err := exports.Open(ctx, oc.js, oc.names)
-		if err != nil {
-			return usageErr("%v", err)
-		}
 		tenant := f.tenant
 		if *all {
 			tenant = ""
 		}
-		entries, err := records.List(ctx, tenant)
-		if err != nil {
-			return &exitError{code: exitFail, err: err}
+		var entries []exports.Entry
+		if err := f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+			records, err := exports.Open(ctx, oc.js, oc.names)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if entries, err = records.List(ctx, tenant); err != nil {
+				return &exitError{code: exitFail, err: err}
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		if *asJSON {
 			enc := json.NewEncoder(io.stdout)
@@ -328,42 +333,40 @@ func cmdExports(ctx context.Context, args []string, io *stdio) error {
 		}
 		return tw.Flush()
 	}
-	fetch := func(name string, args []string, io *stdio, out *string) ([]byte, exports.Entry, error) {
-		oc, f, pos, err := open(name, "--tenant T [flags] <run_id>", args, io, func(fs *flag.FlagSet) {
+	fetch := func(name string, args []string, io *stdio, out *string) (data []byte, e exports.Entry, err error) {
+		f, pos, err := opsFlags("exports "+name, "--tenant T [flags] <run_id>", args, io, func(fs *flag.FlagSet) {
 			if out != nil {
 				fs.StringVar(out, "o", "", "write the trajectory to this file instead of stdout")
 			}
 		})
 		if err != nil {
-			return nil, exports.Entry{}, err
+			return nil, e, err
 		}
-		defer oc.nc.Close()
 		runID, err := oneRun(name, pos)
-		if err != nil {
-			return nil, exports.Entry{}, err
-		}
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		records, err := exports.Open(ctx, oc.js, oc.names)
-		if err != nil {
-			return nil, exports.Entry{}, usageErr("%v", err)
-		}
-		e, err := records.Get(ctx, f.tenant, runID)
-		if err != nil {
-			return nil, e, &exitError{code: exitFail, err: err}
-		}
-		if !e.Record.Stored {
-			return nil, e, &exitError{code: exitFail, err: fmt.Errorf("the export of %s is still being written", runID)}
-		}
-		store, err := exportsStore(ctx, oc, io)
 		if err != nil {
 			return nil, e, err
 		}
-		data, err := store.Get(ctx, e.Record.Object)
-		if err != nil {
-			return nil, e, &exitError{code: exitFail, err: err}
-		}
-		return data, e, nil
+		err = f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+			records, err := exports.Open(ctx, oc.js, oc.names)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			if e, err = records.Get(ctx, f.tenant, runID); err != nil {
+				return &exitError{code: exitFail, err: err}
+			}
+			if !e.Record.Stored {
+				return &exitError{code: exitFail, err: fmt.Errorf("the export of %s is still being written", runID)}
+			}
+			store, err := exportsStore(ctx, oc, io)
+			if err != nil {
+				return err
+			}
+			if data, err = store.Get(ctx, e.Record.Object); err != nil {
+				return &exitError{code: exitFail, err: err}
+			}
+			return nil
+		})
+		return data, e, err
 	}
 	get := func(ctx context.Context, args []string, io *stdio) error {
 		var out string
@@ -391,16 +394,18 @@ func cmdExports(ctx context.Context, args []string, io *stdio) error {
 		return nil
 	}
 	sweep := func(ctx context.Context, args []string, io *stdio) error {
-		oc, _, _, err := open("sweep", "[flags]", args, io, nil)
+		f, _, err := opsFlags("exports sweep", "[flags]", args, io, nil)
 		if err != nil {
 			return err
 		}
-		defer oc.nc.Close()
-		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		defer cancel()
-		msg, err := oc.nc.RequestWithContext(ctx, oc.names.ExportsSweep(), nil)
-		if err != nil {
-			return &exitError{code: exitFail, err: fmt.Errorf("sweep: %w (is a sweeper running?)", err)}
+		var msg *nats.Msg
+		if err := f.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+			if msg, err = oc.nc.RequestWithContext(ctx, oc.names.ExportsSweep(), nil); err != nil {
+				return &exitError{code: exitFail, err: fmt.Errorf("sweep: %w (is a sweeper running?)", err)}
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		if code := msg.Header.Get("Nats-Service-Error-Code"); code != "" {
 			return &exitError{code: exitFail, err: fmt.Errorf("sweep: %s %s", code, msg.Header.Get("Nats-Service-Error"))}

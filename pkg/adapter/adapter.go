@@ -42,6 +42,21 @@ type Call struct {
 	MaxAttempts int
 }
 
+// RunModel is the model the call runs on: its pinned Model, else, when the
+// run is not pinned, the model the request names (requested), else "". A
+// requested model other than a non-empty pinned one is refused with an
+// AgenticRequestValidationError of adapter's request naming the field
+// "model".
+func (c Call) RunModel(adapter, requested string) (string, error) {
+	switch {
+	case c.Model == "":
+		return requested, nil
+	case requested != "" && requested != c.Model:
+		return "", wire.Errorf(wire.AgenticRequestValidationError, "%s request: field \"model\": %.64q is not the pinned model %.64q", adapter, requested, c.Model)
+	}
+	return c.Model, nil
+}
+
 // Adapter is one provider. Implementations are safe for concurrent use; each
 // Stream call owns its own transport resources.
 type Adapter interface {

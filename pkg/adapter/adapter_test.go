@@ -168,3 +168,29 @@ func TestCheckCapabilities(t *testing.T) {
 		t.Errorf("NewRegistry with a contradictory declaration = %v, want a ProfileError", err)
 	}
 }
+
+func TestRunModel(t *testing.T) {
+	tests := []struct {
+		name, pinned, requested, want, wantErr string
+	}{
+		{name: "pinned", pinned: "m1", want: "m1"},
+		{name: "pinned, the same requested", pinned: "m1", requested: "m1", want: "m1"},
+		{name: "not pinned, requested", requested: "m2", want: "m2"},
+		{name: "neither", want: ""},
+		{name: "another than the pinned", pinned: "m1", requested: "m2", wantErr: `demo request: field "model": "m2" is not the pinned model "m1"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := adapter.Call{Model: tt.pinned}.RunModel("demo", tt.requested)
+			if tt.wantErr != "" {
+				if !errors.Is(err, wire.AgenticRequestValidationError) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("RunModel = %q, %v; want an AgenticRequestValidationError %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("RunModel = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}

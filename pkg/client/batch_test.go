@@ -10,7 +10,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -60,11 +59,7 @@ type follow struct {
 
 func startFollow(t *testing.T, opts ...client.Option) *follow {
 	t.Helper()
-	srv := natstest.RunJetStream(t)
-	nc, js := natstest.Connect(t, srv)
-	if err := topology.Ensure(context.Background(), js, topology.Config{Names: subject.Names{}}); err != nil {
-		t.Fatal(err)
-	}
+	_, nc, js := natstest.RunMesh(t)
 	c, err := client.New(nc, subject.Names{}, opts...)
 	if err != nil {
 		t.Fatal(err)

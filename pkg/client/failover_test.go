@@ -119,11 +119,7 @@ func TestEventsReorderARetriedChunk(t *testing.T) {
 		{name: "duplicate", in: []uint64{1, 2, 2, 3}, want: "[1 2 3]"},
 		{name: "gap at the end", in: []uint64{1, 3, 4}, want: "[1]", wantErr: "seq 4, want 2"},
 	}
-	srv := natstest.RunJetStream(t)
-	nc, js := natstest.Connect(t, srv)
-	if err := topology.Ensure(context.Background(), js, topology.Config{}); err != nil {
-		t.Fatal(err)
-	}
+	_, nc, js := natstest.RunMesh(t)
 	c, err := client.New(nc, subject.Names{})
 	if err != nil {
 		t.Fatal(err)

@@ -163,11 +163,9 @@ func TestTenantFollowerFollowsManyRunsOnOneConsumer(t *testing.T) {
 // last event handed to it, without a gap.
 func TestTenantFollowerIteratorFallsBehind(t *testing.T) {
 	f := startFollow(t)
-	tf := f.followTenant()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	next, stop := iterPull(tf.Events(ctx, f.runID, 1))
-	defer stop()
+	tf, next := f.pullRun(ctx)
 	f.store(status(1, wire.StateRunning))
 	if got := next(); got != "1 running" {
 		t.Fatalf("first event: %s", got)
@@ -201,6 +199,17 @@ func TestTenantFollowerIteratorFallsBehind(t *testing.T) {
 	}
 }
 
+// pullRun follows f's run from seq 1 through a tenant follower of its
+// own and pulls its events one at a time (iterPull) until ctx ends; the
+// pull is stopped when the test ends.
+func (f *follow) pullRun(ctx context.Context) (*client.TenantFollower, func() string) {
+	f.t.Helper()
+	tf := f.followTenant()
+	next, stop := iterPull(tf.Events(ctx, f.runID, 1))
+	f.t.Cleanup(stop)
+	return tf, next
+}
+
 // iterPull pulls from evs one event at a time, as "seq what".
 func iterPull(evs func(func(wire.Event, error) bool)) (func() string, func()) {
 	ch := make(chan string)
@@ -224,11 +233,9 @@ func iterPull(evs func(func(wire.Event, error) bool)) (func() string, func()) {
 // every iterator reads on without a gap.
 func TestTenantFollowerFollowsAgainAfterItsConsumerIsGone(t *testing.T) {
 	f := startFollow(t)
-	tf := f.followTenant()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	next, stop := iterPull(tf.Events(ctx, f.runID, 1))
-	defer stop()
+	_, next := f.pullRun(ctx)
 	f.store(status(1, wire.StateRunning), chunks(2, 3, "a"))
 	for _, want := range []string{"1 running", "2 a2", "3 a3"} {
 		if got := next(); got != want {

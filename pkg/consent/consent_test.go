@@ -9,7 +9,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"go.uber.org/goleak"
 )
 
@@ -17,13 +16,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func open(t *testing.T) *consent.Store {
 	t.Helper()
-	srv := natstest.RunJetStream(t)
-	_, js := natstest.Connect(t, srv)
-	ctx := context.Background()
-	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := consent.Open(ctx, js, subject.Names{})
+	_, _, js := natstest.RunMesh(t)
+	s, err := consent.Open(context.Background(), js, subject.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,16 @@ func setup(t *testing.T) fixture {
 	return fixture{js: x.JS, x: x.Exporter, consent: x.Consent, records: x.Records, store: x.Store}
 }
 
+// grant grants alice of acme export consent and returns the grant.
+func (f fixture) grant(t *testing.T) consent.State {
+	t.Helper()
+	g, err := f.consent.Grant(context.Background(), "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 // publish stores the events of run with the given seqs (a terminal status
 // last) and returns its ended, consented record.
 func (f fixture) publish(t *testing.T, runID string, rev uint64, seqs ...uint64) wire.RunRecord {
@@ -68,10 +78,7 @@ func (f fixture) publish(t *testing.T, runID string, rev uint64, seqs ...uint64)
 func TestExportOnce(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	g, err := f.consent.Grant(ctx, "acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := f.grant(t)
 	rec := f.publish(t, "r1", g.Rev, 1, 2, 3)
 	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Exported {
 		t.Fatalf("first export: %s, %v", out, err)
@@ -94,10 +101,7 @@ func TestExportOnce(t *testing.T) {
 func TestExportIncomplete(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	g, err := f.consent.Grant(ctx, "acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := f.grant(t)
 	for name, seqs := range map[string][]uint64{"aged": {3, 4, 5}, "gap": {1, 2, 4}} {
 		rec := f.publish(t, name, g.Rev, seqs...)
 		if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Incomplete {
@@ -114,17 +118,12 @@ func TestExportIncomplete(t *testing.T) {
 func TestExportWithdrawnBefore(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	g, err := f.consent.Grant(ctx, "acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := f.grant(t)
 	rec := f.publish(t, "r1", g.Rev, 1, 2)
 	if _, err := f.consent.Withdraw(ctx, "acme", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.consent.Grant(ctx, "acme", "alice"); err != nil {
-		t.Fatal(err)
-	}
+	f.grant(t)
 	if out, err := f.x.Export(ctx, rec); err != nil || out != exporter.Withdrawn {
 		t.Fatalf("export: %s, %v; want withdrawn", out, err)
 	}
@@ -140,10 +139,7 @@ func TestExportWithdrawnBefore(t *testing.T) {
 func TestExportUnpacksBatches(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
-	g, err := f.consent.Grant(ctx, "acme", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := f.grant(t)
 	const runID = "batched"
 	now := time.Now()
 	store := func(ev wire.Event) {

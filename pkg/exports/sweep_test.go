@@ -14,7 +14,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -32,12 +31,8 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	srv := natstest.RunJetStream(t)
-	_, js := natstest.Connect(t, srv)
+	_, _, js := natstest.RunMesh(t)
 	ctx := context.Background()
-	if err := topology.Ensure(ctx, js, topology.Config{}); err != nil {
-		t.Fatal(err)
-	}
 	records, err := Open(ctx, js, subject.Names{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,14 @@
 package natstest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -74,7 +76,14 @@ func start(dir string) (*server.Server, error) {
 // test ends.
 func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1))
+	return ConnectURL(t, s.ClientURL())
+}
+
+// ConnectURL is Connect for a server at url, of this process or another:
+// it reconnects without end.
+func ConnectURL(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 	if err != nil {
 		t.Fatalf("natstest: connect: %v", err)
 	}
@@ -84,6 +93,19 @@ func Connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
 		t.Fatalf("natstest: jetstream: %v", err)
 	}
 	return nc, js
+}
+
+// RunMesh is RunJetStream and Connect with the mesh's default topology
+// ensured (topology.Ensure of topology.Config{}): every stream, bucket and
+// the object store exist before it returns.
+func RunMesh(t testing.TB) (*server.Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	s := RunJetStream(t)
+	nc, js := Connect(t, s)
+	if err := topology.Ensure(context.Background(), js, topology.Config{}); err != nil {
+		t.Fatalf("natstest: ensure topology: %v", err)
+	}
+	return s, nc, js
 }
 
 // Eventually calls f every 10ms until it returns nil, failing the test with

@@ -40,6 +40,19 @@ func write(t *testing.T, dir, name, body string) {
 	}
 }
 
+// loadOne loads a directory holding only x.yaml of body, failing t if it
+// does not load.
+func loadOne(t *testing.T, body string) *profile.Registry {
+	t.Helper()
+	dir := t.TempDir()
+	write(t, dir, "x.yaml", body)
+	r, err := profile.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 const base = `schema: 1
 name: x
 adapter: fixture
@@ -188,13 +201,7 @@ func TestLoadPolicyDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			write(t, dir, "x.yaml", tt.in)
-			r, err := profile.Load(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, _ := r.Get("x")
+			p, _ := loadOne(t, tt.in).Get("x")
 			if got := p.Policy; got.MaxAttempts != tt.attempts || got.MaxActive != tt.active || got.MaxWaiting != tt.queue || p.MaxAttempts != tt.attempts {
 				t.Fatalf("policy = %+v (MaxAttempts %d), want attempts %d, active %d, waiting %d", got, p.MaxAttempts, tt.attempts, tt.active, tt.queue)
 			}
@@ -204,13 +211,7 @@ func TestLoadPolicyDefaults(t *testing.T) {
 
 func TestHashIgnoresFormattingNotValues(t *testing.T) {
 	hash := func(body string) (string, string) {
-		dir := t.TempDir()
-		write(t, dir, "x.yaml", body)
-		r, err := profile.Load(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, pin, err := r.Resolve("x")
+		_, pin, err := loadOne(t, body).Resolve("x")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,7 +10,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 )
@@ -25,15 +24,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
 	for i := range errs {
-		nc, err := nats.Connect(srv.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, js := natstest.Connect(t, srv)
 		wg.Go(func() { errs[i] = topology.Ensure(ctx, js, cfg) })
 	}
 	wg.Wait()

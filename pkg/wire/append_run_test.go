@@ -126,37 +126,29 @@ func TestAppendRunSameAsMarshal(t *testing.T) {
 		records = append(records, v.record())
 		works = append(works, v.work())
 	}
+	appendsAsMarshal(t, "record", records, AppendRunRecord)
+	appendsAsMarshal(t, "work", works, AppendWork)
+}
+
+// appendsAsMarshal fails unless appendFn, after a prefix, and Marshal
+// write each of vals as the reflective encoder does.
+func appendsAsMarshal[T any](t *testing.T, what string, vals []T, appendFn func([]byte, *T) ([]byte, error)) {
+	t.Helper()
 	prefix := []byte("prefix")
-	for i := range records {
-		want, err := marshalValue(&records[i])
+	for i := range vals {
+		want, err := marshalValue(&vals[i])
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := AppendRunRecord(bytes.Clone(prefix), &records[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.HasPrefix(got, prefix) || !bytes.Equal(got[len(prefix):], want) {
-			t.Fatalf("record %d %+v:\n append  % x\n marshal % x", i, records[i], got[len(prefix):], want)
-		}
-		if m, err := Marshal(&records[i]); err != nil || !bytes.Equal(m, want) {
-			t.Fatalf("record %d: Marshal = % x, %v; want % x", i, m, err, want)
-		}
-	}
-	for i := range works {
-		want, err := marshalValue(&works[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := AppendWork(bytes.Clone(prefix), &works[i])
+		got, err := appendFn(bytes.Clone(prefix), &vals[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.HasPrefix(got, prefix) || !bytes.Equal(got[len(prefix):], want) {
-			t.Fatalf("work %d %+v:\n append  % x\n marshal % x", i, works[i], got[len(prefix):], want)
+			t.Fatalf("%s %d %+v:\n append  % x\n marshal % x", what, i, vals[i], got[len(prefix):], want)
 		}
-		if m, err := Marshal(&works[i]); err != nil || !bytes.Equal(m, want) {
-			t.Fatalf("work %d: Marshal = % x, %v; want % x", i, m, err, want)
+		if m, err := Marshal(&vals[i]); err != nil || !bytes.Equal(m, want) {
+			t.Fatalf("%s %d: Marshal = % x, %v; want % x", what, i, m, err, want)
 		}
 	}
 }
@@ -226,25 +218,11 @@ func TestAppendRunDecodes(t *testing.T) {
 	}
 }
 
-// requestSameAsReflective reports whether decodeRunRequest takes b, and
-// fails t if it takes b differently from the reflective decoder.
+// requestSameAsReflective is sameAsReflective for the run request fast
+// path.
 func requestSameAsReflective(t *testing.T, b []byte) bool {
 	t.Helper()
-	if len(b) > MaxMessageSize || Scan(b) != nil {
-		return false
-	}
-	var fast RunRequest
-	if !decodeRunRequest(b, &fast) {
-		return false
-	}
-	var slow RunRequest
-	if err := decodeStrict(b, &slow); err != nil {
-		t.Fatalf("the fast path took % x, which the reflective decoder refuses: %v", b, err)
-	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("% x:\n fast       %+v\n reflective %+v", b, fast, slow)
-	}
-	return true
+	return sameAsReflective(t, b, decodeRunRequest)
 }
 
 // TestDecodeRunRequestSameAsReflective: the fast path reads the requests

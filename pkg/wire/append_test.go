@@ -167,25 +167,31 @@ func BenchmarkChunkBatchAdd(b *testing.B) {
 	}
 }
 
-// sameAsReflective fails unless the fast path, where it takes b, reads
-// what the reflective decoder reads; it reports whether it took b.
-func sameAsReflective(t *testing.T, b []byte) bool {
+// sameAsReflective fails unless the fast path fast, where it takes b,
+// reads what the reflective decoder reads; it reports whether it took b.
+func sameAsReflective[T any](t *testing.T, b []byte, fast func([]byte, *T) bool) bool {
 	t.Helper()
 	if len(b) > MaxMessageSize || Scan(b) != nil {
 		return false
 	}
-	var fast Event
-	if !decodeChunkEvent(b, &fast) {
+	var got T
+	if !fast(b, &got) {
 		return false
 	}
-	var slow Event
+	var slow T
 	if err := decodeStrict(b, &slow); err != nil {
 		t.Fatalf("the fast path took % x, which the reflective decoder refuses: %v", b, err)
 	}
-	if !reflect.DeepEqual(fast, slow) {
-		t.Fatalf("% x:\n fast       %+v\n reflective %+v", b, fast, slow)
+	if !reflect.DeepEqual(got, slow) {
+		t.Fatalf("% x:\n fast       %+v\n reflective %+v", b, got, slow)
 	}
 	return true
+}
+
+// eventSameAsReflective is sameAsReflective for the chunk event fast path.
+func eventSameAsReflective(t *testing.T, b []byte) bool {
+	t.Helper()
+	return sameAsReflective(t, b, decodeChunkEvent)
 }
 
 // TestDecodeChunkEventSameAsReflective: the fast path reads chunk and
@@ -206,12 +212,12 @@ func TestDecodeChunkEventSameAsReflective(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sameAsReflective(t, one) {
+		if eventSameAsReflective(t, one) {
 			taken++
 		}
 		if c.Metadata.Usage == nil && c.Metadata.Capabilities == nil && c.ToolInput == nil && c.ToolOutput == nil &&
 			c.Metadata.TotalCostUSD == nil && c.Metadata.NumTurns == nil && c.Metadata.DurationMS == nil && c.Metadata.DurationAPIMS == nil &&
-			!sameAsReflective(t, one) {
+			!eventSameAsReflective(t, one) {
 			t.Errorf("the fast path left a plain chunk event: %+v", c)
 		}
 	}
@@ -229,17 +235,17 @@ func TestDecodeChunkEventSameAsReflective(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameAsReflective(t, batch) {
+	if !eventSameAsReflective(t, batch) {
 		t.Fatal("the fast path left a batch of text chunks")
 	}
 	for _, msg := range sampleMessages(t) {
-		sameAsReflective(t, msg)
+		eventSameAsReflective(t, msg)
 	}
 	st, err := Marshal(&Event{V: Version, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateRunning}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sameAsReflective(t, st) {
+	if eventSameAsReflective(t, st) {
 		t.Fatal("the fast path took a status event")
 	}
 	// Hand-made variants: a repeated field, an unknown one, nil, a signed
@@ -254,6 +260,6 @@ func TestDecodeChunkEventSameAsReflective(t *testing.T) {
 		{0x81, 0xa2, 't', 's', 0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0},
 		{0x81, 0xa5, 'c', 'h', 'u', 'n', 'k', 0x81, 0xa8, 'm', 'e', 't', 'a', 'd', 'a', 't', 'a', 0x80},
 	} {
-		sameAsReflective(t, raw)
+		eventSameAsReflective(t, raw)
 	}
 }

@@ -158,9 +158,9 @@ func FuzzDecodeRunRequest(f *testing.F) {
 
 // FuzzDecodeEvent is fuzzDecode for events, and also holds Decode's fast
 // path for chunk events to the reflective decoder wherever it takes the
-// input (sameAsReflective).
+// input (eventSameAsReflective).
 func FuzzDecodeEvent(f *testing.F) {
-	fuzzDecode[Event](f, func(t *testing.T, b []byte) { sameAsReflective(t, b) })
+	fuzzDecode[Event](f, func(t *testing.T, b []byte) { eventSameAsReflective(t, b) })
 }
 
 func FuzzDecodeWork(f *testing.F) { fuzzDecode[Work](f) }

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
-	"github.com/agentmesh/agentmesh/pkg/exports"
-	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 )
 
@@ -28,34 +25,26 @@ func (c Config) Validate() error { return c.Exporter.Validate() }
 
 // run exports until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
-	export, err := exports.LoadSettings(os.LookupEnv)
+	h, err := exporter.StartHost(ctx, "agentmesh-exporter", cfg.Config, cfg.ProfilesDir, log)
 	if err != nil {
 		return err
 	}
-	infra, err := service.Start(ctx, "agentmesh-exporter", cfg.Config, log)
-	if err != nil {
-		return err
+	defer func() { err = errors.Join(err, h.Infra.Close()) }()
+	meta := map[string]string{"registry_version": h.Profiles.Version()}
+	if !h.Export.Enabled {
+		return exporter.Idle(ctx, h.Infra.Deps, meta)
 	}
-	defer func() { err = errors.Join(err, infra.Close()) }()
-	profiles, err := profile.Load(cfg.ProfilesDir)
-	if err != nil {
-		return err
-	}
-	meta := map[string]string{"registry_version": profiles.Version()}
-	if !export.Enabled {
-		return exporter.Idle(ctx, infra.Deps, meta)
-	}
-	store, err := exporter.OpenStore(ctx, infra.Deps.JS, infra.Deps.Names, export)
+	store, err := h.OpenStore(ctx)
 	if err != nil {
 		return err
 	}
 	xc := cfg.Exporter
-	xc.Retention, xc.Metadata = export.Retention, meta
-	x, err := exporter.New(ctx, infra.Deps, store, xc)
+	xc.Retention, xc.Metadata = h.Export.Retention, meta
+	x, err := exporter.New(ctx, h.Infra.Deps, store, xc)
 	if err != nil {
 		return err
 	}
-	log.Info("exporter started", "retention", export.Retention, "artifact_root", export.ArtifactRoot,
-		"nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
+	log.Info("exporter started", "retention", h.Export.Retention, "artifact_root", h.Export.ArtifactRoot,
+		"nats", service.ConnectedURL(h.Infra.Deps.NC), "http", h.Infra.HTTPAddr())
 	return x.Run(ctx)
 }

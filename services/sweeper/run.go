@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
-	"github.com/agentmesh/agentmesh/pkg/exports"
-	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 )
@@ -28,35 +25,27 @@ func (c Config) Validate() error { return c.Sweeper.Validate() }
 
 // run sweeps until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
-	export, err := exports.LoadSettings(os.LookupEnv)
+	h, err := exporter.StartHost(ctx, "agentmesh-sweeper", cfg.Config, cfg.ProfilesDir, log)
 	if err != nil {
 		return err
 	}
-	infra, err := service.Start(ctx, "agentmesh-sweeper", cfg.Config, log)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, infra.Close()) }()
-	profiles, err := profile.Load(cfg.ProfilesDir)
-	if err != nil {
-		return err
-	}
-	store, err := exporter.OpenStore(ctx, infra.Deps.JS, infra.Deps.Names, export)
+	defer func() { err = errors.Join(err, h.Infra.Close()) }()
+	store, err := h.OpenStore(ctx)
 	if err != nil {
 		return err
 	}
 	sc := cfg.Sweeper
-	sc.Metadata = service.Metadata(sc.Metadata, "registry_version", profiles.Version())
+	sc.Metadata = service.Metadata(sc.Metadata, "registry_version", h.Profiles.Version())
 	x := sweeper.ExportsConfig{}
 	if sc.Exports != nil {
 		x = *sc.Exports
 	}
 	x.Store = store
 	sc.Exports = &x
-	s, err := sweeper.New(ctx, infra.Deps, sc)
+	s, err := sweeper.New(ctx, h.Infra.Deps, sc)
 	if err != nil {
 		return err
 	}
-	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "registry_version", profiles.Version(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
+	log.Info("sweeper started", "lease_ttl", cfg.LeaseTTL, "registry_version", h.Profiles.Version(), "nats", service.ConnectedURL(h.Infra.Deps.NC), "http", h.Infra.HTTPAddr())
 	return s.Run(ctx)
 }

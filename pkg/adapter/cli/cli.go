@@ -360,3 +360,16 @@ func FeedAll(p Parser, dec *ndjson.Decoder, each func([]wire.Chunk, error) bool)
 		}
 	}
 }
+
+// AgentCapabilities is the declaration the agent CLIs share: a subprocess
+// that emits tool events, reports usage and resumes a session through the
+// request field resumeField. It is a new value on every call.
+func AgentCapabilities(resumeField string) wire.Capabilities {
+	return wire.Capabilities{
+		Transport:       wire.TransportSubprocess,
+		Resumable:       true,
+		EmitsToolEvents: true,
+		ReportsUsage:    true,
+		ResumeField:     resumeField,
+	}
+}

@@ -103,6 +103,23 @@ func LineTakes(t *testing.T, newParser func() cli.LineParser, shapes map[string]
 	}
 }
 
+// CorpusSameAsEvent runs SameAsEvent, in a subtest "<file>/<parser>", on
+// every file of the line corpus of the CLI adapter named name (LineCorpus,
+// at least min files) with each of parsers; a parser named "" names its
+// subtests by file alone.
+func CorpusSameAsEvent(t *testing.T, name string, min int, parsers map[string]func() cli.LineParser) {
+	t.Helper()
+	for file, b := range LineCorpus(t, name, min) {
+		for pn, np := range parsers {
+			sub := file
+			if pn != "" {
+				sub += "/" + pn
+			}
+			t.Run(sub, func(t *testing.T) { SameAsEvent(t, b, np) })
+		}
+	}
+}
+
 // LineCorpus returns every stdout the tests of the CLI adapter named name
 // hold: its captures, its fuzz seeds and its hand-written golden cases. It
 // fails t if it finds fewer than min files.

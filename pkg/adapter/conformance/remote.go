@@ -3,14 +3,17 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,6 +54,102 @@ func Recorded(t testing.TB, name, c string) replay.Response {
 		return f.Responses[0]
 	}
 	return f.Response
+}
+
+// RefusedURL returns the http URL of a loopback port nobody listens on,
+// for a connect refusal.
+func RefusedURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return "http://" + ln.Addr().String()
+}
+
+// SilentURL returns the http URL of a loopback server that accepts every
+// connection and never answers, until t ends: an attempt against it ends
+// at its attempt cap. Cleanup closes the listener and every connection and
+// waits for the accepting goroutine.
+func SilentURL(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// FailedAttempt is one way an attempt of a remote adapter fails, and how
+// the attempt must end (FailedAttempts).
+type FailedAttempt struct {
+	Name string
+	// BaseURL is where the adapter is pointed; AttemptTimeout, when not
+	// 0, is its attempt cap.
+	BaseURL        string
+	AttemptTimeout time.Duration
+	// Class and Retryable are the terminal error's; Chunks is how many
+	// chunks come before it.
+	Class     wire.Class
+	Retryable bool
+	Chunks    int
+}
+
+// FailedAttempts are the failures every remote adapter meets alike
+// (docs/contract.md §4.5): a refused connection and the attempt cap,
+// before any output, end in a retryable ProviderTransportError; the
+// recorded http-500 and http-401 of srv in a ProviderError and a
+// ProviderAuthError, and the recorded cut after cutChunks chunks in a
+// ProviderTransportError, none of them retryable. path follows each
+// server's URL or case (the adapter's base path: "" for none, "/v1").
+// The refused and silent servers live until t ends.
+func FailedAttempts(t testing.TB, srv *replay.Server, path string, cutChunks int) []FailedAttempt {
+	t.Helper()
+	recorded := func(c string) string { return srv.URL() + "/" + c + path }
+	return []FailedAttempt{
+		{Name: "connect refused", BaseURL: RefusedURL(t) + path, Class: wire.ProviderTransportError, Retryable: true},
+		{Name: "attempt cap", BaseURL: SilentURL(t) + path, AttemptTimeout: 100 * time.Millisecond, Class: wire.ProviderTransportError, Retryable: true},
+		{Name: "http 500", BaseURL: recorded("http-500"), Class: wire.ProviderError},
+		{Name: "http 401", BaseURL: recorded("http-401"), Class: wire.ProviderAuthError},
+		{Name: "cut after output", BaseURL: recorded("cut"), Class: wire.ProviderTransportError, Chunks: cutChunks},
+	}
+}
+
+// Check fails t unless an attempt that yielded chunks and ended with err
+// ended as f says.
+func (f FailedAttempt) Check(t testing.TB, chunks []wire.Chunk, err error) {
+	t.Helper()
+	var we *wire.Error
+	if !errors.As(err, &we) || we.Class != f.Class || we.Retryable != f.Retryable {
+		t.Errorf("err = %v, want class %s, retryable %t", err, f.Class, f.Retryable)
+	}
+	if len(chunks) != f.Chunks {
+		t.Errorf("%d chunks before the failure, want %d:\n%s", len(chunks), f.Chunks, ChunksJSON(chunks))
+	}
 }
 
 // SSEEvents cuts an event-stream body into its events, each with the blank
@@ -185,6 +284,31 @@ type Outcome struct {
 	Saved      bool
 }
 
+// Expect fails t unless o is what an attempt of an adapter declaring caps
+// should have ended as: the chunks want (compared as JSON), then a clean
+// end for a class "", else a *wire.Error of that class and retryability;
+// and every stream rule kept (Check).
+func (o Outcome) Expect(t testing.TB, caps wire.Capabilities, want []wire.Chunk, class wire.Class, retryable bool) {
+	t.Helper()
+	if got, want := ChunksJSON(o.Chunks), ChunksJSON(want); got != want {
+		t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
+	}
+	var we *wire.Error
+	switch {
+	case class == "" && o.Err != nil:
+		t.Errorf("err = %v, want a clean end", o.Err)
+	case class != "" && !errors.As(o.Err, &we):
+		t.Errorf("err = %v (%T), want a *wire.Error of class %s", o.Err, o.Err, class)
+	case class != "" && we.Class != class:
+		t.Errorf("err = %v, want class %s", o.Err, class)
+	case class != "" && we.Retryable != retryable:
+		t.Errorf("err = %v, retryable %t, want %t", o.Err, we.Retryable, retryable)
+	}
+	for _, p := range Check(caps, o.Chunks, o.Err, Ran) {
+		t.Errorf("stream rule: %s", p)
+	}
+}
+
 // Collect ranges over one attempt of call to its end, within runTimeout
 // (Drain).
 func Collect(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
@@ -228,6 +352,17 @@ func CollectSaving(t testing.TB, a adapter.Adapter, call adapter.Call) Outcome {
 	o := Collect(t, a, call)
 	o.Checkpoint, o.Saved = saved, ok
 	return o
+}
+
+// ConfirmedSession is the session id of the first system chunk that
+// carries one (metadata.session_id), or "" when none does.
+func ConfirmedSession(chunks []wire.Chunk) string {
+	for _, c := range chunks {
+		if c.Type == wire.ChunkSystem && c.Metadata.SessionID != "" {
+			return c.Metadata.SessionID
+		}
+	}
+	return ""
 }
 
 // ChunksJSON is each chunk's JSON, one a line, for messages.

@@ -5,19 +5,17 @@
 // in one wire.AgenticRequestValidationError.
 //
 // An adapter reads each of its fields once, adds its own rules with Bad and
-// BadElem, and ends with Err:
+// BadElem, and Read (Decode, then Err) returns the request or one error:
 //
-//	d, err := reqfield.Decode(Name, b)
-//	if err != nil {
-//		return Request{}, err
-//	}
-//	d.Require("prompt")
-//	req := Request{Prompt: d.Arg("prompt"), Tools: d.Args("tools")}
-//	if strings.HasPrefix(req.Prompt, "-") {
-//		d.Bad("prompt", "must not begin with %q", "-")
-//	}
-//	if err := d.Err(); err != nil {
-//		return Request{}, err
+//	func Decode(b []byte) (Request, error) { return reqfield.Read(Name, b, read) }
+//
+//	func read(d *reqfield.Decoder) Request {
+//		d.Require("prompt")
+//		req := Request{Prompt: d.Arg("prompt"), Tools: d.Args("tools")}
+//		if strings.HasPrefix(req.Prompt, "-") {
+//			d.Bad("prompt", "must not begin with %q", "-")
+//		}
+//		return req
 //	}
 //
 // A nil value is the same as an absent field, as in a struct decode. A

@@ -30,3 +30,23 @@ func ExampleDecode() {
 	// "-h" [] 0
 	// AgenticRequestValidationError: demo request: unknown field "colour"; field "prompt": must not begin with "-"; field "tools"[1]: want a string, got an integer; field "turns": 99 is out of range [1, 10]
 }
+
+// Read is the frame of an adapter's Decode: read takes the fields, and
+// the request comes back only when it has no problem.
+func ExampleRead() {
+	type request struct {
+		Prompt string
+		Turns  int
+	}
+	read := func(d *reqfield.Decoder) request {
+		d.Require("prompt")
+		return request{Prompt: d.String("prompt"), Turns: d.Int("turns", 1, 10)}
+	}
+	good, _ := wire.Marshal(map[string]any{"prompt": "hi", "turns": 3})
+	fmt.Println(reqfield.Read("demo", good, read))
+	bad, _ := wire.Marshal(map[string]any{"prompt": "hi", "turns": 99})
+	fmt.Println(reqfield.Read("demo", bad, read))
+	// Output:
+	// {hi 3} <nil>
+	// { 0} AgenticRequestValidationError: demo request: field "turns": 99 is out of range [1, 10]
+}

@@ -17,9 +17,13 @@ type Decoder struct {
 	adapter  string
 	m        map[string]any
 	read     map[string]bool // the fields a getter or Require has claimed
-	required []string
+	required []required
 	problems []problem
 }
+
+// required is a field Require or RequireUnless made required; unless, if
+// set, is the field that would have stood in for it, for the message.
+type required struct{ field, unless string }
 
 // problem is one entry of the error message; field orders it.
 type problem struct{ field, msg string }
@@ -34,6 +38,24 @@ func Decode(adapter string, b []byte) (*Decoder, error) {
 		return nil, wire.Errorf(wire.AgenticRequestValidationError, "%s request: %v", adapter, err)
 	}
 	return &Decoder{adapter: adapter, m: m, read: make(map[string]bool, len(m))}, nil
+}
+
+// Read decodes b as Decode does and reads the request with read, which
+// takes each field from d into an R and records the problems it finds with
+// Bad and BadElem. It returns that R, or the zero R and one error naming
+// every problem (Err). It does no I/O of its own and is safe for concurrent
+// use when read is.
+func Read[R any](adapter string, b []byte, read func(d *Decoder) R) (R, error) {
+	var zero R
+	d, err := Decode(adapter, b)
+	if err != nil {
+		return zero, err
+	}
+	req := read(d)
+	if err := d.Err(); err != nil {
+		return zero, err
+	}
+	return req, nil
 }
 
 // get claims field k and returns its value (nil when absent).
@@ -274,9 +296,24 @@ func TypeName(v any) string { return typeName(v) }
 // `field "k": required, a non-empty string` when it is absent, nil or "",
 // unless a problem was already recorded against it. It also claims k, so it
 // is never unknown. It may be called before or after k's getter.
-func (d *Decoder) Require(k string) {
+func (d *Decoder) Require(k string) { d.require(k, "") }
+
+// RequireUnless is Require, unless the request holds a non-nil field
+// other, whatever its value: a request may carry either, as a turn carries
+// a prompt or the tool results that answer the last one. When neither is
+// given Err names k as `field "k": required, a non-empty string, unless
+// other is given`. Like Require it claims k; it claims nothing of other.
+func (d *Decoder) RequireUnless(k, other string) {
+	if v := d.m[other]; v != nil {
+		d.read[k] = true
+		return
+	}
+	d.require(k, other)
+}
+
+func (d *Decoder) require(k, unless string) {
 	d.read[k] = true
-	d.required = append(d.required, k)
+	d.required = append(d.required, required{k, unless})
 }
 
 // Has reports whether field k holds a non-nil value against which no
@@ -319,9 +356,13 @@ func (d *Decoder) Err() error {
 			problems = append(problems, problem{k, fmt.Sprintf("unknown field %.64q", k)})
 		}
 	}
-	for _, k := range d.required {
-		if v := d.m[k]; (v == nil || v == "") && !d.failed(k) {
-			problems = append(problems, problem{k, fmt.Sprintf("field %q: required, a non-empty string", k)})
+	for _, r := range d.required {
+		if v := d.m[r.field]; (v == nil || v == "") && !d.failed(r.field) {
+			msg := fmt.Sprintf("field %q: required, a non-empty string", r.field)
+			if r.unless != "" {
+				msg += ", unless " + r.unless + " is given"
+			}
+			problems = append(problems, problem{r.field, msg})
 		}
 	}
 	if len(problems) == 0 {

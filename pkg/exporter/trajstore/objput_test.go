@@ -41,6 +41,13 @@ func chunkSubjects(t *testing.T, st jetstream.Stream, bucket string) map[string]
 	return info.State.Subjects
 }
 
+// newBucketStream is newBucket with the stream beneath the bucket.
+func newBucketStream(t testing.TB, js jetstream.JetStream) (jetstream.ObjectStore, string, jetstream.Stream) {
+	t.Helper()
+	obs, bucket := newBucket(t, js)
+	return obs, bucket, bucketStream(t, js, bucket)
+}
+
 func bucketStream(t testing.TB, js jetstream.JetStream, bucket string) jetstream.Stream {
 	t.Helper()
 	st, err := js.Stream(context.Background(), "OBJ_"+bucket)
@@ -103,8 +110,7 @@ func TestObjectStorePutLeaksNoGoroutine(t *testing.T) {
 func TestObjectStorePutReadByNATS(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, srv)
-	obs, bucket := newBucket(t, js)
-	st := bucketStream(t, js, bucket)
+	obs, bucket, st := newBucketStream(t, js)
 	s := trajstore.NewObjectStore(js, obs)
 	ctx := context.Background()
 	sizes := []int{0, 1, chunk, chunk + 1, 5_000_000}
@@ -235,8 +241,7 @@ func metaFields(t *testing.T, data []byte) map[string]any {
 func TestObjectStorePutFindsNATSObject(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, srv)
-	obs, bucket := newBucket(t, js)
-	st := bucketStream(t, js, bucket)
+	obs, bucket, st := newBucketStream(t, js)
 	s := trajstore.NewObjectStore(js, obs)
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("nats.go "), 40_000) // 3 chunks
@@ -280,8 +285,7 @@ func TestObjectStorePutFindsNATSObject(t *testing.T) {
 func TestObjectStoreRacingPutsLeaveOneObject(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	_, js := natstest.Connect(t, srv)
-	obs, bucket := newBucket(t, js)
-	st := bucketStream(t, js, bucket)
+	obs, bucket, st := newBucketStream(t, js)
 	ctx := context.Background()
 	var stores [2]trajstore.Store
 	for i := range stores {
@@ -474,8 +478,7 @@ func TestObjectStorePutLosesARace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			obs, bucket := newBucket(t, js)
-			st := bucketStream(t, js, bucket)
+			obs, bucket, st := newBucketStream(t, js)
 			_, rjs := natstest.Connect(t, srv)
 			ro, err := rjs.ObjectStore(context.Background(), bucket)
 			if err != nil {

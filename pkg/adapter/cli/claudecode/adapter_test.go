@@ -245,7 +245,7 @@ func TestAdapterResumeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := sessionOf(chunks)
+	id := conformance.ConfirmedSession(chunks)
 	if id == "" {
 		t.Fatalf("S1 published no session id: %s", jsonOf(t, chunks))
 	}
@@ -264,21 +264,12 @@ func TestAdapterResumeRoundTrip(t *testing.T) {
 	if i < 0 || i+1 >= len(argv) || argv[i+1] != id {
 		t.Errorf("resume argv = %q, want --resume %s", argv, id)
 	}
-	if got := sessionOf(chunks); got != id {
+	if got := conformance.ConfirmedSession(chunks); got != id {
 		t.Errorf("resumed stream confirmed session %q, want %q", got, id)
 	}
 	if last := chunks[len(chunks)-1]; last.Type != wire.ChunkResult || last.Metadata.SessionID != id {
 		t.Errorf("last chunk = %+v, want the result carrying session %s", last, id)
 	}
-}
-
-func sessionOf(chunks []wire.Chunk) string {
-	for _, c := range chunks {
-		if c.Type == wire.ChunkSystem && c.Metadata.SessionID != "" {
-			return c.Metadata.SessionID
-		}
-	}
-	return ""
 }
 
 // TestAdapterExitWithoutInbandError: the CLI refusing to run as root exits

@@ -32,13 +32,7 @@ const EnvMaxRetries = "CLAUDE_CODE_MAX_RETRIES"
 // tool_result events and reports usage on its result; it resumes a session
 // through the request field "resume" (--resume <id>), and the parser
 // publishes the confirmed id from system/init.
-var Capabilities = wire.Capabilities{
-	Transport:       wire.TransportSubprocess,
-	Resumable:       true,
-	EmitsToolEvents: true,
-	ReportsUsage:    true,
-	ResumeField:     ResumeField,
-}
+var Capabilities = cli.AgentCapabilities(ResumeField)
 
 // tokenClasses are the classes of the result's usage (see usage):
 // input_tokens, output_tokens, cache_read_input_tokens and
@@ -123,13 +117,9 @@ type flags struct {
 // loop, bounds the calls. MaxAttempts ≤ 0 (no policy) means the record's
 // default of 3.
 func Invoke(req Request, call adapter.Call, _ string) (cli.Invocation, error) {
-	model := req.Model
-	switch {
-	case model == "":
-		model = call.Model
-	case call.Model != "" && model != call.Model:
-		return cli.Invocation{}, wire.Errorf(wire.AgenticRequestValidationError,
-			"%s request: field \"model\": %q contradicts the pinned model %q", Name, model, call.Model)
+	model, err := call.RunModel(Name, req.Model)
+	if err != nil {
+		return cli.Invocation{}, err
 	}
 	f := flags{
 		Print: true, OutputFormat: "stream-json", Verbose: true, Model: model,

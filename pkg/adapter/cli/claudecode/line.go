@@ -487,17 +487,14 @@ func lexStreamEvent(ev []byte) (streamEvent, bool) {
 		if !validIndex() || !hasDelta {
 			return se, false
 		}
-		switch dType {
-		case "text_delta":
-			se.kind = "text"
-		case "thinking_delta":
-			se.kind = "thinking"
-		case "signature_delta", "input_json_delta", "citations_delta":
-			return se, true
-		default:
+		kind, known := deltaKind(dType)
+		switch {
+		case !known:
 			return se, false
+		case kind == "":
+			return se, true
 		}
-		se.text = pick(se.kind, dText, dThinking)
+		se.kind, se.text = kind, pick(kind, dText, dThinking)
 	case "content_block_stop", "message_delta", "message_stop", "ping", "error":
 	default:
 		return se, false

@@ -13,9 +13,7 @@ func newLineParser() cli.LineParser { return claudecode.NewParser() }
 // TestLineSameAsEvent checks Line against Event on every capture, fuzz
 // seed and golden case.
 func TestLineSameAsEvent(t *testing.T) {
-	for file, b := range conformance.LineCorpus(t, claudecode.Name, 5) {
-		t.Run(file, func(t *testing.T) { conformance.SameAsEvent(t, b, newLineParser) })
-	}
+	conformance.CorpusSameAsEvent(t, claudecode.Name, 5, map[string]func() cli.LineParser{"": newLineParser})
 }
 
 // TestLineTakesCommonShapes: the fast path really takes the events a run

@@ -654,17 +654,15 @@ func streamEventOf(ev map[string]any) (streamEvent, error) {
 		if err != nil {
 			return se, err
 		}
-		switch dt {
-		case "text_delta":
-			se.kind = "text"
-		case "thinking_delta":
-			se.kind = "thinking"
-		case "signature_delta", "input_json_delta", "citations_delta":
-			return se, nil
-		default:
+		kind, known := deltaKind(dt)
+		switch {
+		case !known:
 			return se, protocolf("unknown stream_event delta %q", dt)
+		case kind == "":
+			return se, nil
 		}
-		se.text, err = str(d, se.kind)
+		se.kind = kind
+		se.text, err = str(d, kind)
 		return se, err
 	case "content_block_stop", "message_delta", "message_stop", "ping", "error":
 		// No text; the CLI reports a failed request through its result.
@@ -821,4 +819,21 @@ func message(ev map[string]any) (map[string]any, []any, error) {
 		return nil, nil, protocolf("%v message content is not an array", ev["type"])
 	}
 	return msg, content, nil
+}
+
+// deltaKind is the kind of text ("text" or "thinking", which is also the
+// delta's field holding it) a stream_event delta of type t carries, "" for
+// a delta the parser passes over (a signature, tool input, a citation);
+// known is false for a type the grammar does not know. The event parser
+// and the line fast path both read deltas through it.
+func deltaKind(t string) (kind string, known bool) {
+	switch t {
+	case "text_delta":
+		return "text", true
+	case "thinking_delta":
+		return "thinking", true
+	case "signature_delta", "input_json_delta", "citations_delta":
+		return "", true
+	}
+	return "", false
 }

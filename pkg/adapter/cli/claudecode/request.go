@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
 
@@ -53,12 +54,10 @@ type Request struct {
 // field, a wrong type, a missing prompt, a bad enum value or session id) is
 // named in one AgenticRequestValidationError. It starts nothing and is safe
 // for concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	d.Require("prompt")
+func Decode(b []byte) (Request, error) { return cli.DecodeRequest(Name, b, read) }
+
+// read takes the request's fields from d and checks them (cli.DecodeRequest).
+func read(d *reqfield.Decoder) Request {
 	// Every string becomes an argv element: Arg and Args refuse a NUL byte.
 	req := Request{
 		Prompt:                 d.Arg("prompt"),
@@ -91,8 +90,5 @@ func Decode(b []byte) (Request, error) {
 	if req.Resume != "" && !reqfield.IsUUID(req.Resume) {
 		d.Bad(ResumeField, "%q is not a session id (a UUID)", req.Resume)
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }

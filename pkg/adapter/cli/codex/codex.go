@@ -30,13 +30,7 @@ const (
 // Capabilities is the adapter's declaration: Codex reports tool activity
 // (command_execution items) and usage (turn.completed), and it resumes a
 // thread through the request field resume_thread_id.
-var Capabilities = wire.Capabilities{
-	Transport:       wire.TransportSubprocess,
-	Resumable:       true,
-	EmitsToolEvents: true,
-	ReportsUsage:    true,
-	ResumeField:     ResumeField,
-}
+var Capabilities = cli.AgentCapabilities(ResumeField)
 
 // tokenClasses are the classes of the result's usage (see counts.usage):
 // uncached input, cached and cache-write input, visible output and

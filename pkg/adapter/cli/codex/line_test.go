@@ -23,11 +23,7 @@ func resumedParser() *Parser {
 // TestLineSameAsEvent checks Line against Event on every capture, fuzz
 // seed and golden case.
 func TestLineSameAsEvent(t *testing.T) {
-	for file, b := range conformance.LineCorpus(t, Name, 12) {
-		for name, np := range lineParsers {
-			t.Run(file+"/"+name, func(t *testing.T) { conformance.SameAsEvent(t, b, np) })
-		}
-	}
+	conformance.CorpusSameAsEvent(t, Name, 12, lineParsers)
 }
 
 // TestLineTakesCommonShapes: the fast path really takes the events a run

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
 
@@ -53,12 +54,10 @@ var (
 // field, a wrong type, a missing prompt, a bad enum or path) is named in
 // one *wire.Error of class AgenticRequestValidationError. It starts
 // nothing and is safe for concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	d.Require("prompt")
+func Decode(b []byte) (Request, error) { return cli.DecodeRequest(Name, b, read) }
+
+// read takes the request's fields from d and checks them (cli.DecodeRequest).
+func read(d *reqfield.Decoder) Request {
 	// Every string reaches the CLI's argv: Arg refuses a NUL byte.
 	req := Request{
 		Prompt:                d.Arg("prompt"),
@@ -103,8 +102,5 @@ func Decode(b []byte) (Request, error) {
 			d.Bad(f.name, "not valid UTF-8")
 		}
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }

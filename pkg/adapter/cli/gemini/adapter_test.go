@@ -213,7 +213,7 @@ func TestResumeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := confirmedSession(first)
+	id := conformance.ConfirmedSession(first)
 	if id == "" {
 		t.Fatalf("the first run confirmed no session: %+v", first)
 	}
@@ -231,21 +231,12 @@ func TestResumeRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(rec.Argv, want) {
 		t.Errorf("resume argv:\ngot  %q\nwant %q", rec.Argv, want)
 	}
-	if got := confirmedSession(second); got != id {
+	if got := conformance.ConfirmedSession(second); got != id {
 		t.Errorf("the resumed run confirmed %q, want %q", got, id)
 	}
 	if r := second[len(second)-1]; r.Type != wire.ChunkResult || r.Metadata.SessionID != id {
 		t.Errorf("last chunk %+v: want the result carrying session %s", r, id)
 	}
-}
-
-func confirmedSession(chunks []wire.Chunk) string {
-	for _, c := range chunks {
-		if c.Type == wire.ChunkSystem && c.Metadata.SessionID != "" {
-			return c.Metadata.SessionID
-		}
-	}
-	return ""
 }
 
 func contains(s []string, v string) bool {

@@ -32,13 +32,7 @@ const MaxCLIAttempts = 10
 // capabilities is the adapter's declaration: a subprocess, resumable through
 // the "resume" field, with tool events and usage (both seen in the
 // transcripts).
-var capabilities = wire.Capabilities{
-	Transport:       wire.TransportSubprocess,
-	Resumable:       true,
-	EmitsToolEvents: true,
-	ReportsUsage:    true,
-	ResumeField:     ResumeField,
-}
+var capabilities = cli.AgentCapabilities(ResumeField)
 
 // tokenClasses are the classes of the result's usage (see usage): input
 // read fresh, input read from cache, output, and the thoughts the CLI

@@ -12,9 +12,7 @@ func newLineParser() cli.LineParser { return newParser() }
 // TestLineSameAsEvent checks Line against Event on every capture, fuzz
 // seed and golden case.
 func TestLineSameAsEvent(t *testing.T) {
-	for file, b := range conformance.LineCorpus(t, Name, 12) {
-		t.Run(file, func(t *testing.T) { conformance.SameAsEvent(t, b, newLineParser) })
-	}
+	conformance.CorpusSameAsEvent(t, Name, 12, map[string]func() cli.LineParser{"": newLineParser})
 }
 
 // TestLineTakesCommonShapes: the fast path really takes the events a run

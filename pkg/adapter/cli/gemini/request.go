@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
 
@@ -51,12 +52,10 @@ var modelRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]*$`)
 // wrong type, missing prompt, bad enum or value) is named in one
 // AgenticRequestValidationError. It starts nothing and is safe for
 // concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	d.Require("prompt")
+func Decode(b []byte) (Request, error) { return cli.DecodeRequest(Name, b, read) }
+
+// read takes the request's fields from d and checks them (cli.DecodeRequest).
+func read(d *reqfield.Decoder) Request {
 	// Every string becomes an argv element: Arg and Args refuse a NUL byte.
 	req := Request{
 		Prompt:             d.Arg("prompt"),
@@ -93,10 +92,7 @@ func Decode(b []byte) (Request, error) {
 			d.Bad("system_md", "%s", msg)
 		}
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }
 
 // pathProblem says what is wrong with a workspace-relative path, or "".

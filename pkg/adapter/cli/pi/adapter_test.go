@@ -220,18 +220,17 @@ func TestStreamResumeRoundTrip(t *testing.T) {
 	}
 }
 
-// confirmedSession is the session id of the first system chunk that has one.
+// confirmedSession is the session id of the first system chunk that has
+// one (conformance.ConfirmedSession); that chunk carries no
+// provider_session_id.
 func confirmedSession(t testing.TB, chunks []wire.Chunk) string {
 	t.Helper()
 	for _, c := range chunks {
-		if c.Type == wire.ChunkSystem && c.Metadata.SessionID != "" {
-			if c.Metadata.ProviderSessionID != "" {
-				t.Errorf("system chunk carries provider_session_id %q", c.Metadata.ProviderSessionID)
-			}
-			return c.Metadata.SessionID
+		if c.Type == wire.ChunkSystem && c.Metadata.ProviderSessionID != "" {
+			t.Errorf("system chunk carries provider_session_id %q", c.Metadata.ProviderSessionID)
 		}
 	}
-	return ""
+	return conformance.ConfirmedSession(chunks)
 }
 
 func TestStreamFailures(t *testing.T) {

@@ -18,11 +18,7 @@ var piParsers = map[string]func() cli.LineParser{
 // TestLineSameAsEvent checks Line against Event on every capture, fuzz
 // seed and golden case.
 func TestLineSameAsEvent(t *testing.T) {
-	for file, b := range conformance.LineCorpus(t, Name, 12) {
-		for name, np := range piParsers {
-			t.Run(file+"/"+name, func(t *testing.T) { conformance.SameAsEvent(t, b, np) })
-		}
-	}
+	conformance.CorpusSameAsEvent(t, Name, 12, piParsers)
 }
 
 // TestLineTakesCommonShapes: the fast path really takes the events a run

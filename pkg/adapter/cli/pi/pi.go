@@ -38,13 +38,7 @@ const (
 // Capabilities is the adapter's declaration: a subprocess that resumes
 // through the request's resume field (pi --session), emits tool events
 // (tool_execution_start/end) and reports usage (message_end usage).
-var Capabilities = wire.Capabilities{
-	Transport:       wire.TransportSubprocess,
-	Resumable:       true,
-	EmitsToolEvents: true,
-	ReportsUsage:    true,
-	ResumeField:     ResumeField,
-}
+var Capabilities = cli.AgentCapabilities(ResumeField)
 
 // tokenClasses are the classes of the result's usage, summed over the
 // assistant messages' usage: input, output, cacheRead and cacheWrite. Pi

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
 
@@ -58,12 +59,10 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
 // malformed session id) is one *wire.Error of class
 // AgenticRequestValidationError naming every bad field. It starts nothing
 // and is safe for concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	d.Require("prompt")
+func Decode(b []byte) (Request, error) { return cli.DecodeRequest(Name, b, read) }
+
+// read takes the request's fields from d and checks them (cli.DecodeRequest).
+func read(d *reqfield.Decoder) Request {
 	// Every string becomes (part of) an argv element: Arg and Args refuse a
 	// NUL byte.
 	req := Request{
@@ -98,8 +97,5 @@ func Decode(b []byte) (Request, error) {
 	if req.Resume != "" && !reqfield.IsUUID(req.Resume) {
 		d.Bad(ResumeField, "%q is not a pi session id (a UUID)", req.Resume)
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }

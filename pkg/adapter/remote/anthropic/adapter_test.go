@@ -4,13 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
@@ -448,7 +443,7 @@ func TestContinuationValidation(t *testing.T) {
 		{"another model", valid, "claude-opus-4-1", map[string]any{"tool_results": []any{result(id)}},
 			wire.PinMismatch, "runs on model"},
 		{"request model differs from the pin", nil, model, map[string]any{"prompt": "p", "model": "claude-haiku-4-5"},
-			wire.AgenticRequestValidationError, "differs from the pinned model"},
+			wire.AgenticRequestValidationError, "is not the pinned model"},
 		{"damaged checkpoint", []byte{0x81, 0xa1, 'v', 0x02}, model, map[string]any{"prompt": "p"},
 			wire.AgenticRequestValidationError, "checkpoint"},
 		{"temperature with inherited thinking", mustState(t, a, srv, "thinking"), model, map[string]any{"prompt": "p", "temperature": 0.5},
@@ -494,49 +489,14 @@ func mustState(t *testing.T, a adapter.Adapter, srv *replay.Server, name string)
 // errors; a status error, and a failure after output, are not.
 func TestRetryability(t *testing.T) {
 	srv := conformance.ReplayServer(t, anthropic.Name)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedPort := "http://" + ln.Addr().String()
-	ln.Close()
-	// The handler reads the body first: only then does the server notice
-	// the client hanging up, which ends r.Context().
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		<-r.Context().Done()
-	}))
-	t.Cleanup(hang.Close)
-
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		wantClass wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{"connect refused", remote.Config{BaseURL: closedPort}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: hang.URL, AttemptTimeout: 100 * time.Millisecond}, wire.ProviderTransportError, true, 0},
-		{"500", remote.Config{BaseURL: srv.URL() + "/http-500"}, wire.ProviderError, false, 0},
-		{"401", remote.Config{BaseURL: srv.URL() + "/http-401"}, wire.ProviderAuthError, false, 0},
-		{"cut after output", remote.Config{BaseURL: srv.URL() + "/cut"}, wire.ProviderTransportError, false, 2},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.AllowLoopback = true
-			tt.cfg.Credential = secret.New(testKey)
-			a, err := anthropic.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "", 2) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := anthropic.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, Credential: secret.New(testKey), AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			chunks, err := run(t, a, adapter.Call{Request: validate(t, a, map[string]any{"prompt": "p"}), Model: model, Attempt: 1, MaxAttempts: 3})
-			var we *wire.Error
-			if !errors.As(err, &we) || we.Class != tt.wantClass || we.Retryable != tt.retryable {
-				t.Errorf("err = %#v, want %s with retryable=%t", err, tt.wantClass, tt.retryable)
-			}
-			if len(chunks) != tt.chunks {
-				t.Errorf("%d chunks, want %d", len(chunks), tt.chunks)
-			}
+			tt.Check(t, chunks, err)
 			assertNoSecret(t, chunks, err, testKey)
 		})
 	}

@@ -91,12 +91,9 @@ type client struct {
 // failure is not retryable. At message_stop it calls call.SaveCheckpoint
 // with the conversation including this turn, then emits the result chunk.
 func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
-	model := call.Model
-	switch {
-	case req.Model != "" && model != "" && req.Model != model:
-		return validationf("field \"model\": %q differs from the pinned model %q", req.Model, model)
-	case model == "":
-		model = req.Model
+	model, err := call.RunModel(Name, req.Model)
+	if err != nil {
+		return err
 	}
 	if model == "" {
 		return validationf("no model: the run is not pinned to one and the request names none")

@@ -62,14 +62,12 @@ type Request struct {
 // out of range, an impossible combination) is named in one
 // AgenticRequestValidationError. It starts nothing and is safe for
 // concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	// Asked before Results can record a problem against it: tool_results
-	// given, even a bad one, stands in for the prompt.
-	answering := d.Has("tool_results")
+func Decode(b []byte) (Request, error) { return reqfield.Read(Name, b, read) }
+
+// read takes the request's fields from d and checks them (reqfield.Read).
+func read(d *reqfield.Decoder) Request {
+	// tool_results given, even a bad one, stands in for the prompt.
+	d.RequireUnless("prompt", "tool_results")
 	req := Request{
 		Prompt:           d.String("prompt"),
 		System:           d.String("system"),
@@ -83,9 +81,6 @@ func Decode(b []byte) (Request, error) {
 	if t := d.Float("temperature", 0, 1); d.Has("temperature") {
 		req.Temperature = &t
 	}
-	if req.Prompt == "" && !answering {
-		d.Bad("prompt", "required, a non-empty string, unless tool_results is given")
-	}
 	if strings.IndexByte(req.Prompt, 0) >= 0 {
 		d.Bad("prompt", "contains a NUL byte")
 	}
@@ -95,10 +90,7 @@ func Decode(b []byte) (Request, error) {
 	if req.ThinkingBudget > 0 && req.Temperature != nil {
 		d.Bad("temperature", "cannot be set together with thinking_budget (the provider refuses it)")
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }
 
 // toolRules are the provider's rules for a tool beyond the shared ones: a

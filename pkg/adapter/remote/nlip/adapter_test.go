@@ -3,12 +3,8 @@ package nlip_test
 import (
 	"encoding/json"
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
@@ -53,18 +49,9 @@ func TestFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, newAdapter(t, srv, tt.name), "Book me a flight to Paris.", nil)
-			if got, want := conformance.ChunksJSON(o.Chunks), conformance.ChunksJSON(tt.want); got != want {
-				t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
-			}
-			var we *wire.Error
-			switch {
-			case tt.wantErr == "" && o.Err != nil:
-				t.Errorf("err = %v, want a clean end", o.Err)
-			case tt.wantErr != "" && (!errors.As(o.Err, &we) || we.Class != tt.wantErr):
-				t.Errorf("err = %v, want class %s", o.Err, tt.wantErr)
-			case tt.wantErr != "" && we.Retryable:
-				t.Errorf("err = %v is retryable; only connect and timeout failures are", o.Err)
-			case tt.errMatch != "" && !strings.Contains(o.Err.Error(), tt.errMatch):
+			// Not retryable: only connect and timeout failures are.
+			o.Expect(t, nlip.Capabilities, tt.want, tt.wantErr, false)
+			if tt.errMatch != "" && (o.Err == nil || !strings.Contains(o.Err.Error(), tt.errMatch)) {
 				t.Errorf("err = %v, want it to contain %q", o.Err, tt.errMatch)
 			}
 			if got := savedConversation(t, o); got != tt.wantCtx {
@@ -73,9 +60,6 @@ func TestFixtures(t *testing.T) {
 			// The context is checkpoint-only: no chunk carries it.
 			if strings.Contains(conformance.ChunksJSON(o.Chunks), conv) {
 				t.Errorf("the conversation token reached a chunk:\n%s", conformance.ChunksJSON(o.Chunks))
-			}
-			for _, p := range conformance.Check(nlip.Capabilities, o.Chunks, o.Err, conformance.Ran) {
-				t.Errorf("stream rule: %s", p)
 			}
 		})
 	}
@@ -218,47 +202,14 @@ func TestBeforeConnecting(t *testing.T) {
 // TestAttemptFailures is acceptance 4 at the adapter level.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, nlip.Name)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() + "/nlip/"
-	ln.Close()
-	release := make(chan struct{})
-	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(release); stall.Close() })
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		class     wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{"connect refused", remote.Config{BaseURL: closed, AllowLoopback: true}, wire.ProviderTransportError, true, 0},
-		{"attempt cap", remote.Config{BaseURL: stall.URL + "/nlip/", AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond}, wire.ProviderTransportError, true, 0},
-		{"HTTP 500", remote.Config{BaseURL: agentURL(srv, "http-500"), AllowLoopback: true}, wire.ProviderError, false, 0},
-		{"HTTP 401", remote.Config{BaseURL: agentURL(srv, "http-401"), AllowLoopback: true}, wire.ProviderAuthError, false, 0},
-		{"cut after the system chunk", remote.Config{BaseURL: agentURL(srv, "cut"), AllowLoopback: true}, wire.ProviderTransportError, false, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := nlip.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "/nlip/", 1) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := nlip.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := run(t, a, "hi", nil)
-			var we *wire.Error
-			if !errors.As(o.Err, &we) || we.Class != tt.class || we.Retryable != tt.retryable {
-				t.Errorf("err = %v, want class %s retryable %t", o.Err, tt.class, tt.retryable)
-			}
-			if len(o.Chunks) != tt.chunks {
-				t.Errorf("%d chunks before the failure, want %d", len(o.Chunks), tt.chunks)
-			}
+			tt.Check(t, o.Chunks, o.Err)
 		})
 	}
 }

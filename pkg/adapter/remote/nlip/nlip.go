@@ -89,12 +89,9 @@ func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, em
 	if req.Prompt == "" {
 		return wire.Errorf(wire.AgenticRequestValidationError, "nlip request: field \"prompt\": required, a non-empty string")
 	}
-	model := call.Model
-	switch {
-	case req.Model != "" && model != "" && req.Model != model:
-		return wire.Errorf(wire.AgenticRequestValidationError, "nlip request: field \"model\": %q is not the pinned model %q", req.Model, model)
-	case model == "":
-		model = req.Model
+	model, err := call.RunModel(Name, req.Model)
+	if err != nil {
+		return err
 	}
 	var cp checkpoint
 	if len(call.Checkpoint) > 0 {

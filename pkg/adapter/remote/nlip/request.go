@@ -31,21 +31,17 @@ type Request struct {
 // Decode validates a msgpack request strictly. Every problem is named in
 // one AgenticRequestValidationError. It starts nothing and is safe for
 // concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
+func Decode(b []byte) (Request, error) { return reqfield.Read(Name, b, read) }
+
+// read takes the request's fields from d and checks them (reqfield.Read).
+func read(d *reqfield.Decoder) Request {
 	d.Require("prompt")
 	req := Request{Prompt: d.String("prompt"), Model: d.String("model"), Language: d.String("language")}
 	if l := req.Language; l != "" && (len(l) > 64 || !utf8.ValidString(l) || strings.ContainsFunc(l, func(r rune) bool { return r <= ' ' || r == 0x7f })) {
 		d.Bad("language", "%.80q is not a language name (at most 64 characters, no spaces or control characters)", l)
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
 	if req.Language == "" {
 		req.Language = DefaultLanguage
 	}
-	return req, nil
+	return req
 }

@@ -63,25 +63,9 @@ func TestFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, newAdapter(t, srv, tt.name), tt.in, nil)
-			if got, want := conformance.ChunksJSON(o.Chunks), conformance.ChunksJSON(tt.want); got != want {
-				t.Errorf("chunks:\n%s\nwant:\n%s", got, want)
-			}
-			var we *wire.Error
-			switch {
-			case tt.wantErr == "" && o.Err != nil:
-				t.Errorf("err = %v, want a clean end", o.Err)
-			case tt.wantErr != "" && !errors.As(o.Err, &we):
-				t.Errorf("err = %v (%T), want a *wire.Error of class %s", o.Err, o.Err, tt.wantErr)
-			case tt.wantErr != "" && we.Class != tt.wantErr:
-				t.Errorf("err = %v, want class %s", o.Err, tt.wantErr)
-			case tt.wantErr != "" && we.Retryable != tt.retryable:
-				t.Errorf("err = %v, retryable %t, want %t", o.Err, we.Retryable, tt.retryable)
-			}
+			o.Expect(t, ollama.Capabilities, tt.want, tt.wantErr, tt.retryable)
 			if o.Saved != tt.saved {
 				t.Errorf("checkpoint saved = %t, want %t", o.Saved, tt.saved)
-			}
-			for _, p := range conformance.Check(ollama.Capabilities, o.Chunks, o.Err, conformance.Ran) {
-				t.Errorf("stream rule: %s", p)
 			}
 		})
 	}

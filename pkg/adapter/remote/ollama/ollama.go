@@ -98,12 +98,9 @@ type chatFunction struct {
 // saves the extended history with call.SaveCheckpoint, before the result
 // chunk.
 func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
-	model := call.Model
-	switch {
-	case req.Model != "" && model != "" && req.Model != model:
-		return invalid("model: %q is not the pinned model %q", req.Model, model)
-	case model == "":
-		model = req.Model
+	model, err := call.RunModel(Name, req.Model)
+	if err != nil {
+		return err
 	}
 	if model == "" {
 		return invalid("model: no model is pinned and the request names none")

@@ -60,14 +60,12 @@ type ToolResult = toolschema.Result
 // field, a wrong type, a missing prompt, a bad schema or tool result) is
 // named in one AgenticRequestValidationError. It starts nothing and is safe
 // for concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	// Asked before Results can record a problem against it: tool_results
-	// given, even a bad one, stands in for the prompt.
-	answering := d.Has("tool_results")
+func Decode(b []byte) (Request, error) { return reqfield.Read(Name, b, read) }
+
+// read takes the request's fields from d and checks them (reqfield.Read).
+func read(d *reqfield.Decoder) Request {
+	// tool_results given, even a bad one, stands in for the prompt.
+	d.RequireUnless("prompt", "tool_results")
 	req := Request{
 		Prompt:          d.String("prompt"),
 		System:          d.String("system"),
@@ -86,19 +84,13 @@ func Decode(b []byte) (Request, error) {
 	if len(req.Tools) == 0 {
 		req.Tools = nil // an empty list, like none, keeps the conversation's tools
 	}
-	if req.Prompt == "" && !answering {
-		d.Bad("prompt", "required, a non-empty string, unless tool_results is given")
-	}
 	if req.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, req.ReasoningEffort) {
 		d.Bad("reasoning_effort", "%q is not one of %s", req.ReasoningEffort, strings.Join(ReasoningEfforts, ", "))
 	}
 	if req.ReasoningEffort != "" && req.Think != nil {
 		d.Bad("think", "set think or reasoning_effort, not both")
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }
 
 // toolRules: a tool name is valid UTF-8 without control characters.

@@ -2,11 +2,7 @@ package ollama_test
 
 import (
 	"errors"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/conformance"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
@@ -21,65 +17,20 @@ import (
 // chunk is not retryable.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, ollama.Name)
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
-
-	release := make(chan struct{})
-	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select { // never answers within the attempt cap
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(func() { close(release); stall.Close() })
-
-	tests := []struct {
-		name      string
-		cfg       remote.Config
-		class     wire.Class
-		retryable bool
-		chunks    int
-	}{
-		{name: "connect refused", cfg: remote.Config{BaseURL: closed, AllowLoopback: true},
-			class: wire.ProviderTransportError, retryable: true},
-		{name: "attempt cap", cfg: remote.Config{BaseURL: stall.URL, AllowLoopback: true, AttemptTimeout: 50 * time.Millisecond},
-			class: wire.ProviderTransportError, retryable: true},
-		{name: "HTTP 500", cfg: remote.Config{BaseURL: srv.URL() + "/http-500", AllowLoopback: true},
-			class: wire.ProviderError},
-		{name: "HTTP 401", cfg: remote.Config{BaseURL: srv.URL() + "/http-401", AllowLoopback: true},
-			class: wire.ProviderAuthError},
-		{name: "cut after output", cfg: remote.Config{BaseURL: srv.URL() + "/cut", AllowLoopback: true},
-			class: wire.ProviderTransportError, chunks: 3},
-		{name: "loopback not allowed", cfg: remote.Config{BaseURL: srv.URL() + "/plain-text"},
-			class: wire.ProfileError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			a, err := ollama.New(tt.cfg)
+	for _, tt := range conformance.FailedAttempts(t, srv, "", 3) {
+		t.Run(tt.Name, func(t *testing.T) {
+			a, err := ollama.New(remote.Config{BaseURL: tt.BaseURL, AllowLoopback: true, AttemptTimeout: tt.AttemptTimeout})
 			if err != nil {
-				var we *wire.Error
-				if errors.As(err, &we) && we.Class == tt.class {
-					return // refused before any client exists
-				}
 				t.Fatal(err)
 			}
 			o := run(t, a, map[string]any{"prompt": "hi"}, nil)
-			var we *wire.Error
-			if !errors.As(o.Err, &we) {
-				t.Fatalf("err = %v (%T), want a *wire.Error", o.Err, o.Err)
-			}
-			if we.Class != tt.class || we.Retryable != tt.retryable {
-				t.Errorf("err = %v (retryable %t), want class %s retryable %t", we, we.Retryable, tt.class, tt.retryable)
-			}
-			if len(o.Chunks) != tt.chunks {
-				t.Errorf("%d chunks, want %d:\n%s", len(o.Chunks), tt.chunks, conformance.ChunksJSON(o.Chunks))
-			}
+			tt.Check(t, o.Chunks, o.Err)
 		})
+	}
+	// A loopback server the profile does not allow is refused before any
+	// client exists.
+	if _, err := ollama.New(remote.Config{BaseURL: srv.URL() + "/plain-text"}); !errors.Is(err, wire.ProfileError) {
+		t.Errorf("loopback not allowed: err = %v, want ProfileError", err)
 	}
 }
 

@@ -2,8 +2,6 @@ package openai_test
 
 import (
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,67 +46,19 @@ func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.
 // is not.
 func TestAttempts(t *testing.T) {
 	srv := conformance.ReplayServer(t, openai.Name)
-
-	// A loopback port nobody listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String() + "/v1"
-	ln.Close()
-
-	// A server that accepts and never answers.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
+	for _, tt := range conformance.FailedAttempts(t, srv, "/v1", 3) {
+		t.Run(tt.Name, func(t *testing.T) {
+			// A retryable failure before output is tried max_attempts
+			// times, any other once.
+			want := 1
+			if tt.Retryable {
+				want = 3
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		silent.Close()
-		wg.Wait()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-
-	tests := []struct {
-		name         string
-		a            adapter.Adapter
-		wantAttempts int
-		wantChunks   bool
-		want         wire.Class
-	}{
-		{name: "connect_refused", a: remoteAdapter(t, refused, time.Second), wantAttempts: 3, want: wire.ProviderTransportError},
-		{name: "attempt_cap", a: remoteAdapter(t, "http://"+silent.Addr().String()+"/v1", 150*time.Millisecond), wantAttempts: 3, want: wire.ProviderTransportError},
-		{name: "http_500", a: newAdapter(t, srv, "http-500", openai.Options{}), wantAttempts: 1, want: wire.ProviderError},
-		{name: "http_401", a: newAdapter(t, srv, "http-401", openai.Options{}), wantAttempts: 1, want: wire.ProviderAuthError},
-		{name: "cut_after_output", a: newAdapter(t, srv, "cut", openai.Options{}), wantAttempts: 1, wantChunks: true, want: wire.ProviderTransportError},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, chunks, err := runPolicy(t, tt.a, 3)
-			if n != tt.wantAttempts {
-				t.Errorf("%d attempts, want %d (err %v)", n, tt.wantAttempts, err)
+			n, chunks, err := runPolicy(t, remoteAdapter(t, tt.BaseURL, tt.AttemptTimeout), 3)
+			if n != want {
+				t.Errorf("%d attempts, want %d (err %v)", n, want, err)
 			}
-			if got, _ := class(err); got != tt.want {
-				t.Errorf("err = %v, want class %s", err, tt.want)
-			}
-			if (len(chunks) > 0) != tt.wantChunks {
-				t.Errorf("%d chunks before the failure", len(chunks))
-			}
+			tt.Check(t, chunks, err)
 		})
 	}
 	if n := len(requestsOf(srv, "cut")); n != 1 {

@@ -170,8 +170,8 @@ func prepare(req Request, call adapter.Call) (state, error) {
 	if call.Model == "" {
 		return state{}, wire.Errorf(wire.ProfileError, "%s: no pinned model", Name)
 	}
-	if req.Model != "" && req.Model != call.Model {
-		return state{}, wire.Errorf(wire.AgenticRequestValidationError, "%s request: field \"model\": %.64q is not the pinned model %.64q", Name, req.Model, call.Model)
+	if _, err := call.RunModel(Name, req.Model); err != nil {
+		return state{}, err
 	}
 	st := state{V: stateVersion, Model: call.Model}
 	if len(call.Checkpoint) > 0 {

@@ -70,14 +70,12 @@ type ToolResult = toolschema.Result
 // AgenticRequestValidationError. The checks that need the conversation (the
 // pinned model, pending tool calls, tool arguments) happen when the run
 // starts. Decode does no I/O and is safe for concurrent use.
-func Decode(b []byte) (Request, error) {
-	d, err := reqfield.Decode(Name, b)
-	if err != nil {
-		return Request{}, err
-	}
-	// Asked before Results can record a problem against it: tool_results
-	// given, even a bad one, stands in for the prompt.
-	answering := d.Has("tool_results")
+func Decode(b []byte) (Request, error) { return reqfield.Read(Name, b, read) }
+
+// read takes the request's fields from d and checks them (reqfield.Read).
+func read(d *reqfield.Decoder) Request {
+	// tool_results given, even a bad one, stands in for the prompt.
+	d.RequireUnless("prompt", "tool_results")
 	req := Request{
 		Prompt:          d.String("prompt"),
 		System:          d.String("system"),
@@ -93,16 +91,10 @@ func Decode(b []byte) (Request, error) {
 	if len(req.Tools) == 0 {
 		req.Tools = nil // an empty list, like none, keeps the conversation's tools
 	}
-	if !answering {
-		d.Require("prompt")
-	}
 	if req.ReasoningEffort != "" && !slices.Contains(ReasoningEfforts, req.ReasoningEffort) {
 		d.Bad("reasoning_effort", "%q is not one of %s", req.ReasoningEffort, strings.Join(ReasoningEfforts, ", "))
 	}
-	if err := d.Err(); err != nil {
-		return Request{}, err
-	}
-	return req, nil
+	return req
 }
 
 // toolRules are OpenAI's rules for a tool beyond the shared ones: a
