@@ -75,7 +75,7 @@ type checkpoint struct {
 // the pinned one are AgenticRequestValidationErrors before anything is
 // sent. A failure before the response (connect refused, the attempt cap)
 // is a retryable ProviderTransportError; an HTTP error status is a
-// *remote.StatusError, typed and not retryable; after the system chunk a
+// *remote.StatusError, typed (retryable for 429, 529, 5xx); after the system chunk a
 // body cut short is a non-retryable ProviderTransportError and a body that
 // is not a mappable NLIP message a ProviderProtocolError. On success it
 // saves the conversation token with call.SaveCheckpoint, before the result

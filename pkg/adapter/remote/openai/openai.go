@@ -93,7 +93,8 @@ func Unavailable(credentialEnv string) adapter.Adapter {
 // with stream=true and store=false, its server-sent events mapped onto
 // chunks. It does not retry: a connect failure or the attempt cap before
 // the response is a retryable ProviderTransportError from remote.Do, an
-// HTTP error status is a *remote.StatusError, typed and not retryable, and
+// HTTP error status is a *remote.StatusError, typed (retryable for a 429,
+// 529 or 5xx), and
 // a failure after the response began (a cut connection, a malformed event)
 // is a non-retryable ProviderTransportError or ProviderProtocolError. A
 // provider-declared failure (error, response.failed) is the one error
