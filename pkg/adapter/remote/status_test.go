@@ -23,6 +23,10 @@ func TestStatusError(t *testing.T) {
 		// retryable: a 429, 529 or 5xx may pass; a 400, 401, 403 or any
 		// other 4xx will not.
 		retryable bool
+		// retryAfter is the answer's Retry-After header, wantAfterMS the
+		// RetryAfterMS it gives (only a retryable answer carries one).
+		retryAfter  string
+		wantAfterMS int64
 	}{
 		{name: "500", status: 500, body: `{"error":{"message":"The server had an error","type":"server_error"}}`, want: wire.ProviderError, retryable: true},
 		{name: "502", status: 502, body: "Bad Gateway", want: wire.ProviderError, retryable: true},
@@ -38,41 +42,23 @@ func TestStatusError(t *testing.T) {
 		{name: "400 context length", status: 400, body: `{"error":{"message":"maximum context length is 8192 tokens"}}`, want: wire.ProviderContextError, retryable: false},
 		{name: "400 overloaded", status: 400, body: `{"error":"model overloaded"}`, want: wire.ProviderQuotaError, retryable: false},
 		{name: "404", status: 404, body: `{"error":"model not found"}`, want: wire.ProviderError, retryable: false},
+		{name: "429 Retry-After seconds", status: 429, body: `{"error":"x"}`, want: wire.ProviderQuotaError, retryable: true, retryAfter: "2", wantAfterMS: 2000},
+		{name: "503 Retry-After spaced", status: 503, body: `{"error":"x"}`, want: wire.ProviderError, retryable: true, retryAfter: " 1 ", wantAfterMS: 1000},
+		{name: "529 Retry-After unreadable", status: 529, body: `{"error":"x"}`, want: wire.ProviderQuotaError, retryable: true, retryAfter: "soon"},
+		{name: "401 ignores Retry-After", status: 401, body: `{"error":"x"}`, want: wire.ProviderAuthError, retryable: false, retryAfter: "5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp := &http.Response{StatusCode: tt.status, Body: io.NopCloser(strings.NewReader(tt.body))}
+			resp := &http.Response{StatusCode: tt.status, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(tt.body))}
+			if tt.retryAfter != "" {
+				resp.Header.Set("Retry-After", tt.retryAfter)
+			}
 			got := remote.NewStatusError("api", resp).Err
 			if got.Class != tt.want || got.Retryable != tt.retryable {
 				t.Fatalf("StatusError(%d %s) = %v (retryable %t), want %s, retryable %t", tt.status, tt.body, got, got.Retryable, tt.want, tt.retryable)
 			}
-			if got.RetryAfterMS != 0 {
-				t.Errorf("RetryAfterMS = %d without a Retry-After header", got.RetryAfterMS)
-			}
-		})
-	}
-}
-
-// TestStatusErrorRetryAfter: a retryable answer carries its Retry-After as
-// RetryAfterMS; a 401 with one stays not retryable and carries none.
-func TestStatusErrorRetryAfter(t *testing.T) {
-	tests := []struct {
-		name       string
-		status     int
-		retryAfter string
-		want       int64
-	}{
-		{name: "429 seconds", status: 429, retryAfter: "2", want: 2000},
-		{name: "503 seconds", status: 503, retryAfter: " 1 ", want: 1000},
-		{name: "529 unreadable", status: 529, retryAfter: "soon", want: 0},
-		{name: "401 ignores it", status: 401, retryAfter: "5", want: 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp := &http.Response{StatusCode: tt.status, Header: http.Header{"Retry-After": {tt.retryAfter}},
-				Body: io.NopCloser(strings.NewReader(`{"error":"x"}`))}
-			if got := remote.NewStatusError("api", resp).Err.RetryAfterMS; got != tt.want {
-				t.Errorf("RetryAfterMS = %d, want %d", got, tt.want)
+			if got.RetryAfterMS != tt.wantAfterMS {
+				t.Errorf("RetryAfterMS = %d (Retry-After %q), want %d", got.RetryAfterMS, tt.retryAfter, tt.wantAfterMS)
 			}
 		})
 	}
