@@ -332,11 +332,12 @@ func statusOf(w walker, ev *wire.Event) Status {
 	out := Status{Seq: ev.Seq, TSNS: ev.TS, State: s.State, Attempt: s.Attempt}
 	if e := s.Error; e != nil {
 		out.Error = &Error{
-			Class:      e.Class,
-			Message:    w.str(e.Message),
-			Retryable:  e.Retryable,
-			ReturnCode: clone(e.ReturnCode),
-			StderrTail: w.str(e.StderrTail),
+			Class:        e.Class,
+			Message:      w.str(e.Message),
+			Retryable:    e.Retryable,
+			ReturnCode:   clone(e.ReturnCode),
+			StderrTail:   w.str(e.StderrTail),
+			RetryAfterMS: e.RetryAfterMS,
 		}
 	}
 	if sum := s.Summary; sum != nil {

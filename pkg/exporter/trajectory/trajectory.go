@@ -90,6 +90,8 @@ type Error struct {
 	Retryable  bool       `json:"retryable"`
 	ReturnCode *int       `json:"returncode,omitempty"`
 	StderrTail string     `json:"stderr_tail,omitempty"`
+	// RetryAfterMS is the wait the provider asked for (its Retry-After).
+	RetryAfterMS int64 `json:"retry_after_ms,omitempty"`
 }
 
 // Summary is the terminal status's accounting: the usage and the exact
