@@ -34,6 +34,8 @@ var KnownVariables = []string{
 	"AGENTMESH_SWEEPER_RECONCILE_EVERY", "AGENTMESH_SWEEPER_EXPORTS_EVERY",
 	// The exporter.
 	"AGENTMESH_EXPORTER_WORKERS", "AGENTMESH_EXPORTER_ACK_WAIT",
+	// The gateway.
+	"AGENTMESH_GATEWAY_ADDR", "AGENTMESH_GATEWAY_MAX_BODY_BYTES",
 	// The operator's export settings (exports.LoadSettings).
 	"AGENT_TRAJECTORY_EXPORT_ENABLED", "AGENT_ARTIFACT_ROOT", "AGENT_TRAJECTORY_RETENTION",
 	// The agentmesh command's client commands.
