@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -32,6 +33,7 @@ type env struct {
 	keyA, keyB string
 	keys       *gateway.Keys
 	http       *http.Client
+	client     *client.Client
 }
 
 func start(t *testing.T, cfg gateway.Config) *env {
@@ -55,7 +57,7 @@ func start(t *testing.T, cfg gateway.Config) *env {
 	srv := httptest.NewServer(g.Handler())
 	tr := &http.Transport{}
 	t.Cleanup(func() { tr.CloseIdleConnections(); srv.Close() })
-	e := &env{url: srv.URL, keys: keys, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	e := &env{url: srv.URL, keys: keys, client: c, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 	if e.keyA, _, err = keys.Create(ctx, "acme", "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -307,5 +309,37 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("body %s holds the key", b)
 			}
 		})
+	}
+}
+
+// TestTenantOfKey: a run started through the gateway is the key's
+// tenant's and principal's, and another tenant cannot read it; the
+// non-streaming reply carries its id and exact cost in headers.
+func TestTenantOfKey(t *testing.T) {
+	e := start(t, gateway.Config{})
+	ctx := context.Background()
+	req, _ := http.NewRequest("POST", e.url+"/v1/chat/completions", strings.NewReader(`{"model":"fixture","messages":[{"role":"user","content":"mine"}]}`))
+	req.Header.Set("Authorization", "Bearer "+e.keyB)
+	resp, err := e.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	runID := resp.Header.Get("x-agentmesh-run-id")
+	if resp.StatusCode != http.StatusOK || runID == "" || resp.Header.Get("x-agentmesh-cost") != "0" {
+		t.Fatalf("%d %v %s, want 200 with the run id and cost headers", resp.StatusCode, resp.Header, b)
+	}
+	// The record is written just after the terminal event the reply
+	// followed to.
+	natstest.Eventually(t, 10*time.Second, func() error {
+		rec, err := e.client.Status(ctx, "globex", runID)
+		if err != nil || rec.Principal != "bob" || rec.State != "succeeded" {
+			return fmt.Errorf("globex's record of %s: %+v %v, want bob's, succeeded", runID, rec, err)
+		}
+		return nil
+	})
+	if _, err := e.client.Status(ctx, "acme", runID); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("acme's record of globex's run: %v, want not found", err)
 	}
 }
