@@ -84,20 +84,14 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		}
 		msgs[i] = message{role: m.Role, text: text, param: param}
 	}
-	t, e := fold(req.Model, msgs, "messages")
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	run, e := g.start(r.Context(), who, t)
+	run, e := g.begin(r.Context(), who, req.Model, msgs, "messages")
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	id := "chatcmpl-" + run.id
 	if !req.Stream {
-		var text []byte
-		o := g.follow(r.Context(), run, func(s string) bool { text = append(text, s...); return true })
+		text, o := g.collect(r.Context(), run)
 		if o.err != nil {
 			writeError(w, o.err)
 			return
@@ -106,7 +100,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 			"id": id, "object": "chat.completion", "created": run.created, "model": run.model,
 			"choices": []any{map[string]any{
 				"index":         0,
-				"message":       map[string]any{"role": "assistant", "content": string(text), "refusal": nil},
+				"message":       map[string]any{"role": "assistant", "content": text, "refusal": nil},
 				"finish_reason": finishReason(o.stop),
 				"logprobs":      nil,
 			}},

@@ -118,19 +118,13 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, who caller) 
 		writeError(w, e)
 		return
 	}
-	t, e := fold(req.Model, msgs, "input")
+	run, e := g.begin(r.Context(), who, req.Model, msgs, "input")
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	run, e := g.start(r.Context(), who, t)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	var text []byte
 	if !req.Stream {
-		o := g.follow(r.Context(), run, func(s string) bool { text = append(text, s...); return true })
+		text, o := g.collect(r.Context(), run)
 		if o.err != nil {
 			writeError(w, o.err)
 			return
@@ -139,9 +133,10 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, who caller) 
 		if o.cost != "" {
 			hdr[costHeader] = o.cost
 		}
-		writeJSON(w, http.StatusOK, response(run, string(text), &o), hdr)
+		writeJSON(w, http.StatusOK, response(run, text, &o), hdr)
 		return
 	}
+	var text []byte
 	s := newSSE(w, run.id)
 	seq := 0
 	send := func(typ string, fields map[string]any) bool {

@@ -152,6 +152,23 @@ type outcome struct {
 	werr  *wire.Error // the typed error behind err, if any
 }
 
+// begin folds msgs (param names them in errors) into a turn for model
+// and starts its run (start).
+func (g *Gateway) begin(ctx context.Context, who caller, model string, msgs []message, param string) (*run, *APIError) {
+	t, e := fold(model, msgs, param)
+	if e != nil {
+		return nil, e
+	}
+	return g.start(ctx, who, t)
+}
+
+// collect follows r to its end and returns its whole text.
+func (g *Gateway) collect(ctx context.Context, r *run) (string, outcome) {
+	var text strings.Builder
+	o := g.follow(ctx, r, func(s string) bool { text.WriteString(s); return true })
+	return text.String(), o
+}
+
 // start resolves t's model and submits the run as who, with its events
 // followed from the start.
 func (g *Gateway) start(ctx context.Context, who caller, t turn) (*run, *APIError) {
