@@ -97,6 +97,10 @@ func New(c *client.Client, keys *Keys, profiles *profile.Registry, log *slog.Log
 	g.mux.Handle("POST /v1/chat/completions", g.authed(g.chatCompletions))
 	g.mux.Handle("POST /v1/responses", g.authed(g.responses))
 	g.mux.Handle("GET /v1/models", g.authed(g.models))
+	g.mux.Handle("POST /v1/runs", g.authed(g.submitRun))
+	g.mux.Handle("GET /v1/runs/{id}", g.authed(g.getRun))
+	g.mux.Handle("GET /v1/runs/{id}/events", g.authed(g.runEvents))
+	g.mux.Handle("POST /v1/runs/{id}/cancel", g.authed(g.cancelRun))
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

@@ -21,21 +21,33 @@ func newSSE(w http.ResponseWriter, runID string) *sse {
 	return &sse{w: w, flusher: f}
 }
 
+// open sends the stream's headers now, if they have not gone out yet.
+func (s *sse) open() {
+	if s.started {
+		return
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	if s.flusher != nil {
+		s.flusher.Flush()
+	}
+	s.started = true
+}
+
 // send writes one event: "event: <name>" when name is set, then "data:"
 // with v as JSON (or v itself when it is a string, as "[DONE]" is). It
 // reports whether the write went through.
-func (s *sse) send(name string, v any) bool {
+func (s *sse) send(name string, v any) bool { return s.sendID("", name, v) }
+
+// sendID is send with "id: <id>" first when id is set.
+func (s *sse) sendID(id, name string, v any) bool {
 	if s.failed {
 		return false
 	}
-	if !s.started {
-		h := s.w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-		s.started = true
-	}
+	s.open()
 	var data []byte
 	if str, ok := v.(string); ok {
 		data = []byte(str)
@@ -45,7 +57,10 @@ func (s *sse) send(name string, v any) bool {
 			data = errorBody(apiErr(http.StatusInternalServerError, typeServer, "encode", "", "encode an event: %v", err))
 		}
 	}
-	buf := make([]byte, 0, len(data)+len(name)+16)
+	buf := make([]byte, 0, len(data)+len(name)+len(id)+24)
+	if id != "" {
+		buf = append(append(append(buf, "id: "...), id...), '\n')
+	}
 	if name != "" {
 		buf = append(append(append(buf, "event: "...), name...), '\n')
 	}
