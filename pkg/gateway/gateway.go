@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/nats-io/nats.go"
 )
 
 // DefaultAddr is where the gateway listens unless configured otherwise.
@@ -28,7 +30,8 @@ const MinMaxBodyBytes = 1 << 10
 var ErrInvalidConfig = errors.New("invalid gateway config")
 
 // Config configures a gateway. The gateway service reads it from its
-// environment (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES).
+// environment (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES,
+// AGENTMESH_GATEWAY_TLS_CERT, AGENTMESH_GATEWAY_TLS_KEY).
 type Config struct {
 	// Addr is the host:port the HTTP API is served on (default
 	// DefaultAddr; port 0 picks a free one).
@@ -36,6 +39,11 @@ type Config struct {
 	// MaxBodyBytes bounds a request body: a larger one is refused with a
 	// 413 (default DefaultMaxBodyBytes, at least MinMaxBodyBytes).
 	MaxBodyBytes int64 `split_words:"true" desc:"largest request body accepted, in bytes (default 1048576)"`
+	// TLSCert and TLSKey, both set, are the PEM certificate (chain) and
+	// key the API is served with over HTTPS; neither set, it is plain
+	// HTTP (put it behind a TLS proxy, or on loopback only).
+	TLSCert string `split_words:"true" desc:"PEM certificate file: with AGENTMESH_GATEWAY_TLS_KEY the API is served over HTTPS"`
+	TLSKey  string `split_words:"true" desc:"PEM key file of AGENTMESH_GATEWAY_TLS_CERT"`
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// once its context ends (default 10s).
 	ShutdownTimeout time.Duration `ignored:"true"`
@@ -64,6 +72,13 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < MinMaxBodyBytes {
 		bad.Add("MaxBodyBytes", "must be at least %d, got %d", MinMaxBodyBytes, c.MaxBodyBytes)
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		field := "TLSKey"
+		if c.TLSCert == "" {
+			field = "TLSCert"
+		}
+		bad.Add(field, "must be set with the other of the TLS certificate and key, or neither")
+	}
 	if c.ShutdownTimeout < 0 {
 		bad.Add("ShutdownTimeout", "must be >= 0, got %s", c.ShutdownTimeout)
 	}
@@ -83,6 +98,8 @@ type Gateway struct {
 	// listens: its NATS connection's (conn).
 	health *service.Health
 	conn   func() error
+	nc     *nats.Conn  // set by Open: the gateway registers with micro on it
+	tls    *tls.Config // nil: plain HTTP
 }
 
 // New returns a gateway that submits runs through c, authenticates with
@@ -94,6 +111,13 @@ func New(c *client.Client, keys *Keys, profiles *profile.Registry, log *slog.Log
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, client: c, keys: keys, profiles: profiles, log: log, mux: http.NewServeMux()}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, &service.FieldError{Err: ErrInvalidConfig, Field: "TLSCert", Problem: fmt.Sprintf("cannot load the certificate and key: %v", err)}
+		}
+		g.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	g.mux.Handle("POST /v1/chat/completions", g.authed(g.chatCompletions))
 	g.mux.Handle("POST /v1/responses", g.authed(g.responses))
 	g.mux.Handle("GET /v1/models", g.authed(g.models))
@@ -122,7 +146,7 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 	if err != nil {
 		return nil, err
 	}
-	g.health, g.conn = d.Health, service.ConnCheck(d.NC)
+	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
 	return g, nil
 }
 
@@ -145,16 +169,32 @@ func (g *Gateway) Run(ctx context.Context) error {
 func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           g.mux,
+		TLSConfig:         g.tls,
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
-	g.log.Info("gateway listening", "addr", ln.Addr().String())
+	if g.nc != nil {
+		svc, err := service.Register(g.nc, "agentmesh-gateway", "serves the OpenAI-compatible HTTP API and the runs API",
+			map[string]string{"addr": ln.Addr().String(), "tls": fmt.Sprint(g.tls != nil), "registry_version": g.profiles.Version()})
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer func() { _ = svc.Stop() }()
+	}
+	g.log.Info("gateway listening", "addr", ln.Addr().String(), "tls", g.tls != nil)
 	if g.health != nil {
 		g.health.Add("gateway", g.conn)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
+	go func() {
+		if g.tls != nil {
+			done <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		done <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-done:
 		return fmt.Errorf("gateway: serve: %w", err)
