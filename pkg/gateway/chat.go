@@ -15,6 +15,8 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// AgentmeshRequest is the adapter's own request fields (begin).
+	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
 }
 
 type chatMessage struct {
@@ -84,7 +86,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		}
 		msgs[i] = message{role: m.Role, text: text, param: param}
 	}
-	run, e := g.begin(r.Context(), who, req.Model, msgs, "messages")
+	run, e := g.begin(r.Context(), who, req.Model, msgs, "messages", req.AgentmeshRequest)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -10,21 +10,42 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 )
+
+// scripts are the fixture scripts the tests' runs may name
+// (agentmesh_request.script).
+var scripts = map[string]string{
+	// Deltas, then a result with usage and a stop at the length limit.
+	"hello": `{"chunks": [
+		{"type": "text", "content": "Hello", "is_delta": true},
+		{"type": "text", "content": ", world!", "is_delta": true},
+		{"type": "result", "metadata": {"usage": {"input_tokens": 3, "output_tokens": 4}, "stop_reason": "max_tokens"}}]}`,
+	// The provider refuses before any output.
+	"quota": `{"error": {"class": "ProviderQuotaError", "message": "slow down", "retryable": false}}`,
+	// The provider fails after some output.
+	"midway": `{"chunks": [
+		{"type": "text", "content": "Working on it", "is_delta": true},
+		{"type": "error", "content": "upstream broke", "is_error": true, "metadata": {"error_class": "ProviderStreamError"}}]}`,
+}
 
 // env is a mesh with the fixture profile, a gateway in front of it and a
 // key for each of two tenants.
@@ -39,7 +60,17 @@ type env struct {
 func start(t *testing.T, cfg gateway.Config) *env {
 	t.Helper()
 	s := natstest.RunJetStream(t)
-	meshtest.Start(t, s.ClientURL(), mesh.Config{})
+	dir := t.TempDir()
+	for name, script := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adapters, err := catalog.Dirs{FixtureDir: dir}.Registry(profile.Builtin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	meshtest.Serve(t, servicetest.Deps(t, s, topology.Config{}), profile.Builtin(), adapters, mesh.Config{}, 30*time.Second)
 	nc, js := natstest.Connect(t, s)
 	ctx := context.Background()
 	keys, err := gateway.OpenKeys(ctx, js, subject.Names{})

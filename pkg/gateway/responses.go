@@ -14,6 +14,8 @@ type responsesRequest struct {
 	Input        json.RawMessage `json:"input"`
 	Instructions string          `json:"instructions"`
 	Stream       bool            `json:"stream"`
+	// AgentmeshRequest is the adapter's own request fields (begin).
+	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
 }
 
 // inputItem is one item of a Responses input list: a message.
@@ -118,7 +120,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, who caller) 
 		writeError(w, e)
 		return
 	}
-	run, e := g.begin(r.Context(), who, req.Model, msgs, "input")
+	run, e := g.begin(r.Context(), who, req.Model, msgs, "input", req.AgentmeshRequest)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -98,6 +98,8 @@ func textOf(raw json.RawMessage, param string, types ...string) (string, *APIErr
 // system text, from the caller's messages.
 type turn struct {
 	model, prompt, system string
+	// extra are the adapter's own request fields (agentmesh_request).
+	extra map[string]any
 }
 
 // message is a chat message, or a Responses input item, already read.
@@ -154,10 +156,24 @@ type outcome struct {
 
 // begin folds msgs (param names them in errors) into a turn for model
 // and starts its run (start).
-func (g *Gateway) begin(ctx context.Context, who caller, model string, msgs []message, param string) (*run, *APIError) {
+//
+// extra, the request's agentmesh_request (absent: nil), is a JSON object
+// of the adapter's own request fields (the fixture's script, a model
+// API's reasoning_effort, ...), added to the prompt and system; the
+// adapter validates them strictly, and they may not set prompt or
+// system.
+func (g *Gateway) begin(ctx context.Context, who caller, model string, msgs []message, param string, extra json.RawMessage) (*run, *APIError) {
 	t, e := fold(model, msgs, param)
 	if e != nil {
 		return nil, e
+	}
+	if t.extra, e = jsonValue(extra, "agentmesh_request"); e != nil {
+		return nil, e
+	}
+	for _, k := range []string{"prompt", "system"} {
+		if _, ok := t.extra[k]; ok {
+			return nil, invalid("agentmesh_request."+k, "agentmesh_request may not set %s: it comes from the messages", k)
+		}
 	}
 	return g.start(ctx, who, t)
 }
@@ -184,6 +200,9 @@ func (g *Gateway) start(ctx context.Context, who caller, t turn) (*run, *APIErro
 		return nil, asAPIError(err)
 	}
 	fields := map[string]any{"prompt": t.prompt}
+	for k, v := range t.extra {
+		fields[k] = v
+	}
 	if t.system != "" {
 		fields["system"] = t.system
 	}
