@@ -47,6 +47,16 @@ var scripts = map[string]string{
 		{"type": "error", "content": "upstream broke", "is_error": true, "metadata": {"error_class": "ProviderStreamError"}}]}`,
 }
 
+func init() {
+	// A stream of 600 deltas: paced at 100 ms (delay_ms), it lasts a
+	// minute, far longer than a cancel takes.
+	chunks := make([]string, 600)
+	for i := range chunks {
+		chunks[i] = `{"type": "text", "content": "tick ", "is_delta": true}`
+	}
+	scripts["long"] = `{"chunks": [` + strings.Join(chunks, ",") + `]}`
+}
+
 // env is a mesh with the fixture profile, a gateway in front of it and a
 // key for each of two tenants.
 type env struct {

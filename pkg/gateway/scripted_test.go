@@ -3,11 +3,15 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/gateway"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -105,4 +109,26 @@ func TestScriptedStreams(t *testing.T) {
 			t.Errorf("%s: %v %s, want a 400 naming %q", tt.name, err, apiErr.RawJSON(), tt.param)
 		}
 	}
+}
+
+// TestCallerLeaves: a streaming caller that goes away mid-run has its
+// run cancelled, not left running for nobody.
+func TestCallerLeaves(t *testing.T) {
+	e := start(t, gateway.Config{})
+	body := `{"model":"fixture","stream":true,"messages":[{"role":"user","content":"hi"}],"agentmesh_request":{"script":"long","delay_ms":100}}`
+	resp := e.open(t, e.keyA, "POST", "/v1/chat/completions", body, nil)
+	runID := resp.Header.Get("x-agentmesh-run-id")
+	first := make([]byte, 64)
+	n, err := resp.Body.Read(first)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || runID == "" || err != nil || !strings.Contains(string(first[:n]), "data: ") {
+		t.Fatalf("%d run %q, first read %q %v: want a stream under way", resp.StatusCode, runID, first[:n], err)
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		rec, err := e.client.Status(context.Background(), "acme", runID)
+		if err != nil || rec.State != wire.StateCancelled {
+			return fmt.Errorf("run %s: %s %v, want cancelled", runID, rec.State, err)
+		}
+		return nil
+	})
 }
