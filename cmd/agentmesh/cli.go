@@ -116,6 +116,7 @@ var commands = []command{
 	{"decode", "print one agentmesh message read from stdin as JSON (nats sub --translate 'agentmesh decode')", cmdDecode},
 	{"follow", "print a run's events from a seq on, until it ends", cmdFollow},
 	{"runs", "list the run records (runs ls)", cmdRuns},
+	{"keys", "create, list or revoke the HTTP gateway's API keys", cmdKeys},
 }
 
 func usage(w io.Writer) {

@@ -121,16 +121,16 @@ func TestRunRequest(t *testing.T) {
 func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
-	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
 	if err != nil || o != want {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}
-	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
+	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
 	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true}
 	if err != nil || o != want {
 		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
 	}
-	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}} {
+	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}, {"--gateway", "8080"}} {
 		if _, err := parseUp(args, io); err == nil {
 			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -27,6 +28,7 @@ type upOptions struct {
 	listen     string // host:port of the NATS client listener; port 0 picks a free one
 	dataDir    string // JetStream store
 	http       string // metrics and health address; "" disables
+	gateway    string // the HTTP gateway's address; "" disables
 	fixtureDir string // the fixture adapter's scripts
 	profiles   string // profile documents
 	workspace  string // root of every CLI run's workspace
@@ -43,6 +45,7 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:4222", "NATS client address host:port (port 0: any free port)")
 	fs.StringVar(&o.dataDir, "data-dir", ".agentmesh", "directory of the JetStream store")
 	fs.StringVar(&o.http, "http", service.DefaultHTTPAddr("up"), `address of /metrics, /healthz and /readyz ("" disables)`)
+	fs.StringVar(&o.gateway, "gateway", gateway.DefaultAddr, `address of the OpenAI-compatible HTTP gateway, host:port (port 0: any free port; "" disables)`)
 	fs.StringVar(&o.fixtureDir, "fixture-dir", "testdata/fixture", "directory of the fixture adapter's scripts")
 	fs.StringVar(&o.profiles, "profiles-dir", io.envOr("AGENTMESH_PROFILES_DIR", "profiles"), "directory of the profile documents (*.yaml)")
 	fs.StringVar(&o.workspace, "workspace-root", io.envOr("AGENTMESH_WORKSPACE_ROOT", "."), "directory that contains every CLI run's workspace")
@@ -60,6 +63,11 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	}
 	if o.dataDir == "" {
 		return o, usageErr("up: --data-dir must not be empty")
+	}
+	if o.gateway != "" {
+		if err := (gateway.Config{Addr: o.gateway}).Validate(); err != nil {
+			return o, usageErr("up: --gateway: %v", err)
+		}
 	}
 	return o, nil
 }
@@ -158,7 +166,12 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	if ready != nil {
 		ready(s.ClientURL())
 	}
+	var gw *gateway.Config
+	if o.gateway != "" {
+		gw = &gateway.Config{Addr: o.gateway}
+	}
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
+		Gateway:  gw,
 		Topology: cfg.Topology(),
 		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil)},
 		Export:   export,

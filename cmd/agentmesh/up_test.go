@@ -32,7 +32,12 @@ func startUp(t *testing.T, demo bool) *testMesh {
 // startUpWith is startUp with the profiles of dir.
 func startUpWith(t *testing.T, profiles string, demo bool) *testMesh {
 	t.Helper()
-	o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", profiles: profiles, workspace: t.TempDir(), demo: demo}
+	return startUpOptions(t, upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "127.0.0.1:0", fixtureDir: "../../testdata/fixture", profiles: profiles, workspace: t.TempDir(), demo: demo})
+}
+
+// startUpOptions is startUp with the options o.
+func startUpOptions(t *testing.T, o upOptions) *testMesh {
+	t.Helper()
 	io, out, errOut := testIO(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
@@ -65,7 +70,7 @@ func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, s
 	io, out, errOut := testIO(nil)
 	n := 1 // the flags go after the command, and its subcommand if it has one
 	switch args[0] {
-	case "consent", "redaction", "exports", "runs":
+	case "consent", "redaction", "exports", "runs", "keys":
 		n = 2
 	case "budget", "quota":
 		n = 2

@@ -1,6 +1,6 @@
 // Package mesh assembles the services of agentmesh in one process: it
-// ensures the topology and runs a router, a runner host, a sweeper and an
-// exporter, on one connection or (Config.Connect) each on its own, as the
+// ensures the topology and runs a router, a runner host, a sweeper, an
+// exporter and, when configured, the HTTP gateway, on one connection or (Config.Connect) each on its own, as the
 // service binaries are. `agentmesh up` and the integration tests use it;
 // deployments run each service as its own binary instead.
 package mesh
@@ -14,6 +14,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
@@ -33,11 +34,14 @@ type Config struct {
 	// Enabled, the router stamps consent and the exporter exports; the
 	// sweeper expires exports either way.
 	Export exports.Settings
+	// Gateway, when set, also runs the HTTP gateway with it (none by
+	// default: it listens on a TCP address).
+	Gateway *gateway.Config
 	// Without* leave a service out.
 	WithoutRouter, WithoutRunner, WithoutSweeper, WithoutExporter bool
 	// Connect, when set, gives each service its own connection, as each
 	// service binary has: it is called once per service with the
-	// service's name ("router", "runner", "sweeper", "exporter") and
+	// service's name ("router", "runner", "sweeper", "exporter", "gateway") and
 	// returns the deps to run it on (the metrics, health, log and tracing
 	// of Run's deps are kept); Run closes each connection once every service has
 	// returned. Unset, every service shares Run's connection, where one
@@ -155,6 +159,17 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		} else {
 			runs = append(runs, func(ctx context.Context) error { return exporter.Idle(ctx, d, cfg.Exporter.Metadata) })
 		}
+	}
+	if cfg.Gateway != nil {
+		d, err := depsFor("gateway")
+		if err != nil {
+			return err
+		}
+		g, err := gateway.Open(ctx, d, profiles, *cfg.Gateway)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, g.Run)
 	}
 	d.Log.Info("mesh started", "registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
 	ctx, cancel := context.WithCancel(ctx)

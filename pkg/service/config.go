@@ -22,7 +22,7 @@ type Config struct {
 	NatsURL string `split_words:"true" default:"nats://127.0.0.1:4222"`
 	// HTTPAddr has no default here: unset, Main sets the service's own
 	// (DefaultHTTPAddr); set empty, HTTP is disabled.
-	HTTPAddr        string        `split_words:"true" desc:"address of /metrics, /healthz and /readyz; empty disables (default: 127.0.0.1 and the service's port: router 9460, subprocess-runner 9461, remote-runner 9462, sweeper 9463, exporter 9464)"`
+	HTTPAddr        string        `split_words:"true" desc:"address of /metrics, /healthz and /readyz; empty disables (default: 127.0.0.1 and the service's port: router 9460, subprocess-runner 9461, remote-runner 9462, sweeper 9463, exporter 9464, gateway 9466)"`
 	Prefix          string        `split_words:"true"`
 	ShutdownTimeout time.Duration `split_words:"true" default:"20s"`
 	Replicas        int           `split_words:"true" default:"1"`

@@ -68,6 +68,7 @@ var DefaultHTTPPorts = map[string]int{
 	"sweeper":           9463,
 	"exporter":          9464,
 	"up":                9465,
+	"gateway":           9466,
 }
 
 // DefaultHTTPAddr is the HTTP address of the service named name when

@@ -60,15 +60,15 @@ func TestMetricsRegisterOwnFamilies(t *testing.T) {
 func TestDefaultHTTPPorts(t *testing.T) {
 	seen := map[int]string{}
 	for name, port := range service.DefaultHTTPPorts {
-		if port < 9460 || port > 9465 {
-			t.Errorf("%s: port %d outside 9460-9465", name, port)
+		if port < 9460 || port > 9466 {
+			t.Errorf("%s: port %d outside 9460-9466", name, port)
 		}
 		if other, dup := seen[port]; dup {
 			t.Errorf("%s and %s share port %d", name, other, port)
 		}
 		seen[port] = name
 	}
-	for _, name := range []string{"router", "subprocess-runner", "remote-runner", "sweeper", "exporter", "up"} {
+	for _, name := range []string{"router", "subprocess-runner", "remote-runner", "sweeper", "exporter", "up", "gateway"} {
 		if service.DefaultHTTPPorts[name] == 0 {
 			t.Errorf("%s has no default port", name)
 		}

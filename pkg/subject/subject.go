@@ -71,6 +71,10 @@ func (n Names) ExportsBucket() string     { return n.res("agentmesh_exports") }
 func (n Names) TrajectoryStore() string   { return n.res("agentmesh_trajectories") }
 func (n Names) RedactionBucket() string   { return n.res("agentmesh_redaction") }
 
+// APIKeysBucket holds the HTTP gateway's API keys, by the SHA-256 of
+// each key (docs/contract.md §2).
+func (n Names) APIKeysBucket() string { return n.res("agentmesh_apikeys") }
+
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
 

@@ -37,6 +37,7 @@ func ExampleEnsure() {
 	retention, _ := topology.RunRetention(ctx, js, cfg.Names)
 	fmt.Println("lease TTL", ttl, "ended runs kept", retention)
 	// Output:
+	// KV_acme_agentmesh_apikeys
 	// KV_acme_agentmesh_checkpoints
 	// KV_acme_agentmesh_consent
 	// KV_acme_agentmesh_exports

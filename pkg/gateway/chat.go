@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// chatRequest is the body of POST /v1/chat/completions: the fields the
+// gateway honours (any other is refused by decodeBody).
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	// AgentmeshRequest is the adapter's own request fields (begin).
+	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name,omitempty"`
+}
+
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func newChatUsage(o outcome) *chatUsage {
+	var u chatUsage
+	u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails.CachedTokens, u.CompletionTokensDetails.ReasoningTokens = usageTokens(o.usage)
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return &u
+}
+
+// finishReason is OpenAI's finish_reason for a result chunk's stop reason.
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens", "length", "max_output_tokens":
+		return "length"
+	case "content_filter", "refusal":
+		return "content_filter"
+	}
+	return "stop"
+}
+
+// costHeader is the header carrying a run's exact cost (USD, a decimal
+// string), and costField the same as a field of the final event or body.
+const (
+	costHeader = "x-agentmesh-cost"
+	costField  = "x-agentmesh-cost"
+)
+
+func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who caller) {
+	var req chatRequest
+	if e := decodeBody(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.StreamOptions != nil && !req.Stream {
+		writeError(w, invalid("stream_options", "stream_options is only allowed with stream: true"))
+		return
+	}
+	if len(req.Messages) == 0 {
+		writeError(w, invalid("messages", "messages must not be empty"))
+		return
+	}
+	msgs := make([]message, len(req.Messages))
+	for i, m := range req.Messages {
+		param := fmt.Sprintf("messages[%d]", i)
+		text, e := textOf(m.Content, param+".content", "text")
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		msgs[i] = message{role: m.Role, text: text, param: param}
+	}
+	run, e := g.begin(r.Context(), who, req.Model, msgs, "messages", req.AgentmeshRequest)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	id := "chatcmpl-" + run.id
+	if !req.Stream {
+		text, o := g.collect(r.Context(), run)
+		if o.err != nil {
+			writeError(w, o.err)
+			return
+		}
+		body := map[string]any{
+			"id": id, "object": "chat.completion", "created": run.created, "model": run.model,
+			"choices": []any{map[string]any{
+				"index":         0,
+				"message":       map[string]any{"role": "assistant", "content": text, "refusal": nil},
+				"finish_reason": finishReason(o.stop),
+				"logprobs":      nil,
+			}},
+			"usage": newChatUsage(o),
+		}
+		hdr := map[string]string{"x-agentmesh-run-id": run.id}
+		if o.cost != "" {
+			body[costField], hdr[costHeader] = o.cost, o.cost
+		}
+		writeJSON(w, http.StatusOK, body, hdr)
+		return
+	}
+	s := newSSE(w, run.id)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{
+			"id": id, "object": "chat.completion.chunk", "created": run.created, "model": run.model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": nil}},
+		}
+	}
+	first := true
+	o := g.follow(r.Context(), run, func(text string) bool {
+		delta := map[string]any{"content": text}
+		if first {
+			delta["role"], first = "assistant", false
+		}
+		return s.send("", chunk(delta, nil))
+	})
+	switch {
+	case o.err != nil && !s.started:
+		writeError(w, o.err)
+		return
+	case o.err != nil:
+		s.send("", map[string]any{"error": o.err})
+		return
+	}
+	if first {
+		s.send("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
+	}
+	last := chunk(map[string]any{}, finishReason(o.stop))
+	if o.cost != "" {
+		last[costField] = o.cost
+	}
+	if req.StreamOptions == nil || !req.StreamOptions.IncludeUsage {
+		s.send("", last)
+		s.send("", "[DONE]")
+		return
+	}
+	s.send("", last)
+	final := map[string]any{
+		"id": id, "object": "chat.completion.chunk", "created": run.created, "model": run.model,
+		"choices": []any{}, "usage": newChatUsage(o),
+	}
+	if o.cost != "" {
+		final[costField] = o.cost
+	}
+	s.send("", final)
+	s.send("", "[DONE]")
+}

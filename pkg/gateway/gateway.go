@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultAddr is where the gateway listens unless configured otherwise.
+const DefaultAddr = "127.0.0.1:8080"
+
+// DefaultMaxBodyBytes bounds a request body unless configured otherwise.
+const DefaultMaxBodyBytes = 1 << 20
+
+// MinMaxBodyBytes is the smallest body bound Config accepts.
+const MinMaxBodyBytes = 1 << 10
+
+// ErrInvalidConfig is returned by Config.Validate.
+var ErrInvalidConfig = errors.New("invalid gateway config")
+
+// Config configures a gateway. The gateway service reads it from its
+// environment (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES,
+// AGENTMESH_GATEWAY_TLS_CERT, AGENTMESH_GATEWAY_TLS_KEY).
+type Config struct {
+	// Addr is the host:port the HTTP API is served on (default
+	// DefaultAddr; port 0 picks a free one).
+	Addr string `desc:"host:port of the OpenAI-compatible HTTP API (default 127.0.0.1:8080)"`
+	// MaxBodyBytes bounds a request body: a larger one is refused with a
+	// 413 (default DefaultMaxBodyBytes, at least MinMaxBodyBytes).
+	MaxBodyBytes int64 `split_words:"true" desc:"largest request body accepted, in bytes (default 1048576)"`
+	// TLSCert and TLSKey, both set, are the PEM certificate (chain) and
+	// key the API is served with over HTTPS; neither set, it is plain
+	// HTTP (put it behind a TLS proxy, or on loopback only).
+	TLSCert string `split_words:"true" desc:"PEM certificate file: with AGENTMESH_GATEWAY_TLS_KEY the API is served over HTTPS"`
+	TLSKey  string `split_words:"true" desc:"PEM key file of AGENTMESH_GATEWAY_TLS_CERT"`
+	// ShutdownTimeout bounds how long Run waits for requests in flight
+	// once its context ends (default 10s).
+	ShutdownTimeout time.Duration `ignored:"true"`
+}
+
+func (c *Config) setDefaults() {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+}
+
+// Validate reports every bad field of c, defaults filled in, each a
+// *service.FieldError wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c.setDefaults()
+	bad := service.FieldErrors{Sentinel: ErrInvalidConfig}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad.Add("Addr", "must be host:port, got %q: %v", c.Addr, err)
+	}
+	if c.MaxBodyBytes < MinMaxBodyBytes {
+		bad.Add("MaxBodyBytes", "must be at least %d, got %d", MinMaxBodyBytes, c.MaxBodyBytes)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		field := "TLSKey"
+		if c.TLSCert == "" {
+			field = "TLSCert"
+		}
+		bad.Add(field, "must be set with the other of the TLS certificate and key, or neither")
+	}
+	if c.ShutdownTimeout < 0 {
+		bad.Add("ShutdownTimeout", "must be >= 0, got %s", c.ShutdownTimeout)
+	}
+	return bad.Err()
+}
+
+// Gateway serves the HTTP API. It keeps no state of its own between
+// requests: runs live in the mesh, keys in their bucket.
+type Gateway struct {
+	cfg      Config
+	client   *client.Client
+	keys     *Keys
+	profiles *profile.Registry
+	log      *slog.Logger
+	mux      *http.ServeMux
+	// health, when set (Open), gets the gateway's readiness once it
+	// listens: its NATS connection's (conn).
+	health *service.Health
+	conn   func() error
+	nc     *nats.Conn  // set by Open: the gateway registers with micro on it
+	tls    *tls.Config // nil: plain HTTP
+}
+
+// New returns a gateway that submits runs through c, authenticates with
+// keys and resolves models with profiles (the same documents the routers
+// load, so a model it accepts is one they route).
+func New(c *client.Client, keys *Keys, profiles *profile.Registry, log *slog.Logger, cfg Config) (*Gateway, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, client: c, keys: keys, profiles: profiles, log: log, mux: http.NewServeMux()}
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, &service.FieldError{Err: ErrInvalidConfig, Field: "TLSCert", Problem: fmt.Sprintf("cannot load the certificate and key: %v", err)}
+		}
+		g.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	g.mux.Handle("POST /v1/chat/completions", g.authed(g.chatCompletions))
+	g.mux.Handle("POST /v1/responses", g.authed(g.responses))
+	g.mux.Handle("GET /v1/models", g.authed(g.models))
+	g.mux.Handle("POST /v1/runs", g.authed(g.submitRun))
+	g.mux.Handle("GET /v1/runs/{id}", g.authed(g.getRun))
+	g.mux.Handle("GET /v1/runs/{id}/events", g.authed(g.runEvents))
+	g.mux.Handle("POST /v1/runs/{id}/cancel", g.authed(g.cancelRun))
+	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return g, nil
+}
+
+// Open is New on a service's deps: a client on d's connection and the
+// key store of d's deployment.
+func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg Config) (*Gateway, error) {
+	keys, err := OpenKeys(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(d.NC, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	g, err := New(c, keys, profiles, d.Log, cfg)
+	if err != nil {
+		return nil, err
+	}
+	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
+	return g, nil
+}
+
+// Handler is the gateway's HTTP handler; safe for concurrent use.
+func (g *Gateway) Handler() http.Handler { return g.mux }
+
+// Run listens on Config.Addr and serves until ctx ends (see Serve).
+func (g *Gateway) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", g.cfg.Addr, err)
+	}
+	return g.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then shuts the server down, waiting
+// up to Config.ShutdownTimeout for requests in flight (a stream still
+// open past it is cut). It closes ln and returns once every request has
+// returned.
+func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           g.mux,
+		TLSConfig:         g.tls,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+	if g.nc != nil {
+		svc, err := service.Register(g.nc, "agentmesh-gateway", "serves the OpenAI-compatible HTTP API and the runs API",
+			map[string]string{"addr": ln.Addr().String(), "tls": fmt.Sprint(g.tls != nil), "registry_version": g.profiles.Version()})
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer func() { _ = svc.Stop() }()
+	}
+	g.log.Info("gateway listening", "addr", ln.Addr().String(), "tls", g.tls != nil)
+	if g.health != nil {
+		g.health.Add("gateway", g.conn)
+	}
+	done := make(chan error, 1)
+	go func() {
+		if g.tls != nil {
+			done <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		done <- srv.Serve(ln)
+	}()
+	select {
+	case err := <-done:
+		return fmt.Errorf("gateway: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		err = errors.Join(fmt.Errorf("gateway: shut down: %w", err), srv.Close())
+	}
+	<-done
+	return err
+}
+
+// caller is who a request authenticated as.
+type caller struct {
+	Key
+}
+
+// authed wraps h with authentication and the body bound. The key is
+// never logged: a refusal logs nothing of it, an accepted request only
+// its id.
+func (g *Gateway) authed(h func(w http.ResponseWriter, r *http.Request, who caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
+			writeError(w, apiErr(http.StatusUnauthorized, typeInvalidRequest, "missing_api_key", "",
+				"no API key: send it as the header \"Authorization: Bearer <key>\" (agentmesh keys create makes one)"))
+			return
+		}
+		k, err := g.keys.Lookup(r.Context(), strings.TrimSpace(key))
+		switch {
+		case errors.Is(err, ErrBadKey):
+			writeError(w, apiErr(http.StatusUnauthorized, typeInvalidRequest, "invalid_api_key", "", "incorrect API key provided"))
+			return
+		case err != nil:
+			g.log.Warn("gateway: api key lookup failed", "err", err)
+			writeError(w, apiErr(http.StatusServiceUnavailable, typeUnavailable, "mesh_unavailable", "", "the API keys could not be read; try again"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
+		h(w, r, caller{k})
+	})
+}
+
+// models answers GET /v1/models: every profile, by name.
+func (g *Gateway) models(w http.ResponseWriter, _ *http.Request, _ caller) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, name := range g.profiles.Names() {
+		p, _ := g.profiles.Get(name)
+		out.Data = append(out.Data, model{ID: name, Object: "model", OwnedBy: p.Adapter})
+	}
+	writeJSON(w, http.StatusOK, out, nil)
+}
