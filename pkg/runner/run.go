@@ -62,6 +62,7 @@ type run struct {
 	session    string // the session id last stored for the conversation
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
+	pinned     bool   // the run's conversation has a checkpoint: it never falls back
 
 	span *telemetry.Attempt // nil unless tracing
 
@@ -154,6 +155,9 @@ func (r *run) claim(ctx context.Context) bool {
 	if err != nil {
 		r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
 		r.d.settle(settleRetry, time.Second)
+		return false
+	}
+	if r.resumeMove(ctx, cur, t) {
 		return false
 	}
 	rec := runs.WithTail(cur.Record, t)
@@ -490,6 +494,7 @@ func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, wire.Errorf(wire.ProviderTransportError, "read checkpoint of %s: %v", r.work.Conversation, err).Retry()
 	}
+	r.pinned = true
 	cp, err := wire.Decode[wire.Checkpoint](e.Value())
 	if err != nil {
 		return nil, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)
@@ -596,12 +601,17 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 }
 
 // retryOrFail hands a retryable failure before first output back for
-// another attempt while the policy allows one, and fails the run otherwise.
+// another attempt while the policy allows one; otherwise it moves the run
+// to its next fallback profile when it may (fallback.go), and fails it
+// when not.
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
 		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
 		r.span.Retried(we)
 		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
+		return
+	}
+	if r.fallBack(we) {
 		return
 	}
 	r.end(wire.Status{State: wire.StateFailed, Error: we})
@@ -618,22 +628,27 @@ func (r *run) abandon(why string) {
 	r.d.release()
 }
 
+// endContext bounds ending a run, or moving it to a fallback: retried
+// through a leader election until endTimeout past the deadline, and for
+// at least endRetry, so that a run that succeeded is not failed by the
+// sweeper because one election outlasted a short bound (the terminal
+// status is fenced, so retrying is safe).
+func (r *run) endContext() (context.Context, context.CancelFunc) {
+	dl := time.Now().Add(endRetry)
+	if d := r.deadline(); !d.IsZero() && d.Add(endTimeout).After(dl) {
+		dl = d.Add(endTimeout)
+	}
+	return context.WithDeadline(context.Background(), dl)
+}
+
 // end ends the run by the ending protocol (pkg/runs), then settles the
 // work. The work's heartbeat is kept until the end is recorded; the
 // record is written with this runner, the attempt and whether it had
 // output.
 func (r *run) end(st wire.Status) {
-	// Ending retries through a leader election until endTimeout past the
-	// deadline, and for at least endRetry: a run that succeeded must not
-	// be failed by the sweeper because one election outlasted a short
-	// bound (the terminal status is fenced, so retrying is safe).
-	dl := time.Now().Add(endRetry)
-	if d := r.deadline(); !d.IsZero() && d.Add(endTimeout).After(dl) {
-		dl = d.Add(endTimeout)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	ctx, cancel := r.endContext()
 	defer cancel()
-	st.Pin, st.Attempt = &r.work.Pin, r.attempt
+	st.Profile, st.Pin, st.Attempt = r.work.Profile, &r.work.Pin, r.attempt
 	if !r.started.IsZero() {
 		r.summary.DurationMS = time.Since(r.started).Milliseconds()
 	}

@@ -350,8 +350,8 @@ func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return keys, fmt.Errorf("list dispatched runs: %w", err)
 		}
-		if _, _, err := subject.SplitRunKey(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
-			keys = append(keys, m.Header.Get(jetstream.MsgIDHeader))
+		if tenant, runID, err := subject.SplitWorkMsgID(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
+			keys = append(keys, subject.RunKey(tenant, runID))
 		}
 		seq = m.Sequence + 1
 	}
@@ -387,6 +387,41 @@ func (s *Store) Route(ctx context.Context, r Run, pin *wire.Pin, adapter string,
 	rec.State, rec.Pin, rec.Adapter, rec.Deadline = wire.StateRouted, pin, adapter, deadline
 	return s.put(ctx, rec, r.Rev)
 }
+
+// Move records that the run moved to its fallback profile fb
+// (docs/contract.md §4.7): its routed status naming fb must already be
+// published. The record is read again and written by compare-and-set
+// until it says fb; moved is false when the run ended first (a cancel),
+// and the record is then left as it is.
+func (s *Store) Move(ctx context.Context, tenant, runID string, fb wire.Fallback) (r Run, moved bool, err error) {
+	for range casRetries {
+		if r, err = s.Get(ctx, tenant, runID); err != nil {
+			return r, false, err
+		}
+		rec := r.Record
+		if rec.State.Terminal() {
+			return r, false, nil
+		}
+		if rec.Pin != nil && SamePin(*rec.Pin, fb.Pin) {
+			return r, true, nil
+		}
+		pin := fb.Pin
+		rec.State, rec.Profile, rec.Adapter, rec.Pin = wire.StateRouted, fb.Profile, fb.Adapter, &pin
+		rec.Owner, rec.Attempt, rec.Committed = "", 0, false
+		next, err := s.put(ctx, rec, r.Rev)
+		if err == nil {
+			return next, true, nil
+		}
+		if !errors.Is(err, ErrChanged) {
+			return r, false, err
+		}
+	}
+	return r, false, fmt.Errorf("%w: %s.%s kept changing", ErrChanged, tenant, runID)
+}
+
+// SamePin reports whether a and b pin the same provider and model: one
+// profile, since no two profiles share an adapter and a model.
+func SamePin(a, b wire.Pin) bool { return a.Provider == b.Provider && a.Model == b.Model }
 
 // RunnerLeaseKey is the key of runner id's lease in the leases bucket.
 // A runner holds one lease for all its runs; the runs it holds name it on
