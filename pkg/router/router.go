@@ -604,7 +604,7 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 }
 
 // fallbacks resolves p's policy.fallback for a run of request
-// (docs/contract.md §4.7): each profile as a run's profile is resolved,
+// (docs/contract.md §4.13): each profile as a run's profile is resolved,
 // in order. A profile whose adapter this mesh does not serve, whose
 // transport contradicts its adapter's, or whose adapter refuses the
 // request could never run it, and is left out (logged).
@@ -636,7 +636,8 @@ func (r *Router) fallbacks(p *profile.Profile, request []byte) []wire.Fallback {
 
 // pinned applies a conversation's checkpoint pin (docs/contract.md §5): a run that
 // continues a conversation runs on the pinned provider and model with the
-// pinned pricing, never on a fresh alias resolution. A pin whose model is
+// pinned pricing, never on a fresh alias resolution (held reports that
+// the conversation has a checkpoint: its run never falls back). A pin whose model is
 // gone from the profiles, or a request resolving to another provider,
 // fails closed with PinMismatch.
 func (r *Router) pinned(ctx context.Context, tenant, conversation string, p *profile.Profile, pin wire.Pin) (_ *profile.Profile, _ wire.Pin, held bool, err error) {

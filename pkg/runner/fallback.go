@@ -15,7 +15,7 @@ import (
 )
 
 // canFallBack reports whether a failure before first output may be mended
-// by another profile (docs/contract.md §4.7): the provider unavailable,
+// by another profile (docs/contract.md §4.13): the provider unavailable,
 // refusing the credential or out of quota, or a retryable failure whose
 // attempts are used up. A request the provider refused (a 400) fails on
 // every profile alike, and is never moved.
@@ -87,12 +87,23 @@ func (r *run) resumeMove(ctx context.Context, cur runs.Run, t events.Tail) bool 
 	switch {
 	case cur.Record.Pin != nil && !runs.SamePin(*cur.Record.Pin, r.work.Pin):
 		// The record moved on from this work's profile. While the move's
-		// routed status is the last event, the next work may be unpublished
-		// (this runner's predecessor died before the ack); it is published
-		// again, deduplicated by its Nats-Msg-Id.
+		// routed status is the last event and no runner took the next
+		// work, that work may be unpublished (this runner's predecessor
+		// died before it published it): it is published unless it is
+		// queued (a publish again past the dedupe window would be a
+		// second copy).
 		if next != nil && runs.SamePin(*cur.Record.Pin, next.Pin) && routedTo(next.Pin) {
-			r.finishMove(ctx, *next)
-			return true
+			queued, err := r.h.store.Queued(ctx, r.h.d.Names.Work(string(next.Transport), next.Adapter, r.work.Tenant),
+				subject.FallbackMsgID(r.work.Tenant, r.work.RunID, next.Profile))
+			if err != nil {
+				r.h.d.Log.Warn("look for a fallback's work", append(r.logger(), "to", next.Profile, "err", err)...)
+				r.d.settle(settleRetry, time.Second)
+				return true
+			}
+			if !queued {
+				r.finishMove(ctx, *next)
+				return true
+			}
 		}
 		r.d.settle(settleAck, 0)
 		return true

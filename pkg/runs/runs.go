@@ -357,6 +357,28 @@ func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
 	}
 }
 
+// Queued reports whether a work item with Nats-Msg-Id msgID is on subj
+// in the work stream, as its leader has it: read one message at a time
+// from the subject's first, so it costs one read per item queued there
+// (a tenant's queue of one adapter, bounded by the stream).
+func (s *Store) Queued(ctx context.Context, subj, msgID string) (bool, error) {
+	for seq := uint64(1); ; {
+		m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+			return s.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
+		})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the work queued on %s: %w", subj, err)
+		}
+		if m.Header.Get(jetstream.MsgIDHeader) == msgID {
+			return true, nil
+		}
+		seq = m.Sequence + 1
+	}
+}
+
 // put writes rec over revision rev; ErrChanged if the record moved on. A
 // terminal record is written with the retention as its TTL.
 func (s *Store) put(ctx context.Context, rec wire.RunRecord, rev uint64) (Run, error) {
@@ -389,7 +411,7 @@ func (s *Store) Route(ctx context.Context, r Run, pin *wire.Pin, adapter string,
 }
 
 // Move records that the run moved to its fallback profile fb
-// (docs/contract.md §4.7): its routed status naming fb must already be
+// (docs/contract.md §4.13): its routed status naming fb must already be
 // published. The record is read again and written by compare-and-set
 // until it says fb; moved is false when the run ended first (a cancel),
 // and the record is then left as it is.

@@ -184,7 +184,7 @@ func RunMsgID(tenant, runID string) string { return RunKey(tenant, runID) }
 
 // FallbackMsgID is the Nats-Msg-Id of the work item of a run that moved
 // to its fallback profile: <tenant>.<run_id>.<profile>, one per profile
-// the run moves to (docs/contract.md §4.7), so that the move's publish is
+// the run moves to (docs/contract.md §4.13), so that the move's publish is
 // deduplicated and never taken for the run's first work item.
 func FallbackMsgID(tenant, runID, profile string) string {
 	return RunKey(tenant, runID) + "." + profile

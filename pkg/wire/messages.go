@@ -221,7 +221,7 @@ type Status struct {
 	State State `msgpack:"state" json:"state"`
 	// Profile is the resolved profile a routed or a runner's terminal
 	// status names: after a fallback, the profile that actually ran
-	// (docs/contract.md §4.7).
+	// (docs/contract.md §4.13).
 	Profile string   `msgpack:"profile,omitempty" json:"profile,omitempty"`
 	Pin     *Pin     `msgpack:"pin,omitempty" json:"pin,omitempty"`
 	Error   *Error   `msgpack:"error,omitempty" json:"error,omitempty"`
@@ -297,7 +297,7 @@ type Work struct {
 	// Fallback is what is left of the profile's policy.fallback, each
 	// resolved by the router: the profiles the run moves to, in order,
 	// when it fails before its first chunk in a way a fallback may mend
-	// (docs/contract.md §4.7). Empty for a conversation with a checkpoint.
+	// (docs/contract.md §4.13). Empty for a conversation with a checkpoint.
 	Fallback []Fallback `msgpack:"fallback,omitempty"`
 }
 
