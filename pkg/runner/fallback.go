@@ -27,7 +27,8 @@ func canFallBack(we *wire.Error) bool {
 // fallBack moves a run that failed for good before its first output to
 // the next profile of its work's fallback list, and reports whether it
 // took the run over (then it has settled the work). It never moves a run
-// with output, nor a conversation that has a checkpoint: its pin holds.
+// with output, nor a conversation that has a checkpoint (or whose
+// checkpoint this attempt did not read): its pin holds.
 //
 // The move's commit is a routed status naming the next profile and its
 // pin, fenced after this attempt's last event: a cancel or the sweeper
@@ -38,7 +39,8 @@ func canFallBack(we *wire.Error) bool {
 // runner that dies part way leaves this work to come back, and its next
 // delivery finishes the move (resumeMove).
 func (r *run) fallBack(we *wire.Error) bool {
-	if r.committed || r.pinned || len(r.work.Fallback) == 0 || !canFallBack(we) {
+	pinned := r.work.Conversation != "" && !r.fresh
+	if r.committed || pinned || len(r.work.Fallback) == 0 || !canFallBack(we) {
 		return false
 	}
 	ctx, cancel := r.endContext()

@@ -62,7 +62,10 @@ type run struct {
 	session    string // the session id last stored for the conversation
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
-	pinned     bool   // the run's conversation has a checkpoint: it never falls back
+	// fresh: this attempt found no checkpoint of its conversation; a
+	// conversation run that did not (one was found, or not read) never
+	// falls back, its pin holds.
+	fresh bool
 
 	span *telemetry.Attempt // nil unless tracing
 
@@ -489,12 +492,12 @@ func (r *run) confirmSession(ctx context.Context, id string) {
 func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 	e, err := r.h.checkpoints.Get(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		r.fresh = true
 		return nil, nil
 	}
 	if err != nil {
 		return nil, wire.Errorf(wire.ProviderTransportError, "read checkpoint of %s: %v", r.work.Conversation, err).Retry()
 	}
-	r.pinned = true
 	cp, err := wire.Decode[wire.Checkpoint](e.Value())
 	if err != nil {
 		return nil, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)

@@ -340,18 +340,34 @@ func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
 	if len(all) == 1 {
 		filter = all[0]
 	}
+	err := s.scanWork(ctx, filter, func(m *jetstream.RawStreamMsg) bool {
+		if tenant, runID, err := subject.SplitWorkMsgID(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
+			keys = append(keys, subject.RunKey(tenant, runID))
+		}
+		return true
+	})
+	if err != nil {
+		return keys, fmt.Errorf("list dispatched runs: %w", err)
+	}
+	return keys, nil
+}
+
+// scanWork reads the work items on filter from the work stream's leader,
+// one at a time in stream order, until each returns false or none is
+// left.
+func (s *Store) scanWork(ctx context.Context, filter string, each func(*jetstream.RawStreamMsg) bool) error {
 	for seq := uint64(1); ; {
 		m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			return s.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return keys, nil
+			return nil
 		}
 		if err != nil {
-			return keys, fmt.Errorf("list dispatched runs: %w", err)
+			return err
 		}
-		if tenant, runID, err := subject.SplitWorkMsgID(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
-			keys = append(keys, subject.RunKey(tenant, runID))
+		if !each(m) {
+			return nil
 		}
 		seq = m.Sequence + 1
 	}
@@ -362,21 +378,15 @@ func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
 // from the subject's first, so it costs one read per item queued there
 // (a tenant's queue of one adapter, bounded by the stream).
 func (s *Store) Queued(ctx context.Context, subj, msgID string) (bool, error) {
-	for seq := uint64(1); ; {
-		m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
-			return s.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subj))
-		})
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("read the work queued on %s: %w", subj, err)
-		}
-		if m.Header.Get(jetstream.MsgIDHeader) == msgID {
-			return true, nil
-		}
-		seq = m.Sequence + 1
+	found := false
+	err := s.scanWork(ctx, subj, func(m *jetstream.RawStreamMsg) bool {
+		found = m.Header.Get(jetstream.MsgIDHeader) == msgID
+		return !found
+	})
+	if err != nil {
+		return false, fmt.Errorf("read the work queued on %s: %w", subj, err)
 	}
+	return found, nil
 }
 
 // put writes rec over revision rev; ErrChanged if the record moved on. A
