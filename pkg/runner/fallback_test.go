@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"testing/fstest"
@@ -320,4 +321,56 @@ func TestFallbackMoveFinishedByRedelivery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCancelDuringMove: a run whose move committed (its routed status to
+// b) and went no further is queued again: a cancel ends it, and the old
+// work's next delivery then acks it without moving or running it.
+func TestCancelDuringMove(t *testing.T) {
+	m := newFallbackMesh(t, map[string]map[string]string{
+		"fx-a": {"s": script429}, "fx-b": {"s": scriptOK}, "fx-c": {"s": scriptOK},
+	}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	id, err := m.c.Submit(ctx, m.request("s", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clienttest.WaitForRouted(ctx, t, m.c, tenant, id)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		_, err := m.c.Status(ctx, tenant, id)
+		return err
+	})
+	store, err := runs.Open(ctx, servicetest.Deps(t, m.srv, topology.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pin, err := m.profiles.Resolve("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := store.Events().OpenTail(ctx, tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRouted, Profile: "b", Pin: &pin}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := m.c.Cancel(ctx, tenant, id)
+	if err != nil || !reply.Cancelled {
+		t.Fatalf("cancel = %+v, %v", reply, err)
+	}
+	m.startPool(m.fxA)
+	evs := clienttest.Collect(t, m.c, tenant, id)
+	if got := clienttest.Describe(evs); got != "[accepted routed routed cancelled]" {
+		t.Fatalf("events = %s, want the cancel to end the moving run", got)
+	}
+	// The old work is acked: nothing of the run is left queued.
+	natstest.Eventually(t, 10*time.Second, func() error {
+		keys, err := store.Dispatched(ctx)
+		if err == nil && len(keys) > 0 {
+			err = fmt.Errorf("work still queued for %v", keys)
+		}
+		return err
+	})
 }
