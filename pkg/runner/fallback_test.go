@@ -274,39 +274,9 @@ func TestFallbackMoveFinishedByRedelivery(t *testing.T) {
 	for _, recordMoved := range []bool{false, true} {
 		name := map[bool]string{false: "after the routed status", true: "after the record moved"}[recordMoved]
 		t.Run(name, func(t *testing.T) {
-			m := newFallbackMesh(t, map[string]map[string]string{
-				"fx-a": {"s": script429}, "fx-b": {"s": scriptOK}, "fx-c": {"s": scriptOK},
-			}, false)
-			req := m.request("s", "")
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			id, err := m.c.Submit(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clienttest.WaitForRouted(ctx, t, m.c, tenant, id)
 			// What a's runner had done when it died: its attempt failed
 			// (no event of it is needed: the move fences on the last one).
-			store, err := runs.Open(ctx, servicetest.Deps(t, m.srv, topology.Config{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			bp, pin, err := m.profiles.Resolve("b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			natstest.Eventually(t, 10*time.Second, func() error {
-				_, err := m.c.Status(ctx, tenant, id)
-				return err
-			})
-			w, _, err := store.Events().OpenTail(ctx, tenant, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRouted, Profile: "b", Pin: &pin,
-				Error: wire.Errorf(wire.ProviderQuotaError, "HTTP 429")}); err != nil {
-				t.Fatal(err)
-			}
+			m, ctx, id, store, bp, pin := committedMove(t)
 			if recordMoved {
 				fb := wire.Fallback{Profile: bp.Name, Adapter: bp.Adapter, Transport: bp.Transport, Pin: pin, Policy: wire.AttemptPolicy{MaxAttempts: 1}}
 				if _, moved, err := store.Move(ctx, tenant, id, fb); err != nil || !moved {
@@ -327,35 +297,7 @@ func TestFallbackMoveFinishedByRedelivery(t *testing.T) {
 // b) and went no further is queued again: a cancel ends it, and the old
 // work's next delivery then acks it without moving or running it.
 func TestCancelDuringMove(t *testing.T) {
-	m := newFallbackMesh(t, map[string]map[string]string{
-		"fx-a": {"s": script429}, "fx-b": {"s": scriptOK}, "fx-c": {"s": scriptOK},
-	}, false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	id, err := m.c.Submit(ctx, m.request("s", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	clienttest.WaitForRouted(ctx, t, m.c, tenant, id)
-	natstest.Eventually(t, 10*time.Second, func() error {
-		_, err := m.c.Status(ctx, tenant, id)
-		return err
-	})
-	store, err := runs.Open(ctx, servicetest.Deps(t, m.srv, topology.Config{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, pin, err := m.profiles.Resolve("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _, err := store.Events().OpenTail(ctx, tenant, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRouted, Profile: "b", Pin: &pin}); err != nil {
-		t.Fatal(err)
-	}
+	m, ctx, id, store, _, _ := committedMove(t)
 	reply, err := m.c.Cancel(ctx, tenant, id)
 	if err != nil || !reply.Cancelled {
 		t.Fatalf("cancel = %+v, %v", reply, err)
@@ -373,4 +315,45 @@ func TestCancelDuringMove(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// committedMove starts a mesh whose a fails with a 429 and whose a pool
+// is down, submits a run of a and, once it is routed and recorded,
+// publishes the routed status of its move to b: the state a's runner
+// leaves when it dies right after the move's commit. It returns the mesh,
+// a context ending with the test, the run id, a store of the mesh, and b
+// with its pin.
+func committedMove(t *testing.T) (*fallbackMesh, context.Context, string, *runs.Store, *profile.Profile, wire.Pin) {
+	t.Helper()
+	m := newFallbackMesh(t, map[string]map[string]string{
+		"fx-a": {"s": script429}, "fx-b": {"s": scriptOK}, "fx-c": {"s": scriptOK},
+	}, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	id, err := m.c.Submit(ctx, m.request("s", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clienttest.WaitForRouted(ctx, t, m.c, tenant, id)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		_, err := m.c.Status(ctx, tenant, id)
+		return err
+	})
+	store, err := runs.Open(ctx, servicetest.Deps(t, m.srv, topology.Config{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bp, pin, err := m.profiles.Resolve("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _, err := store.Events().OpenTail(ctx, tenant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRouted, Profile: "b", Pin: &pin,
+		Error: wire.Errorf(wire.ProviderQuotaError, "HTTP 429")}); err != nil {
+		t.Fatal(err)
+	}
+	return m, ctx, id, store, bp, pin
 }
