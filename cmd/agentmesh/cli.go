@@ -254,7 +254,7 @@ func (c *clientFlags) register(fs *flag.FlagSet, io *stdio) {
 
 // connect checks the identity flags and connects to the mesh. The caller
 // closes the connection.
-func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
+func (c *clientFlags) connect(opts ...client.Option) (*nats.Conn, *client.Client, error) {
 	for _, f := range []struct{ name, v string }{{"tenant", c.tenant}, {"principal", c.principal}} {
 		if err := subject.ValidToken(f.name, f.v); err != nil {
 			return nil, nil, usageErr("--%s: %v", f.name, err)
@@ -280,7 +280,7 @@ func (c *clientFlags) connect() (*nats.Conn, *client.Client, error) {
 		}
 		return nil, nil, usageErr("connect to %s: %v", service.RedactURL(c.server), service.RedactError(c.server, err))
 	}
-	cl, err := client.New(nc, subject.Names{Prefix: c.prefix}, client.WithAPIPrefix(c.apiPrefix))
+	cl, err := client.New(nc, subject.Names{Prefix: c.prefix}, append([]client.Option{client.WithAPIPrefix(c.apiPrefix)}, opts...)...)
 	if err != nil {
 		nc.Close()
 		return nil, nil, usageErr("--js-api-prefix: %v", err)

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -247,7 +249,20 @@ func cmdRun(ctx context.Context, args []string, io *stdio) error {
 	if err != nil {
 		return usageErr("run: %v", err)
 	}
-	nc, c, err := f.connect()
+	// With OTEL_* configuring an exporter the submission is the root
+	// span of the run's trace (README, "Tracing"); flushed before exit.
+	tracing, err := telemetry.Setup(ctx, "agentmesh-cli", slog.New(slog.NewTextHandler(io.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return usageErr("run: %v", err)
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracing.Shutdown(flush); err != nil {
+			fmt.Fprintf(io.stderr, "agentmesh: run: %v\n", err)
+		}
+	}()
+	nc, c, err := f.connect(client.WithTracing(tracing))
 	if err != nil {
 		return err
 	}

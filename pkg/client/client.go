@@ -50,6 +50,16 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
+// WithTracing makes the client trace each submission with t, as
+// WithTracerProvider does, on a Tracing the caller built (telemetry.Setup,
+// from the OTEL_* environment) and shuts down. A nil t is tracing off.
+func WithTracing(t *telemetry.Tracing) Option {
+	return func(c *Client) error {
+		c.tracing = t
+		return nil
+	}
+}
+
 // DefaultRefollowAfter is how long Events waits without an event before it
 // follows the run again on a fresh consumer.
 const DefaultRefollowAfter = 10 * time.Second

@@ -50,8 +50,9 @@ type Config struct {
 	// progress every AckWait/3 (default 30s). It must be above the hosted
 	// adapters' teardown (adapter.Teardown).
 	AckWait time.Duration `split_words:"true" desc:"ack wait of the work consumers (default 30s)"`
-	// RetryBackoff is the delay before a retryable attempt is redelivered,
-	// multiplied by the attempt number (default 250ms).
+	// RetryBackoff is the first step of the exponential backoff before a
+	// retryable attempt is redelivered, doubled at each attempt up to 30s,
+	// with jitter (backoff; default 250ms).
 	RetryBackoff time.Duration `ignored:"true"`
 	// DrainTimeout is how long Run waits, once its context ends, for runs in
 	// hand to finish before cancelling them (default 10s).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -604,15 +605,22 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 }
 
 // retryOrFail hands a retryable failure before first output back for
-// another attempt while the policy allows one; otherwise it moves the run
-// to its next fallback profile when it may (fallback.go), and fails it
-// when not.
+// another attempt, after retryDelay (exponential backoff with jitter, or
+// the provider's Retry-After), while the policy allows one and that wait
+// ends before the run's deadline. Otherwise it moves the run to its next
+// fallback profile when it may (fallback.go), and fails it with we when
+// not (a Retry-After past the deadline fails the run now with the
+// provider's error rather than sleeping past it).
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
-		r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we)...)
-		r.span.Retried(we)
-		r.d.settle(settleRetry, time.Duration(r.attempt)*r.h.cfg.RetryBackoff)
-		return
+		delay := retryDelay(we, r.attempt, r.h.cfg.RetryBackoff, rand.Int64N)
+		if dl := r.deadline(); dl.IsZero() || time.Now().Add(delay).Before(dl) {
+			r.h.d.Log.Info("retrying before first output", append(r.logger(), "err", we, "delay", delay)...)
+			r.span.Retried(we)
+			r.d.settle(settleRetry, delay)
+			return
+		}
+		r.h.d.Log.Info("not retrying: the wait would pass the deadline", append(r.logger(), "err", we, "delay", delay)...)
 	}
 	if r.fallBack(we) {
 		return

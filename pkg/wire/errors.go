@@ -77,14 +77,18 @@ func (c Class) Error() string { return string(c) }
 const MaxErrorText = 4 << 10
 
 // Error is a typed error as it crosses NATS: {class, message, retryable,
-// returncode?, stderr_tail?}. Message and StderrTail are bounded to
-// MaxErrorText and redacted by New and Bound.
+// returncode?, stderr_tail?, retry_after_ms?}. Message and StderrTail are
+// bounded to MaxErrorText and redacted by New and Bound.
 type Error struct {
 	Class      Class  `msgpack:"class" json:"class"`
 	Message    string `msgpack:"message" json:"message"`
 	Retryable  bool   `msgpack:"retryable" json:"retryable"`
 	ReturnCode *int   `msgpack:"returncode,omitempty" json:"returncode,omitempty"`
 	StderrTail string `msgpack:"stderr_tail,omitempty" json:"stderr_tail,omitempty"`
+	// RetryAfterMS is how long the provider asked to be left alone before
+	// another attempt (its Retry-After header, docs/contract.md §1.5), in
+	// milliseconds; 0 when it said nothing.
+	RetryAfterMS int64 `msgpack:"retry_after_ms,omitempty" json:"retry_after_ms,omitempty"`
 }
 
 // Errorf returns a non-retryable *Error of class c with a formatted,

@@ -65,7 +65,7 @@ type Subject struct {
 	// ServerErrors names the streams of Streams in which the model API
 	// answers with an HTTP 5xx server failure (a 500): each must fail
 	// with exactly ProviderError, as the error chunk's class (a CLI) or as
-	// the stream's non-retryable error (a remote adapter, which sees the
+	// the stream's retryable error (a remote adapter, which sees the
 	// status before any output). A subprocess or remote adapter must name
 	// at least one.
 	ServerErrors []string

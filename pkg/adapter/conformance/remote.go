@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -122,9 +123,9 @@ type FailedAttempt struct {
 // FailedAttempts are the failures every remote adapter meets alike
 // (docs/contract.md §4.5): a refused connection and the attempt cap,
 // before any output, end in a retryable ProviderTransportError; the
-// recorded http-500 and http-401 of srv in a ProviderError and a
-// ProviderAuthError, and the recorded cut after cutChunks chunks in a
-// ProviderTransportError, none of them retryable. path follows each
+// recorded http-500 of srv in a retryable ProviderError, its http-401 in a
+// ProviderAuthError and its cut after cutChunks chunks in a
+// ProviderTransportError, neither of them retryable. path follows each
 // server's URL or case (the adapter's base path: "" for none, "/v1").
 // The refused and silent servers live until t ends.
 func FailedAttempts(t testing.TB, srv *replay.Server, path string, cutChunks int) []FailedAttempt {
@@ -133,7 +134,7 @@ func FailedAttempts(t testing.TB, srv *replay.Server, path string, cutChunks int
 	return []FailedAttempt{
 		{Name: "connect refused", BaseURL: RefusedURL(t) + path, Class: wire.ProviderTransportError, Retryable: true},
 		{Name: "attempt cap", BaseURL: SilentURL(t) + path, AttemptTimeout: 100 * time.Millisecond, Class: wire.ProviderTransportError, Retryable: true},
-		{Name: "http 500", BaseURL: recorded("http-500"), Class: wire.ProviderError},
+		{Name: "http 500", BaseURL: recorded("http-500"), Class: wire.ProviderError, Retryable: true},
 		{Name: "http 401", BaseURL: recorded("http-401"), Class: wire.ProviderAuthError},
 		{Name: "cut after output", BaseURL: recorded("cut"), Class: wire.ProviderTransportError, Chunks: cutChunks},
 	}
@@ -374,4 +375,18 @@ func ChunksJSON(chunks []wire.Chunk) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// RetriedStatus reports whether the recorded case c is an HTTP answer
+// ("http-NNN", optionally followed by "-…") whose status the runner retries
+// before any output: a 429, a 529 or any other 5xx (docs/contract.md
+// §4.5). Any other case, a 400, 401 or 403 among them, is false.
+func RetriedStatus(c string) bool {
+	rest, ok := strings.CutPrefix(c, "http-")
+	if !ok {
+		return false
+	}
+	digits, _, _ := strings.Cut(rest, "-")
+	code, err := strconv.Atoi(digits)
+	return err == nil && (code == http.StatusTooManyRequests || code == 529 || code >= 500)
 }

@@ -112,7 +112,9 @@ func checkProviderErrors(t *testing.T, s Subject, c *corpus) {
 // checkServerErrors checks that a model API's HTTP 5xx fails with exactly
 // ProviderError, the one class every adapter gives it (README "Error
 // classes"): not a subclass, not ProviderStreamError (an error chunk
-// without a class), and never retryable.
+// without a class). As the stream's error it is retryable from a remote
+// adapter (the status comes before any output, docs/contract.md §4.5) and
+// never from a CLI (which has made its own retries).
 func checkServerErrors(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {
 	if len(s.ServerErrors) == 0 {
 		if caps.Transport == wire.TransportSubprocess || caps.Transport == wire.TransportRemote {
@@ -138,8 +140,8 @@ func checkServerErrors(t *testing.T, s Subject, caps wire.Capabilities, c *corpu
 			case from == "":
 				we := wire.AsError(o.err)
 				class, from = we.Class, "the stream's error"
-				if we.Retryable {
-					t.Errorf("the stream's error %v is retryable", we)
+				if want := caps.Transport == wire.TransportRemote; we.Retryable != want {
+					t.Errorf("the stream's error %v has retryable %t, want %t", we, we.Retryable, want)
 				}
 			}
 			if class != wire.ProviderError {

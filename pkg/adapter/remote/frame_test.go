@@ -226,11 +226,13 @@ func TestFrameDeclaration(t *testing.T) {
 
 // TestPostAndStatusError: Post sends the JSON body with its headers, and a
 // non-2xx answer is a *StatusError carrying the status, whose wire error
-// errors.As and errors.Is find through it.
+// (a 429: retryable, with its Retry-After) errors.As and errors.Is find
+// through it.
 func TestPostAndStatusError(t *testing.T) {
 	var got http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
+		w.Header().Set("Retry-After", "3")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
 	}))
@@ -247,11 +249,12 @@ func TestPostAndStatusError(t *testing.T) {
 		t.Fatalf("err = %v (%T), want a *StatusError of 429", err, err)
 	}
 	var we *wire.Error
-	if !errors.As(err, &we) || we.Class != wire.ProviderQuotaError || we.Retryable || !errors.Is(err, wire.ProviderError) {
-		t.Errorf("wire error %v, want a non-retryable ProviderQuotaError", we)
+	if !errors.As(err, &we) || we.Class != wire.ProviderQuotaError || !we.Retryable || we.RetryAfterMS != 3000 || !errors.Is(err, wire.ProviderError) {
+		t.Errorf("wire error %+v, want a retryable ProviderQuotaError retried after 3000 ms", we)
 	}
 	re := se.WithClass(wire.ProviderContextError)
-	if re.StatusCode != se.StatusCode || re.Err.Class != wire.ProviderContextError || se.Err.Class != wire.ProviderQuotaError {
+	if re.StatusCode != se.StatusCode || re.Err.Class != wire.ProviderContextError || se.Err.Class != wire.ProviderQuotaError ||
+		re.Err.Retryable != se.Err.Retryable || re.Err.RetryAfterMS != se.Err.RetryAfterMS {
 		t.Errorf("WithClass: %v from %v", re, se)
 	}
 	if (remote.Config{}).Bearer() != nil {

@@ -4,8 +4,8 @@
 // operator's configuration from the profile, one SSRF-safe client per
 // logical request, the per-attempt cap, the one classification of
 // transport failures (retryable only before any response) and of HTTP
-// status errors (*StatusError, never retryable here), and the closed
-// adapter a remote profile without its credential becomes.
+// status errors (*StatusError: retryable for a 429, 529 or 5xx), and the
+// closed adapter a remote profile without its credential becomes.
 package remote
 
 import (
@@ -81,7 +81,8 @@ func (r *Response) Close() error {
 // response arrives (connect refused, DNS, timeout of the attempt cap) is a
 // retryable ProviderTransportError; a refused destination is a
 // non-retryable ProviderTransportError; any other status is a
-// *StatusError, typed and not retryable. ctx bounds the whole exchange,
+// *StatusError, typed (retryable for a 429, 529 or 5xx, with the
+// answer's Retry-After). ctx bounds the whole exchange,
 // body included.
 func Do(ctx context.Context, c Config, provider string, req *http.Request) (*Response, error) {
 	if _, err := safehttp.CheckURL(req.URL.String(), c.policy()); err != nil {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -16,7 +18,9 @@ const maxErrorBody = 64 << 10
 // returns it. It wraps Err, the typed wire error the status maps to, so
 // errors.As finds either: the *StatusError for the provider and the
 // status, the *wire.Error for the class (and errors.Is matches the class).
-// It is never retryable.
+// Its wire error is retryable for a 429, a 529 or a 5xx, the provider's
+// passing failures (it comes before any output, so the runner may try
+// again, docs/contract.md §4.5), and carries the answer's Retry-After.
 type StatusError struct {
 	// Provider is the adapter that sent the request.
 	Provider string
@@ -46,8 +50,10 @@ func (e *StatusError) WithClass(c wire.Class) *StatusError {
 // context; any other 5xx ProviderError whatever its text says (the model
 // API's server failure, the class every adapter gives it, README "Error
 // classes"); for another 4xx, a message saying overloaded quota, a
-// context-length message context, anything else ProviderError. It does not
-// close the body.
+// context-length message context, anything else ProviderError. A 429, 529
+// or 5xx is retryable, with the Retry-After of resp (RetryAfter) as the
+// wire error's RetryAfterMS; any other status is not. It does not close
+// the body.
 func NewStatusError(provider string, resp *http.Response) *StatusError {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	msg := errorText(body)
@@ -67,8 +73,45 @@ func NewStatusError(provider string, resp *http.Response) *StatusError {
 		strings.Contains(low, "context window") || strings.Contains(low, "context limit"):
 		class = wire.ProviderContextError
 	}
-	return &StatusError{Provider: provider, StatusCode: resp.StatusCode,
-		Err: wire.Errorf(class, "%s: HTTP %d: %s", provider, resp.StatusCode, msg)}
+	we := wire.Errorf(class, "%s: HTTP %d: %s", provider, resp.StatusCode, msg)
+	if retryableStatus(resp.StatusCode) {
+		we.Retry()
+		we.RetryAfterMS = RetryAfter(resp.Header.Get("Retry-After"), time.Now()).Milliseconds()
+	}
+	return &StatusError{Provider: provider, StatusCode: resp.StatusCode, Err: we}
+}
+
+// retryableStatus reports whether an answer with status code may succeed
+// when asked again: a rate limit (429), an overload (529, Anthropic's) or
+// any server failure (5xx). A 400, 401, 403 or any other 4xx will not.
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code == 529 || code >= 500
+}
+
+// maxRetryAfter bounds what a Retry-After is read as, far above any run's
+// deadline, so the milliseconds never overflow.
+const maxRetryAfter = 7 * 24 * time.Hour
+
+// RetryAfter reads a Retry-After header value (RFC 9110 §10.2.3), either
+// delay-seconds ("120") or an HTTP-date, as the wait it asks for from now:
+// 0 for an empty or unreadable value and for a date not after now, at
+// most a week.
+func RetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	}
+	at, err := http.ParseTime(v)
+	if err != nil || !at.After(now) {
+		return 0
+	}
+	return min(at.Sub(now), maxRetryAfter)
 }
 
 // errorText finds the provider's message in an error body ({"error":

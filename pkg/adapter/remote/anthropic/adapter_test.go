@@ -196,8 +196,8 @@ func TestFixtures(t *testing.T) {
 				if we.Class != tt.wantErr {
 					t.Errorf("class = %s, want %s (%v)", we.Class, tt.wantErr, err)
 				}
-				if we.Retryable {
-					t.Errorf("%v is retryable; a status error or a response that began is never retried", err)
+				if want := conformance.RetriedStatus(tt.name); we.Retryable != want {
+					t.Errorf("%v has retryable %t, want %t: only a 429, 529 or 5xx before output is retried", err, we.Retryable, want)
 				}
 				if !strings.Contains(we.Message, tt.errText) {
 					t.Errorf("message %q lacks %q", we.Message, tt.errText)
@@ -486,7 +486,7 @@ func mustState(t *testing.T, a adapter.Adapter, srv *replay.Server, name string)
 
 // TestRetryability is acceptance 4 at the adapter level: a connect
 // refusal and the attempt cap before any output are retryable transport
-// errors; a status error, and a failure after output, are not.
+// errors, and so is a 500; a 401, and a failure after output, are not.
 func TestRetryability(t *testing.T) {
 	srv := conformance.ReplayServer(t, anthropic.Name)
 	for _, tt := range conformance.FailedAttempts(t, srv, "", 2) {

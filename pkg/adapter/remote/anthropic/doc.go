@@ -94,7 +94,7 @@
 //
 // HTTP errors are typed by remote.StatusError: 401 and 403 ProviderAuthError,
 // 429 and 529 ProviderQuotaError, 413 and "prompt is too long" ProviderContextError,
-// anything else ProviderError; this package adds the provider's other
+// anything else ProviderError (retryable for 429, 529 and 5xx); this package adds the provider's other
 // context wording ("exceed context limit") and 402 billing_error (quota).
 // An error event in the stream is typed by its error type the same way:
 // overloaded_error, rate_limit_error and billing_error quota;

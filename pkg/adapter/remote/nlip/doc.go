@@ -67,7 +67,8 @@
 // be cancelled or time out between the agent's answer and its mapping (the
 // agent answers in one piece; there is nothing to stream). HTTP error
 // statuses are remote.StatusError's typed errors (401/403 auth, 429/529
-// quota, else ProviderError), never retried, with no chunk.
+// quota, else ProviderError; retryable for 429, 529 and 5xx), with no
+// chunk.
 //
 // # Checkpoint
 //

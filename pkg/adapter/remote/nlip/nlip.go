@@ -73,13 +73,13 @@ type checkpoint struct {
 // emits its projection (Chunks, or FailureChunk for an answer with error
 // parts). call.MaxAttempts <= 0, a missing prompt and a model other than
 // the pinned one are AgenticRequestValidationErrors before anything is
-// sent. A failure before the response (connect refused, the attempt cap)
-// is a retryable ProviderTransportError; an HTTP error status is a
-// *remote.StatusError, typed and not retryable; after the system chunk a
-// body cut short is a non-retryable ProviderTransportError and a body that
-// is not a mappable NLIP message a ProviderProtocolError. On success it
-// saves the conversation token with call.SaveCheckpoint, before the result
-// chunk.
+// sent. A failure before the response (connect refused, the attempt cap) is
+// a retryable ProviderTransportError; an HTTP error status is a
+// *remote.StatusError, typed (retryable for 429, 529, 5xx); after the
+// system chunk a body cut short is a non-retryable ProviderTransportError
+// and a body that is not a mappable NLIP message a ProviderProtocolError.
+// On success it saves the conversation token with call.SaveCheckpoint,
+// before the result chunk.
 func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
 	if call.MaxAttempts <= 0 {
 		// The record's helper made no request and returned an empty

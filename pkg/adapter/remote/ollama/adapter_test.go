@@ -23,12 +23,11 @@ func TestFixtures(t *testing.T) {
 			"city": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string", "enum": []any{"celsius", "fahrenheit"}}},
 			"required": []any{"city"}}}}}
 	tests := []struct {
-		name      string
-		in        map[string]any
-		want      []wire.Chunk
-		wantErr   wire.Class // "" for a clean end
-		retryable bool
-		saved     bool // a checkpoint is saved
+		name    string
+		in      map[string]any
+		want    []wire.Chunk
+		wantErr wire.Class // "" for a clean end
+		saved   bool       // a checkpoint is saved
 	}{
 		{name: "plain-text", in: prompt, saved: true,
 			want: []wire.Chunk{sys(), text("The"), text(" answer"), text(" is"), text(" 42"), text("."), result(15, 6, 412, "end_turn")}},
@@ -63,7 +62,7 @@ func TestFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := run(t, newAdapter(t, srv, tt.name), tt.in, nil)
-			o.Expect(t, ollama.Capabilities, tt.want, tt.wantErr, tt.retryable)
+			o.Expect(t, ollama.Capabilities, tt.want, tt.wantErr, conformance.RetriedStatus(tt.name))
 			if o.Saved != tt.saved {
 				t.Errorf("checkpoint saved = %t, want %t", o.Saved, tt.saved)
 			}

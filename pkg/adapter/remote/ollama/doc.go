@@ -38,7 +38,7 @@
 // unchanged. A failure before the response headers is typed by
 // remote.Do (connect and timeout retryable); an HTTP error status by
 // remote.StatusError (401/403 auth, 429/529 quota, else ProviderError;
-// Ollama's body is {"error": "..."}); a cut connection after the headers is
+// Ollama's body is {"error": "..."}; retryable for 429, 529 and 5xx); a cut connection after the headers is
 // a non-retryable ProviderTransportError; a malformed object, an object
 // the Parser does not know, or a body without its done object is a
 // ProviderProtocolError.

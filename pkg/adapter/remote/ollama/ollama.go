@@ -93,10 +93,10 @@ type chatFunction struct {
 // is an AgenticRequestValidationError before anything is sent. A failure
 // before the response (connect refused, the attempt cap) is a retryable
 // ProviderTransportError; an HTTP error status is a *remote.StatusError,
-// typed and not retryable; after the response headers, the system chunk is
-// the first output and every later failure is terminal. On success it
-// saves the extended history with call.SaveCheckpoint, before the result
-// chunk.
+// typed (retryable for 429, 529, 5xx); after the response headers, the
+// system chunk is the first output and every later failure is terminal. On
+// success it saves the extended history with call.SaveCheckpoint, before
+// the result chunk.
 func (c *client) attempt(ctx context.Context, req Request, call adapter.Call, emit remote.Emit) error {
 	model, err := call.RunModel(Name, req.Model)
 	if err != nil {

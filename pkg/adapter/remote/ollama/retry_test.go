@@ -13,7 +13,7 @@ import (
 // TestAttemptFailures is acceptance 4 at the adapter level: a failure
 // before any output that the mesh may retry (connect refused, no response
 // within the attempt cap) is a retryable ProviderTransportError and yields
-// no chunk; a status error is not retryable; a failure after the first
+// no chunk; a 500 is retryable, a 401 is not; a failure after the first
 // chunk is not retryable.
 func TestAttemptFailures(t *testing.T) {
 	srv := conformance.ReplayServer(t, ollama.Name)

@@ -41,9 +41,9 @@ func remoteAdapter(t *testing.T, baseURL string, timeout time.Duration) adapter.
 }
 
 // TestAttempts is acceptance 4 at the adapter: connect refusal and the
-// attempt cap before any response are retryable and retried up to
-// max_attempts; an HTTP 500 or 401 is not; a failure after the first chunk
-// is not.
+// attempt cap before any response, and an HTTP 500, are retryable and
+// retried up to max_attempts; an HTTP 401 is not; a failure after the first
+// chunk is not.
 func TestAttempts(t *testing.T) {
 	srv := conformance.ReplayServer(t, openai.Name)
 	for _, tt := range conformance.FailedAttempts(t, srv, "/v1", 3) {
@@ -64,8 +64,11 @@ func TestAttempts(t *testing.T) {
 	if n := len(requestsOf(srv, "cut")); n != 1 {
 		t.Errorf("the cut stream was requested %d times: a failure after output must not be replayed", n)
 	}
-	if n := len(requestsOf(srv, "http-500")); n != 1 {
-		t.Errorf("the 500 was requested %d times", n)
+	if n := len(requestsOf(srv, "http-500")); n != 3 {
+		t.Errorf("the 500 was requested %d times, want 3 (max_attempts)", n)
+	}
+	if n := len(requestsOf(srv, "http-401")); n != 1 {
+		t.Errorf("the 401 was requested %d times, want 1", n)
 	}
 }
 

@@ -43,8 +43,9 @@
 // ProviderQuotaError, any other 5xx ProviderError, an "overloaded" 503
 // included, 413 or a context-length message ProviderContextError, else
 // ProviderError; a 400 saying the input exceeds
-// the context window is retyped ProviderContextError here) and is not
-// retried. Once the response has begun, nothing is retryable: a cut
+// the context window is retyped ProviderContextError here); a 429, 529 or
+// 5xx is retryable (the runner retries it before any output, honouring its
+// Retry-After), any other status is not. Once the response has begun, nothing is retryable: a cut
 // connection or an event stream that ends before its terminal event is a
 // ProviderTransportError, a malformed or unknown event a
 // ProviderProtocolError.

@@ -89,15 +89,15 @@ func Unavailable(credentialEnv string) adapter.Adapter {
 	return remote.Unavailable(Name, Declaration(), credentialEnv)
 }
 
-// attempt is the frame's Spec.Attempt: one POST {base_url}/responses
-// with stream=true and store=false, its server-sent events mapped onto
-// chunks. It does not retry: a connect failure or the attempt cap before
-// the response is a retryable ProviderTransportError from remote.Do, an
-// HTTP error status is a *remote.StatusError, typed and not retryable, and
-// a failure after the response began (a cut connection, a malformed event)
-// is a non-retryable ProviderTransportError or ProviderProtocolError. A
-// provider-declared failure (error, response.failed) is the one error
-// chunk, and the last.
+// attempt is the frame's Spec.Attempt: one POST {base_url}/responses with
+// stream=true and store=false, its server-sent events mapped onto chunks.
+// It does not retry: a connect failure or the attempt cap before the
+// response is a retryable ProviderTransportError from remote.Do, an HTTP
+// error status is a *remote.StatusError, typed (retryable for a 429, 529 or
+// 5xx), and a failure after the response began (a cut connection, a
+// malformed event) is a non-retryable ProviderTransportError or
+// ProviderProtocolError. A provider-declared failure (error,
+// response.failed) is the one error chunk, and the last.
 //
 // call.Checkpoint, when set, is the conversation this run continues; at
 // the end of a successful response the new conversation is handed to

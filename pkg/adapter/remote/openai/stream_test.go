@@ -70,8 +70,8 @@ func TestFixtures(t *testing.T) {
 			if gotClass != tt.class {
 				t.Errorf("final error = %v, want class %q", err, tt.class)
 			}
-			if retryable {
-				t.Errorf("final error %v is retryable; no failure after the request was answered is", err)
+			if want := conformance.RetriedStatus(tt.name); retryable != want {
+				t.Errorf("final error %v has retryable %t, want %t: of the answered requests only a 429, 529 or 5xx is", err, retryable, want)
 			}
 			if err != nil && !errors.Is(err, tt.class) {
 				t.Errorf("errors.Is(%v, %s) = false", err, tt.class)

@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Response is one recorded response.
@@ -49,6 +50,9 @@ type Request struct {
 	Case, Path string
 	Header     http.Header
 	Body       []byte
+	// At is when the server read the request: the gap between two
+	// attempts' requests is at least the wait the runner chose between them.
+	At time.Time
 }
 
 // Server serves the fixtures of one directory. Safe for concurrent use.
@@ -95,8 +99,9 @@ func (s *Server) Close() error {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	at := time.Now()
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Request{Case: name, Path: "/" + rest, Header: r.Header.Clone(), Body: body})
+	s.reqs = append(s.reqs, Request{Case: name, Path: "/" + rest, Header: r.Header.Clone(), Body: body, At: at})
 	i := s.next[name]
 	s.next[name]++
 	s.mu.Unlock()

@@ -44,5 +44,10 @@ func TestServesSequenceAndCuts(t *testing.T) {
 	if len(reqs) != 3 || reqs[0].Case != "seq" || reqs[0].Path != "/v1/x" || string(reqs[0].Body) != `{"q":1}` {
 		t.Fatalf("requests = %+v", reqs)
 	}
+	for i := 1; i < len(reqs); i++ {
+		if reqs[i].At.IsZero() || reqs[i].At.Before(reqs[i-1].At) {
+			t.Errorf("request %d arrived at %v, before request %d at %v", i, reqs[i].At, i-1, reqs[i-1].At)
+		}
+	}
 	http.DefaultClient.CloseIdleConnections()
 }
