@@ -384,7 +384,7 @@ func (r *Router) dispatchNew(ctx context.Context, msg jetstream.Msg, rec wire.Ru
 	)
 	wg.Go(func() { run, createErr = r.store.Create(ctx, rec) })
 	w := r.store.Events().New(rec.Tenant, rec.RunID)
-	acceptErr := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Pin: &wk.Pin})
+	acceptErr := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Profile: wk.Profile, Pin: &wk.Pin})
 	wg.Wait()
 	switch {
 	case errors.Is(createErr, runs.ErrExists) || errors.Is(acceptErr, events.ErrFenced):
@@ -423,7 +423,7 @@ func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunReco
 	}
 	switch {
 	case w.Seq() == 0:
-		if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+		if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Profile: wk.Profile, Pin: &wk.Pin}); err != nil {
 			return err
 		}
 	case w.Seq() > 2 || (w.Seq() == 2 && (last.Status == nil || last.Status.State != wire.StateRouted)):
@@ -444,7 +444,7 @@ func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunReco
 // the run rejected after routed.
 func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk wire.Work, p *profile.Profile) error {
 	if w.Seq() < 2 {
-		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Pin: &wk.Pin}); err != nil {
+		if err := w.Status(ctx, wire.Status{State: wire.StateRouted, Profile: wk.Profile, Pin: &wk.Pin}); err != nil {
 			if errors.Is(err, events.ErrDuplicate) || errors.Is(err, events.ErrFenced) {
 				return nil // another writer (a cancel) ended the run first
 			}
@@ -568,8 +568,9 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	if err != nil {
 		return wk, nil, wire.Errorf(wire.ProfileError, "%v", err)
 	}
+	held := false // a conversation with a checkpoint: its pin holds
 	if rr.Conversation != "" {
-		if p, pin, err = r.pinned(ctx, tenant, rr.Conversation, p, pin); err != nil {
+		if p, pin, held, err = r.pinned(ctx, tenant, rr.Conversation, p, pin); err != nil {
 			return wk, p, err
 		}
 	}
@@ -596,36 +597,71 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 		Deadline: now.Add(deadline).UnixMilli(),
 		Policy:   wire.AttemptPolicy{MaxAttempts: p.MaxAttempts, StallAfterMS: p.StallAfter().Milliseconds()},
 	}
+	if !held {
+		wk.Fallback = r.fallbacks(p, request)
+	}
 	return wk, p, nil
+}
+
+// fallbacks resolves p's policy.fallback for a run of request
+// (docs/contract.md §4.13): each profile as a run's profile is resolved,
+// in order. A profile whose adapter this mesh does not serve, whose
+// transport contradicts its adapter's, or whose adapter refuses the
+// request could never run it, and is left out (logged).
+func (r *Router) fallbacks(p *profile.Profile, request []byte) []wire.Fallback {
+	var out []wire.Fallback
+	for _, name := range p.Policy.Fallback {
+		fp, pin, err := r.profiles.Resolve(name)
+		var a adapter.Adapter
+		if err == nil {
+			var ok bool
+			if a, ok = r.adapters.ForWork(fp.Adapter, fp.Name); !ok {
+				err = fmt.Errorf("adapter %s is not available", fp.Adapter)
+			} else if a.Capabilities().Transport != fp.Transport {
+				err = fmt.Errorf("transport %s contradicts adapter %s's %s", fp.Transport, fp.Adapter, a.Capabilities().Transport)
+			}
+		}
+		if err == nil {
+			_, err = a.Validate(request)
+		}
+		if err != nil {
+			r.d.Log.Warn("fallback profile left out", "profile", p.Name, "fallback", name, "err", err)
+			continue
+		}
+		out = append(out, wire.Fallback{Profile: fp.Name, Adapter: fp.Adapter, Transport: fp.Transport, Pin: pin,
+			Policy: wire.AttemptPolicy{MaxAttempts: fp.MaxAttempts, StallAfterMS: fp.StallAfter().Milliseconds()}})
+	}
+	return out
 }
 
 // pinned applies a conversation's checkpoint pin (docs/contract.md §5): a run that
 // continues a conversation runs on the pinned provider and model with the
-// pinned pricing, never on a fresh alias resolution. A pin whose model is
+// pinned pricing, never on a fresh alias resolution (held reports that
+// the conversation has a checkpoint: its run never falls back). A pin whose model is
 // gone from the profiles, or a request resolving to another provider,
 // fails closed with PinMismatch.
-func (r *Router) pinned(ctx context.Context, tenant, conversation string, p *profile.Profile, pin wire.Pin) (*profile.Profile, wire.Pin, error) {
+func (r *Router) pinned(ctx context.Context, tenant, conversation string, p *profile.Profile, pin wire.Pin) (_ *profile.Profile, _ wire.Pin, held bool, err error) {
 	e, err := r.checkpoints.Get(ctx, subject.ConversationKey(tenant, conversation))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return p, pin, nil // a new conversation: this run pins it
+		return p, pin, false, nil // a new conversation: this run pins it
 	}
 	if err != nil {
-		return p, pin, fmt.Errorf("read checkpoint of %s: %w", conversation, err)
+		return p, pin, false, fmt.Errorf("read checkpoint of %s: %w", conversation, err)
 	}
 	cp, err := wire.Decode[wire.Checkpoint](e.Value())
 	if err != nil {
-		return p, pin, wire.Errorf(wire.PinMismatch, "checkpoint of conversation %s: %v", conversation, err)
+		return p, pin, false, wire.Errorf(wire.PinMismatch, "checkpoint of conversation %s: %v", conversation, err)
 	}
 	if cp.Pin.Provider != p.Adapter {
-		return p, pin, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s; %q resolves to provider %s",
+		return p, pin, false, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s; %q resolves to provider %s",
 			conversation, cp.Pin.Provider, cp.Pin.Model, p.Name, p.Adapter)
 	}
-	held, ok := r.profiles.ByModel(cp.Pin.Provider, cp.Pin.Model)
+	hp, ok := r.profiles.ByModel(cp.Pin.Provider, cp.Pin.Model)
 	if !ok {
-		return p, pin, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s, which no profile offers any more",
+		return p, pin, false, wire.Errorf(wire.PinMismatch, "conversation %s is pinned to %s/%s, which no profile offers any more",
 			conversation, cp.Pin.Provider, cp.Pin.Model)
 	}
-	return held, cp.Pin, nil
+	return hp, cp.Pin, true, nil
 }
 
 // injectSession puts the conversation's stored session id into the

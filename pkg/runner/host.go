@@ -461,7 +461,7 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 // never run ends. Work that names no run is dropped.
 func (h *Host) undecodable(ctx context.Context, d *delivery, decodeErr error) {
 	h.d.Log.Error("undecodable work", "subject", d.msg.Subject(), "err", decodeErr)
-	tenant, runID, err := subject.SplitRunKey(d.msg.Headers().Get(jetstream.MsgIDHeader))
+	tenant, runID, err := subject.SplitWorkMsgID(d.msg.Headers().Get(jetstream.MsgIDHeader))
 	if err != nil {
 		h.d.Metrics.Dropped.WithLabelValues("runner", "decode").Inc()
 		d.settle(settleTerm, 0)

@@ -63,6 +63,10 @@ type run struct {
 	session    string // the session id last stored for the conversation
 
 	checkpoint []byte // continuation state the adapter saved during this attempt
+	// fresh: this attempt found no checkpoint of its conversation; a
+	// conversation run that did not (one was found, or not read) never
+	// falls back, its pin holds.
+	fresh bool
 
 	span *telemetry.Attempt // nil unless tracing
 
@@ -155,6 +159,9 @@ func (r *run) claim(ctx context.Context) bool {
 	if err != nil {
 		r.h.d.Log.Warn("open run events", append(r.logger(), "err", err)...)
 		r.d.settle(settleRetry, time.Second)
+		return false
+	}
+	if r.resumeMove(ctx, cur, t) {
 		return false
 	}
 	rec := runs.WithTail(cur.Record, t)
@@ -486,6 +493,7 @@ func (r *run) confirmSession(ctx context.Context, id string) {
 func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
 	e, err := r.h.checkpoints.Get(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		r.fresh = true
 		return nil, nil
 	}
 	if err != nil {
@@ -599,9 +607,10 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 // retryOrFail hands a retryable failure before first output back for
 // another attempt, after retryDelay (exponential backoff with jitter, or
 // the provider's Retry-After), while the policy allows one and that wait
-// ends before the run's deadline; it fails the run otherwise, with we (a
-// Retry-After past the deadline fails the run now with the provider's
-// error rather than sleeping past it).
+// ends before the run's deadline. Otherwise it moves the run to its next
+// fallback profile when it may (fallback.go), and fails it with we when
+// not (a Retry-After past the deadline fails the run now with the
+// provider's error rather than sleeping past it).
 func (r *run) retryOrFail(we *wire.Error) {
 	if !r.committed && we.Retryable && r.attempt < r.work.Policy.MaxAttempts {
 		delay := retryDelay(we, r.attempt, r.h.cfg.RetryBackoff, rand.Int64N)
@@ -612,6 +621,9 @@ func (r *run) retryOrFail(we *wire.Error) {
 			return
 		}
 		r.h.d.Log.Info("not retrying: the wait would pass the deadline", append(r.logger(), "err", we, "delay", delay)...)
+	}
+	if r.fallBack(we) {
+		return
 	}
 	r.end(wire.Status{State: wire.StateFailed, Error: we})
 }
@@ -627,22 +639,27 @@ func (r *run) abandon(why string) {
 	r.d.release()
 }
 
+// endContext bounds ending a run, or moving it to a fallback: retried
+// through a leader election until endTimeout past the deadline, and for
+// at least endRetry, so that a run that succeeded is not failed by the
+// sweeper because one election outlasted a short bound (the terminal
+// status is fenced, so retrying is safe).
+func (r *run) endContext() (context.Context, context.CancelFunc) {
+	dl := time.Now().Add(endRetry)
+	if d := r.deadline(); !d.IsZero() && d.Add(endTimeout).After(dl) {
+		dl = d.Add(endTimeout)
+	}
+	return context.WithDeadline(context.Background(), dl)
+}
+
 // end ends the run by the ending protocol (pkg/runs), then settles the
 // work. The work's heartbeat is kept until the end is recorded; the
 // record is written with this runner, the attempt and whether it had
 // output.
 func (r *run) end(st wire.Status) {
-	// Ending retries through a leader election until endTimeout past the
-	// deadline, and for at least endRetry: a run that succeeded must not
-	// be failed by the sweeper because one election outlasted a short
-	// bound (the terminal status is fenced, so retrying is safe).
-	dl := time.Now().Add(endRetry)
-	if d := r.deadline(); !d.IsZero() && d.Add(endTimeout).After(dl) {
-		dl = d.Add(endTimeout)
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), dl)
+	ctx, cancel := r.endContext()
 	defer cancel()
-	st.Pin, st.Attempt = &r.work.Pin, r.attempt
+	st.Profile, st.Pin, st.Attempt = r.work.Profile, &r.work.Pin, r.attempt
 	if !r.started.IsZero() {
 		r.summary.DurationMS = time.Since(r.started).Milliseconds()
 	}

@@ -340,21 +340,53 @@ func (s *Store) Dispatched(ctx context.Context) ([]string, error) {
 	if len(all) == 1 {
 		filter = all[0]
 	}
+	err := s.scanWork(ctx, filter, func(m *jetstream.RawStreamMsg) bool {
+		if tenant, runID, err := subject.SplitWorkMsgID(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
+			keys = append(keys, subject.RunKey(tenant, runID))
+		}
+		return true
+	})
+	if err != nil {
+		return keys, fmt.Errorf("list dispatched runs: %w", err)
+	}
+	return keys, nil
+}
+
+// scanWork reads the work items on filter from the work stream's leader,
+// one at a time in stream order, until each returns false or none is
+// left.
+func (s *Store) scanWork(ctx context.Context, filter string, each func(*jetstream.RawStreamMsg) bool) error {
 	for seq := uint64(1); ; {
 		m, err := retry(ctx, nil, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
 			return s.work.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		})
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return keys, nil
+			return nil
 		}
 		if err != nil {
-			return keys, fmt.Errorf("list dispatched runs: %w", err)
+			return err
 		}
-		if _, _, err := subject.SplitRunKey(m.Header.Get(jetstream.MsgIDHeader)); err == nil {
-			keys = append(keys, m.Header.Get(jetstream.MsgIDHeader))
+		if !each(m) {
+			return nil
 		}
 		seq = m.Sequence + 1
 	}
+}
+
+// Queued reports whether a work item with Nats-Msg-Id msgID is on subj
+// in the work stream, as its leader has it: read one message at a time
+// from the subject's first, so it costs one read per item queued there
+// (a tenant's queue of one adapter, bounded by the stream).
+func (s *Store) Queued(ctx context.Context, subj, msgID string) (bool, error) {
+	found := false
+	err := s.scanWork(ctx, subj, func(m *jetstream.RawStreamMsg) bool {
+		found = m.Header.Get(jetstream.MsgIDHeader) == msgID
+		return !found
+	})
+	if err != nil {
+		return false, fmt.Errorf("read the work queued on %s: %w", subj, err)
+	}
+	return found, nil
 }
 
 // put writes rec over revision rev; ErrChanged if the record moved on. A
@@ -387,6 +419,41 @@ func (s *Store) Route(ctx context.Context, r Run, pin *wire.Pin, adapter string,
 	rec.State, rec.Pin, rec.Adapter, rec.Deadline = wire.StateRouted, pin, adapter, deadline
 	return s.put(ctx, rec, r.Rev)
 }
+
+// Move records that the run moved to its fallback profile fb
+// (docs/contract.md §4.13): its routed status naming fb must already be
+// published. The record is read again and written by compare-and-set
+// until it says fb; moved is false when the run ended first (a cancel),
+// and the record is then left as it is.
+func (s *Store) Move(ctx context.Context, tenant, runID string, fb wire.Fallback) (r Run, moved bool, err error) {
+	for range casRetries {
+		if r, err = s.Get(ctx, tenant, runID); err != nil {
+			return r, false, err
+		}
+		rec := r.Record
+		if rec.State.Terminal() {
+			return r, false, nil
+		}
+		if rec.Pin != nil && SamePin(*rec.Pin, fb.Pin) {
+			return r, true, nil
+		}
+		pin := fb.Pin
+		rec.State, rec.Profile, rec.Adapter, rec.Pin = wire.StateRouted, fb.Profile, fb.Adapter, &pin
+		rec.Owner, rec.Attempt, rec.Committed = "", 0, false
+		next, err := s.put(ctx, rec, r.Rev)
+		if err == nil {
+			return next, true, nil
+		}
+		if !errors.Is(err, ErrChanged) {
+			return r, false, err
+		}
+	}
+	return r, false, fmt.Errorf("%w: %s.%s kept changing", ErrChanged, tenant, runID)
+}
+
+// SamePin reports whether a and b pin the same provider and model: one
+// profile, since no two profiles share an adapter and a model.
+func SamePin(a, b wire.Pin) bool { return a.Provider == b.Provider && a.Model == b.Model }
 
 // RunnerLeaseKey is the key of runner id's lease in the leases bucket.
 // A runner holds one lease for all its runs; the runs it holds name it on

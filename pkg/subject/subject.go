@@ -186,6 +186,29 @@ func SplitRunKey(key string) (tenant, runID string, err error) {
 // carries the tenant: the same run id in two tenants is two runs.
 func RunMsgID(tenant, runID string) string { return RunKey(tenant, runID) }
 
+// FallbackMsgID is the Nats-Msg-Id of the work item of a run that moved
+// to its fallback profile: <tenant>.<run_id>.<profile>, one per profile
+// the run moves to (docs/contract.md §4.13), so that the move's publish is
+// deduplicated and never taken for the run's first work item.
+func FallbackMsgID(tenant, runID, profile string) string {
+	return RunKey(tenant, runID) + "." + profile
+}
+
+// SplitWorkMsgID gives the tenant and run id a work item's Nats-Msg-Id
+// names, in either form (RunMsgID, FallbackMsgID).
+func SplitWorkMsgID(id string) (tenant, runID string, err error) {
+	key := id
+	if i := strings.IndexByte(id, '.'); i >= 0 {
+		if j := strings.IndexByte(id[i+1:], '.'); j >= 0 {
+			if err := ValidToken("profile", id[i+1+j+1:]); err != nil {
+				return "", "", err
+			}
+			key = id[:i+1+j]
+		}
+	}
+	return SplitRunKey(key)
+}
+
 // ConversationKey is a conversation's key in the sessions and checkpoints buckets.
 func ConversationKey(tenant, conversation string) string { return tenant + "." + conversation }
 

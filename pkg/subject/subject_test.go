@@ -50,3 +50,25 @@ func TestNames(t *testing.T) {
 		t.Errorf("Cancel = %q", got)
 	}
 }
+
+// A work item's Nats-Msg-Id names its run in either form; anything else
+// is refused.
+func TestSplitWorkMsgID(t *testing.T) {
+	for id, want := range map[string]string{
+		subject.RunMsgID("acme", "r1"):           "acme/r1",
+		subject.FallbackMsgID("acme", "r1", "b"): "acme/r1",
+		"acme":                                   "",
+		"acme.r1.":                               "",
+		"acme.r1.b.c":                            "",
+		"acme..b":                                "",
+	} {
+		tenant, runID, err := subject.SplitWorkMsgID(id)
+		got := tenant + "/" + runID
+		if err != nil {
+			got = ""
+		}
+		if got != want {
+			t.Errorf("SplitWorkMsgID(%q) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+}

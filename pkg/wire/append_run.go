@@ -91,7 +91,7 @@ func AppendWork(dst []byte, wk *Work) ([]byte, error) {
 	start := len(dst)
 	n := 8 // v, run_id, tenant, principal, adapter, pin, deadline, policy
 	for _, present := range [...]bool{
-		wk.Profile != "", len(wk.Request) > 0, len(wk.Runtime) > 0, wk.Conversation != "", wk.SessionID != "", wk.Handoff != nil,
+		wk.Profile != "", len(wk.Request) > 0, len(wk.Runtime) > 0, wk.Conversation != "", wk.SessionID != "", wk.Handoff != nil, len(wk.Fallback) > 0,
 	} {
 		if present {
 			n++
@@ -141,6 +141,11 @@ func AppendWork(dst []byte, wk *Work) ([]byte, error) {
 		dst = appendUint(appendStr(dst, "rev"), h.Rev)
 		dst = appendUint(appendStr(dst, "seq"), h.Seq)
 		dst = appendUint(appendStr(dst, "stream_seq"), h.StreamSeq)
+	}
+	if len(wk.Fallback) > 0 {
+		if dst, err = appendValue(appendStr(dst, "fallback"), wk.Fallback); err != nil {
+			return dst[:start], err
+		}
 	}
 	return dst, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -112,6 +113,11 @@ func (v randomRunValues) work() Work {
 	if r.IntN(3) != 0 {
 		wk.Handoff = &Handoff{Record: v.record(), Rev: uint64(v.num()), Seq: uint64(v.num()), StreamSeq: uint64(v.num())}
 	}
+	for i := range r.IntN(3) { // short strings: the work stays under the message bound
+		wk.Fallback = append(wk.Fallback, Fallback{Profile: "fb" + strconv.Itoa(i), Adapter: "a", Transport: TransportRemote,
+			Pin:    Pin{Provider: "a", Model: "m", Pricing: map[string]string{"input": "0.5"}},
+			Policy: AttemptPolicy{MaxAttempts: int(v.num()), StallAfterMS: v.num()}})
+	}
 	return wk
 }
 
@@ -197,6 +203,11 @@ func TestAppendRunDecodes(t *testing.T) {
 			}
 			if len(w.Pin.Pricing) == 0 {
 				w.Pin.Pricing = nil
+			}
+			for i := range w.Fallback {
+				if len(w.Fallback[i].Pin.Pricing) == 0 {
+					w.Fallback[i].Pin.Pricing = nil
+				}
 			}
 			if h := w.Handoff; h != nil {
 				if len(h.Record.Request) == 0 {

@@ -218,7 +218,11 @@ func (e *Event) Expand() iter.Seq[Event] {
 
 // Status is a run state transition.
 type Status struct {
-	State   State    `msgpack:"state" json:"state"`
+	State State `msgpack:"state" json:"state"`
+	// Profile is the resolved profile a routed or a runner's terminal
+	// status names: after a fallback, the profile that actually ran
+	// (docs/contract.md §4.13).
+	Profile string   `msgpack:"profile,omitempty" json:"profile,omitempty"`
 	Pin     *Pin     `msgpack:"pin,omitempty" json:"pin,omitempty"`
 	Error   *Error   `msgpack:"error,omitempty" json:"error,omitempty"`
 	Attempt int      `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
@@ -290,6 +294,21 @@ type Work struct {
 	// the record or the events. Work without one (or a redelivery) is
 	// claimed from what the record and the events say.
 	Handoff *Handoff `msgpack:"handoff,omitempty"`
+	// Fallback is what is left of the profile's policy.fallback, each
+	// resolved by the router: the profiles the run moves to, in order,
+	// when it fails before its first chunk in a way a fallback may mend
+	// (docs/contract.md §4.13). Empty for a conversation with a checkpoint.
+	Fallback []Fallback `msgpack:"fallback,omitempty"`
+}
+
+// Fallback is one profile a run may move to, resolved as the router
+// resolves a run's profile.
+type Fallback struct {
+	Profile   string        `msgpack:"profile"`
+	Adapter   string        `msgpack:"adapter"`
+	Transport Transport     `msgpack:"transport"`
+	Pin       Pin           `msgpack:"pin"`
+	Policy    AttemptPolicy `msgpack:"policy"`
 }
 
 // Handoff is what a router knew of a run when it dispatched its work.
