@@ -75,6 +75,11 @@ func (n Names) RedactionBucket() string   { return n.res("agentmesh_redaction") 
 // each key (docs/contract.md §2).
 func (n Names) APIKeysBucket() string { return n.res("agentmesh_apikeys") }
 
+// TurnsBucket holds the HTTP gateway's map from a conversation's turns
+// (an OpenAI-shaped history, a response id) to the mesh conversation
+// that holds them (docs/contract.md §2).
+func (n Names) TurnsBucket() string { return n.res("agentmesh_turns") }
+
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
 

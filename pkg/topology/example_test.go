@@ -48,6 +48,7 @@ func ExampleEnsure() {
 	// KV_acme_agentmesh_runs
 	// KV_acme_agentmesh_sessions
 	// KV_acme_agentmesh_spend
+	// KV_acme_agentmesh_turns
 	// OBJ_acme_agentmesh_trajectories
 	// acme_AGENTMESH_EVENTS
 	// acme_AGENTMESH_SUBMIT

@@ -174,6 +174,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.KeyValueConfig{Bucket: n.ExportsBucket(), History: 1, Description: "trajectory export metadata"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.RedactionBucket(), History: 1, Description: "tenant redaction rules"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.APIKeysBucket(), History: 1, Description: "HTTP gateway API keys, by the SHA-256 of each key"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.TurnsBucket(), History: 1, Description: "HTTP gateway turns: the mesh conversation of each response and history"}, false},
 		// The spend ledger (docs/contract.md §12): the per-run entries are
 		// folded into the rollups within moments, and kept SpendEntryAge
 		// as the source of truth for a writer that was away; the rollups
