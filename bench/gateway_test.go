@@ -34,11 +34,15 @@ func startGateway(tb testing.TB, srv *server.Server) *gatewayBench {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	turns, err := gateway.OpenTurns(context.Background(), js, subject.Names{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	c, err := client.New(nc, subject.Names{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	g, err := gateway.New(c, keys, profile.Builtin(), slog.New(slog.DiscardHandler), gateway.Config{})
+	g, err := gateway.New(c, keys, turns, profile.Builtin(), slog.New(slog.DiscardHandler), gateway.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 )
 
@@ -15,14 +14,11 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	// AgentmeshRequest is the adapter's own request fields (begin).
+	Tools             []chatTool      `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// AgentmeshRequest is the adapter's own request fields (ask.extra).
 	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
-}
-
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
 }
 
 type chatUsage struct {
@@ -44,9 +40,12 @@ func newChatUsage(o outcome) *chatUsage {
 	return &u
 }
 
-// finishReason is OpenAI's finish_reason for a result chunk's stop reason.
-func finishReason(stop string) string {
-	switch stop {
+// finishReason is OpenAI's finish_reason for how a run ended.
+func finishReason(o outcome) string {
+	if len(o.calls) > 0 {
+		return "tool_calls"
+	}
+	switch o.stop {
 	case "max_tokens", "length", "max_output_tokens":
 		return "length"
 	case "content_filter", "refusal":
@@ -76,34 +75,48 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		writeError(w, invalid("messages", "messages must not be empty"))
 		return
 	}
-	msgs := make([]message, len(req.Messages))
-	for i, m := range req.Messages {
-		param := fmt.Sprintf("messages[%d]", i)
-		text, e := textOf(m.Content, param+".content", "text")
-		if e != nil {
-			writeError(w, e)
-			return
+	a := ask{model: req.Model, param: "messages", extra: req.AgentmeshRequest}
+	var e *APIError
+	if a.atoms, e = chatAtoms(req.Messages); e == nil {
+		if a.tools, e = chatTools(req.Tools); e == nil {
+			if e = toolChoice(req.ToolChoice); e == nil {
+				e = parallelCalls(req.ParallelToolCalls)
+			}
 		}
-		msgs[i] = message{role: m.Role, text: text, param: param}
 	}
-	run, e := g.begin(r.Context(), who, req.Model, msgs, "messages", req.AgentmeshRequest)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	run, e := g.begin(r.Context(), who, a)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	id := "chatcmpl-" + run.id
 	if !req.Stream {
-		text, o := g.collect(r.Context(), run)
+		o := g.collect(r.Context(), run)
 		if o.err != nil {
 			writeError(w, o.err)
 			return
+		}
+		msg := map[string]any{"role": "assistant", "content": o.text, "refusal": nil}
+		if len(o.calls) > 0 {
+			calls := make([]any, len(o.calls))
+			for i, c := range o.calls {
+				calls[i] = chatCall(c)
+			}
+			msg["tool_calls"] = calls
+			if o.text == "" {
+				msg["content"] = nil
+			}
 		}
 		body := map[string]any{
 			"id": id, "object": "chat.completion", "created": run.created, "model": run.model,
 			"choices": []any{map[string]any{
 				"index":         0,
-				"message":       map[string]any{"role": "assistant", "content": text, "refusal": nil},
-				"finish_reason": finishReason(o.stop),
+				"message":       msg,
+				"finish_reason": finishReason(o),
 				"logprobs":      nil,
 			}},
 			"usage": newChatUsage(o),
@@ -123,12 +136,20 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		}
 	}
 	first := true
-	o := g.follow(r.Context(), run, func(text string) bool {
-		delta := map[string]any{"content": text}
+	send := func(delta map[string]any) bool {
 		if first {
 			delta["role"], first = "assistant", false
 		}
 		return s.send("", chunk(delta, nil))
+	}
+	calls := 0
+	o := g.follow(r.Context(), run, func(text string) bool {
+		return send(map[string]any{"content": text})
+	}, func(c call) bool {
+		tc := chatCall(c)
+		tc["index"] = calls
+		calls++
+		return send(map[string]any{"tool_calls": []any{tc}})
 	})
 	switch {
 	case o.err != nil && !s.started:
@@ -141,7 +162,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 	if first {
 		s.send("", chunk(map[string]any{"role": "assistant", "content": ""}, nil))
 	}
-	last := chunk(map[string]any{}, finishReason(o.stop))
+	last := chunk(map[string]any{}, finishReason(o))
 	if o.cost != "" {
 		last[costField] = o.cost
 	}
@@ -160,4 +181,9 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 	}
 	s.send("", final)
 	s.send("", "[DONE]")
+}
+
+// chatCall is a tool call in a chat message's tool_calls.
+func chatCall(c call) map[string]any {
+	return map[string]any{"id": c.id, "type": "function", "function": map[string]any{"name": c.name, "arguments": c.args}}
 }

@@ -91,6 +91,7 @@ type Gateway struct {
 	cfg      Config
 	client   *client.Client
 	keys     *Keys
+	turns    *Turns
 	profiles *profile.Registry
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -103,14 +104,15 @@ type Gateway struct {
 }
 
 // New returns a gateway that submits runs through c, authenticates with
-// keys and resolves models with profiles (the same documents the routers
-// load, so a model it accepts is one they route).
-func New(c *client.Client, keys *Keys, profiles *profile.Registry, log *slog.Logger, cfg Config) (*Gateway, error) {
+// keys, keeps the turns of its callers' conversations in turns and
+// resolves models with profiles (the same documents the routers load, so
+// a model it accepts is one they route).
+func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry, log *slog.Logger, cfg Config) (*Gateway, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, client: c, keys: keys, profiles: profiles, log: log, mux: http.NewServeMux()}
+	g := &Gateway{cfg: cfg, client: c, keys: keys, turns: turns, profiles: profiles, log: log, mux: http.NewServeMux()}
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -132,9 +134,13 @@ func New(c *client.Client, keys *Keys, profiles *profile.Registry, log *slog.Log
 }
 
 // Open is New on a service's deps: a client on d's connection and the
-// key store of d's deployment.
+// key and turn stores of d's deployment.
 func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg Config) (*Gateway, error) {
 	keys, err := OpenKeys(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	turns, err := OpenTurns(ctx, d.JS, d.Names)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +148,7 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 	if err != nil {
 		return nil, err
 	}
-	g, err := New(c, keys, profiles, d.Log, cfg)
+	g, err := New(c, keys, turns, profiles, d.Log, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,12 @@ type env struct {
 
 func start(t *testing.T, cfg gateway.Config) *env {
 	t.Helper()
+	return startWith(t, cfg, profile.Builtin())
+}
+
+// startWith is start with the profiles given (the fixture's among them).
+func startWith(t *testing.T, cfg gateway.Config, profiles *profile.Registry) *env {
+	t.Helper()
 	s := natstest.RunJetStream(t)
 	dir := t.TempDir()
 	for name, script := range scripts {
@@ -76,14 +82,18 @@ func start(t *testing.T, cfg gateway.Config) *env {
 			t.Fatal(err)
 		}
 	}
-	adapters, err := catalog.Dirs{FixtureDir: dir}.Registry(profile.Builtin())
+	adapters, err := catalog.Dirs{FixtureDir: dir}.Registry(profiles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meshtest.Serve(t, servicetest.Deps(t, s, topology.Config{}), profile.Builtin(), adapters, mesh.Config{}, 30*time.Second)
+	meshtest.Serve(t, servicetest.Deps(t, s, topology.Config{}), profiles, adapters, mesh.Config{}, 30*time.Second)
 	nc, js := natstest.Connect(t, s)
 	ctx := context.Background()
 	keys, err := gateway.OpenKeys(ctx, js, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turns, err := gateway.OpenTurns(ctx, js, subject.Names{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +101,7 @@ func start(t *testing.T, cfg gateway.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gateway.New(c, keys, profile.Builtin(), slog.New(slog.DiscardHandler), cfg)
+	g, err := gateway.New(c, keys, turns, profiles, slog.New(slog.DiscardHandler), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +313,17 @@ func TestBadInput(t *testing.T) {
 		{name: "unsupported parameter", path: "/v1/chat/completions", body: `{"model":"fixture","temperature":0.2,"messages":[{"role":"user","content":"hi"}]}`, wantStatus: 400, wantCode: "unknown_parameter", wantParam: "temperature"},
 		{name: "wrong type", path: "/v1/chat/completions", body: `{"model":"fixture","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, wantStatus: 400, wantCode: "invalid_type", wantParam: "stream"},
 		{name: "no user message", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"system","content":"be brief"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages"},
-		{name: "history", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages[0]"},
+		{name: "history", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages"},
+		{name: "tools on an agent-less profile", path: "/v1/chat/completions", body: `{"model":"fixture","tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"hi"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "tools"},
+		{name: "tool_choice required", path: "/v1/chat/completions", body: `{"model":"fixture","tool_choice":"required","messages":[{"role":"user","content":"hi"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "tool_choice"},
+		{name: "no parallel tool calls", path: "/v1/responses", body: `{"model":"fixture","parallel_tool_calls":false,"input":"hi"}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "parallel_tool_calls"},
+		{name: "hosted tool", path: "/v1/responses", body: `{"model":"fixture","tools":[{"type":"web_search"}],"input":"hi"}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "tools[0].type"},
+		{name: "tool results without calls", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"tool","tool_call_id":"c1","content":"42"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages[0]"},
+		{name: "tool message without its call id", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"user","content":"a"},{"role":"tool","content":"42"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages[1].tool_call_id"},
+		{name: "late system message", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"system","content":"s"},{"role":"user","content":"c"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages[2]"},
+		{name: "two user turns", path: "/v1/responses", body: `{"model":"fixture","input":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "input[0]"},
+		{name: "unknown previous response", path: "/v1/responses", body: `{"model":"fixture","previous_response_id":"chatcmpl-x","input":"hi"}`, wantStatus: 404, wantCode: "previous_response_not_found", wantParam: "previous_response_id"},
+		{name: "reasoning item", path: "/v1/responses", body: `{"model":"fixture","input":[{"type":"reasoning","id":"rs_1","summary":[]}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "input[0].type"},
 		{name: "image part", path: "/v1/chat/completions", body: `{"model":"fixture","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, wantStatus: 400, wantCode: "invalid_request", wantParam: "messages[0].content[0]"},
 		{name: "adapter refuses a system text", path: "/v1/responses", body: `{"model":"fixture","instructions":"be brief","input":"hi"}`, wantStatus: 400, wantCode: "invalid_request"},
 		{name: "no key", path: "/v1/responses", body: `{"model":"fixture","input":"hi"}`, key: "-", wantStatus: 401, wantCode: "missing_api_key"},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,9 @@ func textOf(raw json.RawMessage, param string, types ...string) (string, *APIErr
 		var part struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
+			// An output_text part sent back as the caller got it.
+			Annotations []json.RawMessage `json:"annotations"`
+			Logprobs    []json.RawMessage `json:"logprobs"`
 		}
 		d := json.NewDecoder(bytes.NewReader(p))
 		d.DisallowUnknownFields()
@@ -94,46 +98,26 @@ func textOf(raw json.RawMessage, param string, types ...string) (string, *APIErr
 	return b.String(), nil
 }
 
-// turn is one request's work for the mesh: a prompt and an optional
-// system text, from the caller's messages.
-type turn struct {
-	model, prompt, system string
-	// extra are the adapter's own request fields (agentmesh_request).
-	extra map[string]any
-}
-
-// message is a chat message, or a Responses input item, already read.
-type message struct {
-	role, text, param string
-}
-
-// fold reduces messages to a turn: system (and developer) messages are
-// the system text, and the one user message, which must come last, the
-// prompt. Earlier assistant or tool turns are refused: the mesh keeps a
-// conversation's history itself.
-func fold(model string, msgs []message, param string) (turn, *APIError) {
-	t := turn{model: model}
-	var system []string
-	for i, m := range msgs {
-		switch m.role {
-		case "system", "developer":
-			system = append(system, m.text)
-		case "user":
-			if i != len(msgs)-1 {
-				return t, invalid(m.param, "only one user message, the last, is supported: earlier turns are not sent back to the model (history across requests is not built yet)")
-			}
-			t.prompt = m.text
-		case "assistant", "tool", "function":
-			return t, invalid(m.param+".role", "a %q message is not supported yet: send the system messages and one user message", m.role)
-		default:
-			return t, invalid(m.param+".role", "role %q is not system, developer, user or assistant", m.role)
-		}
-	}
-	if t.prompt == "" {
-		return t, invalid(param, "%s must end with a non-empty user message", param)
-	}
-	t.system = strings.Join(system, "\n\n")
-	return t, nil
+// ask is one request's work for the mesh, read from either OpenAI shape.
+type ask struct {
+	model string
+	// atoms is the request's conversation in order: its system text, the
+	// turns the mesh already holds (sent back by a stateless caller) and
+	// the new tail (tool results, a user message).
+	atoms []atom
+	// param names the conversation in errors: messages or input.
+	param string
+	// previous is the run of previous_response_id: atoms then hold only
+	// the tail, and system the instructions (if any).
+	previous string
+	system   string
+	tools    []any
+	// extra is the request's agentmesh_request (absent: nil): a JSON
+	// object of the adapter's own request fields (the fixture's script, a
+	// model API's reasoning_effort, ...), added to what the messages say;
+	// the adapter validates them strictly, and they may not set what the
+	// messages set.
+	extra json.RawMessage
 }
 
 // run is one run the gateway started and follows.
@@ -143,10 +127,26 @@ type run struct {
 	model   string // the resolved pin's model
 	created int64  // unix seconds
 	events  iter.Seq2[wire.Event, error]
+	// remote: the profile calls a model API, so a tool_use chunk is a
+	// call for the caller to answer (an agent CLI runs its own tools).
+	remote bool
+	// conversation is the mesh conversation the run continues or starts
+	// ("" for a profile that keeps none); parent the run whose point it
+	// claimed; sum the hash of the conversation before it, and tail what
+	// the request added. Once the run succeeds they become its turn.
+	conversation, parent, sum string
+	tail                      []atom
+}
+
+// call is a tool call of a run's reply.
+type call struct {
+	id, name, args string
 }
 
 // outcome is how a run ended.
 type outcome struct {
+	text  string // the reply's whole text
+	calls []call // its tool calls, in order
 	usage *wire.Usage
 	cost  string
 	stop  string      // the result chunk's stop reason
@@ -154,75 +154,182 @@ type outcome struct {
 	werr  *wire.Error // the typed error behind err, if any
 }
 
-// begin folds msgs (param names them in errors) into a turn for model
-// and starts its run (start).
-//
-// extra, the request's agentmesh_request (absent: nil), is a JSON object
-// of the adapter's own request fields (the fixture's script, a model
-// API's reasoning_effort, ...), added to the prompt and system; the
-// adapter validates them strictly, and they may not set prompt or
-// system.
-func (g *Gateway) begin(ctx context.Context, who caller, model string, msgs []message, param string, extra json.RawMessage) (*run, *APIError) {
-	t, e := fold(model, msgs, param)
-	if e != nil {
-		return nil, e
-	}
-	if t.extra, e = jsonValue(extra, "agentmesh_request"); e != nil {
-		return nil, e
-	}
-	for _, k := range []string{"prompt", "system"} {
-		if _, ok := t.extra[k]; ok {
-			return nil, invalid("agentmesh_request."+k, "agentmesh_request may not set %s: it comes from the messages", k)
-		}
-	}
-	return g.start(ctx, who, t)
-}
-
-// collect follows r to its end and returns its whole text.
-func (g *Gateway) collect(ctx context.Context, r *run) (string, outcome) {
-	var text strings.Builder
-	o := g.follow(ctx, r, func(s string) bool { text.WriteString(s); return true })
-	return text.String(), o
-}
-
-// start resolves t's model and submits the run as who, with its events
-// followed from the start.
-func (g *Gateway) start(ctx context.Context, who caller, t turn) (*run, *APIError) {
-	if t.model == "" {
+// begin resolves a's model, finds the mesh conversation its history
+// belongs to (or starts one), and starts the run.
+func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError) {
+	if a.model == "" {
 		return nil, invalid("model", "model is required")
 	}
-	_, pin, err := g.profiles.Resolve(t.model)
+	p, pin, err := g.profiles.Resolve(a.model)
 	if errors.Is(err, profile.ErrUnknown) {
 		return nil, apiErr(http.StatusNotFound, typeInvalidRequest, "model_not_found", "model",
-			"the model %q does not exist: name a profile, an alias or provider/model (GET /v1/models lists the profiles)", t.model)
+			"the model %q does not exist: name a profile, an alias or provider/model (GET /v1/models lists the profiles)", a.model)
 	}
 	if err != nil {
 		return nil, asAPIError(err)
 	}
-	fields := map[string]any{"prompt": t.prompt}
-	for k, v := range t.extra {
+	extra, e := jsonValue(a.extra, "agentmesh_request")
+	if e != nil {
+		return nil, e
+	}
+	for _, k := range []string{"prompt", "system", "tools", "tool_results"} {
+		if _, ok := extra[k]; ok {
+			return nil, invalid("agentmesh_request."+k, "agentmesh_request may not set %s: it comes from the request", k)
+		}
+	}
+	r := &run{id: client.NewRunID(), tenant: who.Tenant, model: pin.Model, created: time.Now().Unix(),
+		remote: p.Transport == wire.TransportRemote}
+	keeps := r.remote || (p.Capabilities != nil && p.Capabilities.Resumable)
+	if len(a.tools) > 0 && !r.remote {
+		return nil, invalid("tools", "profile %q (adapter %s) runs an agent that uses its own tools: declared tools are for model API profiles", p.Name, p.Adapter)
+	}
+	history, t, system, e := split(a.atoms, a.param)
+	if e != nil {
+		return nil, e
+	}
+	if a.previous == "" && onlySystem(history) && len(t.results) > 0 {
+		return nil, invalid(t.atoms[0].param, "%s: tool results without the assistant turn whose tool calls they answer", t.atoms[0].param)
+	}
+	var (
+		pt  point
+		rev uint64
+	)
+	switch {
+	case a.previous != "":
+		if len(history) > 0 {
+			return nil, invalid(history[0].param, "%s: with previous_response_id, input holds only what follows the response: tool outputs and a user message", history[0].param)
+		}
+		if !keeps {
+			return nil, noConversation(p, "previous_response_id")
+		}
+		pt, rev, err = g.turns.point(ctx, who.Tenant, a.previous)
+		if errors.Is(err, errNoTurn) {
+			return nil, apiErr(http.StatusNotFound, typeInvalidRequest, "previous_response_not_found", "previous_response_id",
+				"previous response resp_%s not found: it is not a completed response of this tenant that the gateway answered", a.previous)
+		}
+		if err != nil {
+			return nil, turnsUnavailable(g, err)
+		}
+		r.parent, r.sum, system = a.previous, pt.Sum, a.system
+	case !onlySystem(history):
+		if !keeps {
+			return nil, noConversation(p, a.param)
+		}
+		r.sum = chainHash("", history)
+		r.parent, err = g.turns.history(ctx, who.Tenant, r.sum)
+		if err == nil {
+			pt, rev, err = g.turns.point(ctx, who.Tenant, r.parent)
+		}
+		if errors.Is(err, errNoTurn) {
+			return nil, apiErr(http.StatusBadRequest, typeInvalidRequest, "conversation_not_found", a.param,
+				"the earlier turns of %s match no conversation the gateway answered for this tenant: send them back as they were answered, or start with the system and one user message", a.param)
+		}
+		if err != nil {
+			return nil, turnsUnavailable(g, err)
+		}
+	case keeps:
+		r.conversation = newConversation()
+	}
+	if r.parent != "" {
+		r.conversation = pt.Conversation
+		if e := g.claim(ctx, who.Tenant, r.parent, pt, rev, r.id); e != nil {
+			return nil, e
+		}
+	}
+	r.tail = t.atoms
+	if r.parent == "" {
+		r.tail = append(slices.Clone(history), t.atoms...) // the system text, in a new conversation
+	}
+	fields := map[string]any{}
+	for k, v := range extra {
 		fields[k] = v
 	}
-	if t.system != "" {
-		fields["system"] = t.system
+	if t.prompt != "" {
+		fields["prompt"] = t.prompt
+	}
+	if system != "" {
+		fields["system"] = system
+	}
+	if len(a.tools) > 0 {
+		fields["tools"] = a.tools
+	}
+	if len(t.results) > 0 {
+		fields["tool_results"] = t.results
 	}
 	body, err := wire.Marshal(fields)
 	if err != nil {
 		return nil, invalid("", "encode request: %v", err)
 	}
-	req := wire.RunRequest{Tenant: who.Tenant, Principal: who.Principal, Profile: t.model, Request: body}
-	id, events, err := g.client.Start(ctx, req)
-	if err != nil {
+	req := wire.RunRequest{RunID: r.id, Tenant: who.Tenant, Principal: who.Principal, Profile: a.model, Request: body, Conversation: r.conversation}
+	if _, r.events, err = g.client.Start(ctx, req); err != nil {
 		return nil, asAPIError(err)
 	}
-	return &run{id: id, tenant: who.Tenant, model: pin.Model, created: time.Now().Unix(), events: events}, nil
+	return r, nil
+}
+
+func noConversation(p *profile.Profile, param string) *APIError {
+	return invalid(param, "profile %q (adapter %s) keeps no conversation: send the system messages and one user message", p.Name, p.Adapter)
+}
+
+func turnsUnavailable(g *Gateway, err error) *APIError {
+	g.log.Warn("gateway: read turns", "err", err)
+	return apiErr(http.StatusServiceUnavailable, typeUnavailable, "mesh_unavailable", "", "the conversation's turns could not be read; try again")
+}
+
+// claimFresh is how long a claim whose run the mesh does not know yet
+// holds: the run is being submitted. Past it, an unknown run was never
+// submitted (its gateway died) or has long expired.
+const claimFresh = 2 * time.Minute
+
+// claim marks the point of run parent continued by run next, unless
+// another run has continued it (409 conversation_moved_on: branching from
+// an earlier turn is not built) or is continuing it (409
+// conversation_busy).
+func (g *Gateway) claim(ctx context.Context, tenant, parent string, pt point, rev uint64, next string) *APIError {
+	moved := apiErr(http.StatusConflict, typeInvalidRequest, "conversation_moved_on", "",
+		"the conversation has moved on from response resp_%s: continue from its latest response (branching from an earlier turn is not built)", parent)
+	busy := apiErr(http.StatusConflict, typeInvalidRequest, "conversation_busy", "",
+		"another request is continuing the conversation from response resp_%s; wait for it, then continue from its response", parent)
+	if pt.Done {
+		return moved
+	}
+	if pt.Next != "" {
+		rec, err := g.client.Status(ctx, tenant, pt.Next)
+		switch {
+		case errors.Is(err, client.ErrNotFound):
+			if time.Since(time.UnixMilli(pt.Claimed)) < claimFresh {
+				return busy
+			}
+		case err != nil:
+			return asAPIError(err)
+		case rec.State == wire.StateSucceeded:
+			return moved
+		case !rec.State.Terminal():
+			return busy
+		}
+	}
+	switch err := g.turns.claim(ctx, tenant, parent, pt, rev, next); {
+	case errors.Is(err, errClaimed):
+		return busy
+	case err != nil:
+		return turnsUnavailable(g, err)
+	}
+	return nil
+}
+
+// collect follows r to its end.
+func (g *Gateway) collect(ctx context.Context, r *run) outcome {
+	return g.follow(ctx, r, nil, nil)
 }
 
 // follow reads the run to its end, calling text with each piece of text
-// in order (it returns false to stop: the caller went away). A run the
-// caller left is cancelled.
-func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool) outcome {
+// and onCall with each tool call, in order (nil: not called; either
+// returns false to stop: the caller went away). A run the caller left is
+// cancelled. A run that succeeded is recorded as its conversation's turn
+// before follow returns, so the caller's next request finds it.
+func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, onCall func(call) bool) outcome {
 	var o outcome
+	var b strings.Builder
 	ended := false
 	defer func() {
 		if !ended {
@@ -246,6 +353,7 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool) ou
 				continue
 			}
 			ended = true
+			o.text = b.String()
 			if st.Summary != nil {
 				o.usage, o.cost = st.Summary.Usage, st.Summary.Cost
 			}
@@ -255,7 +363,9 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool) ou
 					o.werr = wire.Errorf(wire.ProviderError, "the run ended %s", st.State)
 				}
 				o.err = Status(o.werr)
+				return o
 			}
+			g.remember(ctx, r, o)
 			return o
 		}
 		c := ev.Chunk
@@ -264,7 +374,24 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool) ou
 		}
 		switch c.Type {
 		case wire.ChunkText:
-			if c.Content != "" && !text(c.Content) {
+			if c.Content == "" {
+				continue
+			}
+			b.WriteString(c.Content)
+			if text != nil && !text(c.Content) {
+				return o
+			}
+		case wire.ChunkToolUse:
+			if !r.remote {
+				continue
+			}
+			args, err := json.Marshal(c.ToolInput)
+			if err != nil || c.ToolInput == nil {
+				args = []byte("{}")
+			}
+			cl := call{id: c.ToolID, name: c.ToolName, args: string(args)}
+			o.calls = append(o.calls, cl)
+			if onCall != nil && !onCall(cl) {
 				return o
 			}
 		case wire.ChunkResult:
@@ -279,6 +406,25 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool) ou
 	}
 	o.err = apiErr(http.StatusBadGateway, typeServer, "mesh_error", "", "the run's events ended without a terminal status")
 	return o
+}
+
+// remember records a succeeded run as its conversation's latest turn.
+// A failure is logged: the reply stands, and the caller's next request
+// in the conversation is refused as not found.
+func (g *Gateway) remember(ctx context.Context, r *run, o outcome) {
+	if r.conversation == "" {
+		return
+	}
+	reply := []atom{{K: "assistant", T: o.text}}
+	for _, c := range o.calls {
+		reply = append(reply, atom{K: "call", I: c.id, N: c.name, A: canonicalArgs(c.args)})
+	}
+	sum := chainHash(r.sum, append(slices.Clone(r.tail), reply...))
+	ctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer stop()
+	if err := g.turns.record(ctx, r.tenant, r.id, r.conversation, sum, r.parent); err != nil {
+		g.log.Warn("gateway: record a turn", "run_id", r.id, "tenant", r.tenant, "err", err)
+	}
 }
 
 // cancel asks the mesh to cancel a run whose caller left before its end,
