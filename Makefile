@@ -71,7 +71,7 @@ check: fmt-check vet lint test
 smoke:
 	$(GO) test -tags smoke -run TestSmoke -count=1 -v ./e2e
 
-## e2e-cli: install the pinned agent CLIs from npm into .cache/cli, then run each through the mesh against pkg/adapter/cli/fakemodel
+## e2e-cli: install the pinned agent CLIs and the Node OpenAI SDK from npm into .cache/cli, then run each CLI through the mesh against pkg/adapter/cli/fakemodel and the SDK against the gateway
 .PHONY: e2e-cli
 e2e-cli:
 	GO=$(GO) bash scripts/e2e-cli.sh

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -36,16 +37,7 @@ func TestCLICommandLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	bin := filepath.Join(root, "agentmesh")
-	gobin := os.Getenv("GO")
-	if gobin == "" {
-		gobin = "go"
-	}
-	build := exec.Command(gobin, "build", "-o", bin, "./cmd/agentmesh")
-	build.Dir = repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/agentmesh: %v\n%s", err, out)
-	}
+	bin := buildAgentmesh(t, repo, root)
 
 	fake := fakemodel.New(fakemodel.Auto)
 	if err := fake.Start("127.0.0.1:0"); err != nil {
@@ -69,15 +61,65 @@ func TestCLICommandLine(t *testing.T) {
 	t.Cleanup(func() { checkReaped(t, tag+"/") })
 
 	natsURL := "nats://" + freeAddr(t)
-	up := exec.Command(bin, "up",
+	upLog, stop := startUp(t, bin, env,
 		"--listen", strings.TrimPrefix(natsURL, "nats://"), "--http", "",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", filepath.Join(repo, "profiles"),
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
 		"--workspace-root", e.workRoot)
+	waitForRouter(t, natsURL, upLog)
+
+	for _, c := range clis {
+		t.Run(c.name, func(t *testing.T) {
+			p := fmt.Sprintf("What is the answer? (e2e command line %s %d)", c.name, time.Now().UnixNano())
+			ctx, cancel := context.WithTimeout(context.Background(), runWait)
+			defer cancel()
+			run := exec.CommandContext(ctx, bin, "run", "-p", c.name, "--deadline", runDeadline.String(), p)
+			run.Env = environ(map[string]string{"PATH": os.Getenv("PATH"), "HOME": e.home, "AGENTMESH_NATS_URL": natsURL})
+			out, err := run.CombinedOutput()
+			t.Logf("agentmesh run -p %s %q:\n%s", c.name, p, out)
+			if err != nil {
+				t.Fatalf("agentmesh run -p %s: %v\nfake saw:\n%s", c.name, err, describeRequestsFor(fake, p))
+			}
+			if !strings.Contains(string(out), "42") {
+				t.Fatalf("the output lacks the fake's answer %q", fakemodel.AnswerText)
+			}
+		})
+	}
+	stop()
+	if t.Failed() {
+		t.Logf("agentmesh up log:\n%s", upLog.String())
+	}
+}
+
+// buildAgentmesh builds ./cmd/agentmesh of the repository at repo into dir
+// and returns the binary's path.
+func buildAgentmesh(t *testing.T, repo, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "agentmesh")
+	gobin := os.Getenv("GO")
+	if gobin == "" {
+		gobin = "go"
+	}
+	build := exec.Command(gobin, "build", "-o", bin, "./cmd/agentmesh")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/agentmesh: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startUp starts `bin up args...` in its own process group with an
+// environment made only of env, and returns its combined output and a
+// stop function, also registered as a cleanup: stop sends SIGTERM and
+// fails the test if up exits with an error or is still running 60s later
+// (then its whole process group is killed).
+func startUp(t *testing.T, bin string, env map[string]string, args ...string) (*syncBuffer, func()) {
+	t.Helper()
+	up := exec.Command(bin, append([]string{"up"}, args...)...)
 	up.Env = environ(env)
-	var upLog bytes.Buffer
-	up.Stdout, up.Stderr = &upLog, &upLog
+	upLog := &syncBuffer{}
+	up.Stdout, up.Stderr = upLog, upLog
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -103,34 +145,31 @@ func TestCLICommandLine(t *testing.T) {
 		}
 	}
 	t.Cleanup(stop)
-	waitForRouter(t, natsURL, &upLog)
+	return upLog, stop
+}
 
-	for _, c := range clis {
-		t.Run(c.name, func(t *testing.T) {
-			p := fmt.Sprintf("What is the answer? (e2e command line %s %d)", c.name, time.Now().UnixNano())
-			ctx, cancel := context.WithTimeout(context.Background(), runWait)
-			defer cancel()
-			run := exec.CommandContext(ctx, bin, "run", "-p", c.name, "--deadline", runDeadline.String(), p)
-			run.Env = environ(map[string]string{"PATH": os.Getenv("PATH"), "HOME": e.home, "AGENTMESH_NATS_URL": natsURL})
-			out, err := run.CombinedOutput()
-			t.Logf("agentmesh run -p %s %q:\n%s", c.name, p, out)
-			if err != nil {
-				t.Fatalf("agentmesh run -p %s: %v\nfake saw:\n%s", c.name, err, describeRequestsFor(fake, p))
-			}
-			if !strings.Contains(string(out), "42") {
-				t.Fatalf("the output lacks the fake's answer %q", fakemodel.AnswerText)
-			}
-		})
-	}
-	stop()
-	if t.Failed() {
-		t.Logf("agentmesh up log:\n%s", upLog.String())
-	}
+// syncBuffer is a bytes.Buffer that a child process may write while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // waitForRouter waits until the mesh that `agentmesh up` runs has its
 // submit consumer, i.e. a submitted run will be routed.
-func waitForRouter(t *testing.T, url string, upLog *bytes.Buffer) {
+func waitForRouter(t *testing.T, url string, upLog *syncBuffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var last error

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# e2e-cli: install the four agent CLIs at their pinned versions from the npm
-# registry into .cache/cli (skipped when they are already there), then run
-# the end-to-end test (./e2e, build tag e2e) with them first on PATH.
+# e2e-cli: install the four agent CLIs and the official Node OpenAI SDK
+# (the openai package) at their pinned versions from the npm registry into
+# .cache/cli (skipped when they are already there), then run the end-to-end
+# test (./e2e, build tag e2e) with the CLIs first on PATH and E2E_CLI_CACHE
+# set to the install folder, where TestNodeSDK finds the SDK.
 #
 # Environment: GO (default go), E2E_CLI_CACHE (install folder, default
 # .cache/cli), E2E_TIMEOUT (go test -timeout, default 10m), E2E_RUN (go test
-# -run, default TestCLI: every CLI's scenarios, and TestCLIGeminiTempHome,
-# which sets the test process's HOME inside the system temp dir, so TMPDIR
-# must be unset or a world-writable, sticky directory such as /tmp).
+# -run, default 'TestCLI|TestNodeSDK': every CLI's scenarios, the CLIs from
+# the command line, TestCLIGeminiTempHome, which sets the test process's
+# HOME inside the system temp dir, so TMPDIR must be unset or a
+# world-writable, sticky directory such as /tmp, and the SDK against the
+# gateway of agentmesh up).
 #
 # Install scripts are not run (--ignore-scripts): some (node-gyp rebuilds,
 # prebuilt-binary fetches) need a compiler or more than the npm registry,
@@ -21,12 +25,14 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 CACHE=${E2E_CLI_CACHE:-.cache/cli}
 # Keep in step with the adapters' Version constants (pkg/adapter/cli/claudecode,
-# pkg/adapter/cli/codex, pkg/adapter/cli/gemini, pkg/adapter/cli/pi).
+# pkg/adapter/cli/codex, pkg/adapter/cli/gemini, pkg/adapter/cli/pi). The
+# last is the Node OpenAI SDK that e2e/testdata/node-sdk/check.mjs imports.
 PACKAGES=(
 	@anthropic-ai/claude-code@2.1.197
 	@openai/codex@0.171.0
 	@google/gemini-cli@0.61.0
 	@mariozechner/pi-coding-agent@0.73.1
+	openai@7.59.0
 )
 BINARIES=(claude codex gemini pi)
 
@@ -71,7 +77,7 @@ if [ ${#stale[@]} -gt 0 ]; then
 		[ "$have" = "$want" ] || die "$name: installed ${have:-nothing}, want $want"
 	done
 else
-	echo "e2e-cli: pinned CLIs already in $CACHE"
+	echo "e2e-cli: pinned CLIs and SDK already in $CACHE"
 fi
 
 BIN="$(cd "$CACHE/node_modules/.bin" && pwd)"
@@ -85,6 +91,9 @@ for b in "${BINARIES[@]}"; do
 		die "$BIN/$b --version failed: $v"
 	echo "e2e-cli: $b $v"
 done
+echo "e2e-cli: openai $(installed_version openai) (the Node OpenAI SDK)"
 export PATH="$BIN:$PATH"
+E2E_CLI_CACHE="$(cd "$CACHE" && pwd)"
+export E2E_CLI_CACHE
 
-exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
+exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI|TestNodeSDK}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e

@@ -1,0 +1,189 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+)
+
+// nodeSDKWant is what the fixture profile answers check.mjs's prompt "hi".
+const nodeSDKWant = "echo: hi"
+
+var (
+	upNATSLine    = regexp.MustCompile(`msg="agentmesh up" nats=(\S+)`)
+	upGatewayLine = regexp.MustCompile(`msg="gateway listening" addr=(\S+)`)
+)
+
+// nodeSDKCheck is one check's result as check.mjs prints it.
+type nodeSDKCheck struct {
+	Text   string         `json:"text"`
+	Usage  map[string]any `json:"usage"`
+	IDs    []string       `json:"ids"`
+	Status int            `json:"status"`
+}
+
+// TestNodeSDK runs the official Node OpenAI SDK (the npm package openai,
+// which make e2e-cli installs into .cache/cli beside the CLIs) against the
+// HTTP gateway of `agentmesh up --gateway`, with a key from `agentmesh keys
+// create`: testdata/node-sdk/check.mjs makes a chat completion, the same
+// streamed with usage, a response, the same streamed, lists the models
+// and calls with a wrong key, all on the fixture profile. Under make
+// e2e-cli (E2E_CLI_CACHE set) node and the package must be there;
+// otherwise the test skips without them.
+func TestNodeSDK(t *testing.T) {
+	modules := nodeSDKModules(t)
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	bin := buildAgentmesh(t, repo, root)
+	tag := fmt.Sprintf("node-sdk-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// Registered first, so it runs last: after up has stopped, no process
+	// of up or node survives.
+	t.Cleanup(func() { checkReaped(t, tag+"/") })
+
+	home := mkdir(t, root, "home")
+	env := map[string]string{"PATH": os.Getenv("PATH"), "HOME": home, "TMPDIR": mkdir(t, root, "tmp")}
+	upLog, stop := startUp(t, bin, merge(env, map[string]string{tagVar: tag + "/up"}),
+		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "127.0.0.1:0",
+		"--data-dir", filepath.Join(root, "data"),
+		"--profiles-dir", filepath.Join(repo, "profiles"),
+		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
+		"--workspace-root", mkdir(t, root, "work"))
+	var natsURL, gatewayAddr string
+	natstest.Eventually(t, 60*time.Second, func() error {
+		log := upLog.String()
+		n, g := upNATSLine.FindStringSubmatch(log), upGatewayLine.FindStringSubmatch(log)
+		if n == nil || g == nil {
+			return fmt.Errorf("agentmesh up has not logged its NATS URL and gateway address yet:\n%s", log)
+		}
+		natsURL, gatewayAddr = n[1], g[1]
+		return nil
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	keys := exec.CommandContext(ctx, bin, "keys", "create", "--tenant", "node-sdk", "--principal", "e2e")
+	keys.Env = environ(merge(env, map[string]string{"AGENTMESH_NATS_URL": natsURL}))
+	var keysErr bytes.Buffer
+	keys.Stderr = &keysErr
+	out, err := keys.Output()
+	if err != nil {
+		t.Fatalf("agentmesh keys create: %v\n%s", err, keysErr.String())
+	}
+	key := strings.TrimSpace(string(out))
+
+	// The script beside the installed package, as in any Node project:
+	// an ES module resolves "openai" from the node_modules next to it
+	// (NODE_PATH is for require only).
+	dir := mkdir(t, root, "node-sdk")
+	script, err := os.ReadFile(filepath.Join("testdata", "node-sdk", "check.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "check.mjs"), string(script))
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	node := exec.CommandContext(ctx, "node", "check.mjs")
+	node.Dir = dir
+	node.Env = environ(merge(env, map[string]string{
+		"AGENTMESH_GATEWAY_URL": "http://" + gatewayAddr, "OPENAI_API_KEY": key, tagVar: tag + "/node",
+	}))
+	node.WaitDelay = 10 * time.Second
+	var nodeOut, nodeErr bytes.Buffer
+	node.Stdout, node.Stderr = &nodeOut, &nodeErr
+	err = node.Run()
+	t.Logf("node check.mjs:\n%s%s", nodeOut.String(), nodeErr.String())
+	if err != nil {
+		stop()
+		t.Fatalf("node check.mjs: %v\nagentmesh up log:\n%s", err, upLog.String())
+	}
+
+	var res struct {
+		OK     bool                    `json:"ok"`
+		SDK    string                  `json:"sdk"`
+		Node   string                  `json:"node"`
+		Checks map[string]nodeSDKCheck `json:"checks"`
+	}
+	lines := strings.Split(strings.TrimSpace(nodeOut.String()), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		t.Fatalf("check.mjs's last line is not its JSON results: %v", err)
+	}
+	if !res.OK {
+		t.Fatalf("check.mjs: ok is false")
+	}
+	for _, name := range []string{"chat", "chat_stream", "responses", "responses_stream"} {
+		c, ok := res.Checks[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no result", name)
+		case c.Text != nodeSDKWant:
+			t.Errorf("%s: text %q, want %q", name, c.Text, nodeSDKWant)
+		case c.Usage == nil:
+			t.Errorf("%s: no usage", name)
+		}
+	}
+	if ids := res.Checks["models"].IDs; !slices.Contains(ids, "fixture") {
+		t.Errorf("models: %q does not list fixture", ids)
+	}
+	if got := res.Checks["wrong_key"].Status; got != 401 {
+		t.Errorf("wrong_key: status %d, want 401", got)
+	}
+	if len(res.Checks) != 6 {
+		t.Errorf("check.mjs ran %d checks, want 6", len(res.Checks))
+	}
+	stop()
+	if strings.Contains(upLog.String(), key) {
+		t.Error("up's log holds the key")
+	}
+	if t.Failed() {
+		t.Logf("agentmesh up log:\n%s", upLog.String())
+	}
+	t.Logf("openai %s on node %s: every check passed", res.SDK, res.Node)
+}
+
+// nodeSDKModules returns the node_modules folder that holds the openai
+// package: that of $E2E_CLI_CACHE, which make e2e-cli sets, or else of
+// ../.cache/cli. Without node or the package the test fails under make
+// e2e-cli and skips otherwise.
+func nodeSDKModules(t *testing.T) string {
+	t.Helper()
+	cache, required := os.LookupEnv("E2E_CLI_CACHE")
+	if !required {
+		cache = filepath.Join("..", ".cache", "cli")
+	}
+	modules, err := filepath.Abs(filepath.Join(cache, "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...) + "; `make e2e-cli` installs the pinned openai package into .cache/cli"
+		if required {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing("node is not on PATH")
+	}
+	if _, err := os.Stat(filepath.Join(modules, "openai", "package.json")); err != nil {
+		missing("the Node OpenAI SDK is not installed in %s", modules)
+	}
+	return modules
+}
