@@ -9,6 +9,11 @@
 // only the SHA-256 of each key (the agentmesh_apikeys bucket). Every run a
 // request starts is submitted as that tenant and principal.
 //
+// Tool calls round-trip in both shapes, and a caller's conversation (a
+// chat history sent back, a previous_response_id, a Responses history
+// inline) continues the mesh conversation its earlier turns ran on:
+// Turns records each succeeded run's turn in the agentmesh_turns bucket.
+//
 // Errors use OpenAI's shape, {"error": {"message", "type", "param",
 // "code"}}, with the status a typed wire error's class maps to (Status).
 package gateway
