@@ -164,6 +164,9 @@ type run struct {
 	// the request added. Once the run succeeds they become its turn.
 	conversation, parent, sum string
 	tail                      []atom
+	// endpoint and arrived are the request's, for the first token's metric.
+	endpoint string
+	arrived  time.Time
 }
 
 // call is a tool call of a run's reply.
@@ -206,7 +209,7 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		}
 	}
 	r := &run{id: client.NewRunID(), tenant: who.Tenant, model: pin.Model, created: time.Now().Unix(),
-		remote: p.Transport == wire.TransportRemote}
+		remote: p.Transport == wire.TransportRemote, endpoint: who.endpoint, arrived: who.arrived}
 	keeps := r.remote || (p.Capabilities != nil && p.Capabilities.Resumable)
 	if len(a.tools) > 0 && !r.remote {
 		return nil, invalid("tools", "profile %q (adapter %s) runs an agent that uses its own tools: declared tools are for model API profiles", p.Name, p.Adapter)
@@ -367,7 +370,13 @@ func (g *Gateway) collect(ctx context.Context, r *run) outcome {
 func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, onCall func(call) bool) outcome {
 	var o outcome
 	var b strings.Builder
-	ended := false
+	ended, first := false, true
+	token := func() {
+		if first && !r.arrived.IsZero() {
+			g.metrics.GatewayFirstToken.WithLabelValues(r.endpoint).Observe(time.Since(r.arrived).Seconds())
+		}
+		first = false
+	}
 	defer func() {
 		if !ended {
 			g.cancel(ctx, r)
@@ -414,6 +423,7 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, on
 			if c.Content == "" {
 				continue
 			}
+			token()
 			b.WriteString(c.Content)
 			if text != nil && !text(c.Content) {
 				return o
@@ -426,6 +436,7 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, on
 			if err != nil || c.ToolInput == nil {
 				args = []byte("{}")
 			}
+			token()
 			cl := call{id: c.ToolID, name: c.ToolName, args: string(args)}
 			o.calls = append(o.calls, cl)
 			if onCall != nil && !onCall(cl) {
