@@ -14,9 +14,13 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Tools             []chatTool      `json:"tools"`
-	ToolChoice        json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Temperature         *float64        `json:"temperature"`
+	MaxTokens           *int64          `json:"max_tokens"`
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	ReasoningEffort     string          `json:"reasoning_effort"`
+	Tools               []chatTool      `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	// AgentmeshRequest is the adapter's own request fields (ask.extra).
 	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
 }
@@ -76,6 +80,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		return
 	}
 	a := ask{model: req.Model, param: "messages", extra: req.AgentmeshRequest}
+	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
+	if req.MaxTokens != nil {
+		if maxTokens != nil {
+			writeError(w, invalid("max_tokens", "max_tokens and max_completion_tokens are one limit: send one of them"))
+			return
+		}
+		maxTokens, maxParam = req.MaxTokens, "max_tokens"
+	}
+	a.sampling = sampling(req.Temperature, maxTokens, maxParam, req.ReasoningEffort, "reasoning_effort")
 	var e *APIError
 	if a.atoms, e = chatAtoms(req.Messages); e == nil {
 		if a.tools, e = chatTools(req.Tools); e == nil {

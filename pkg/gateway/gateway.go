@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultAddr is where the gateway listens unless configured otherwise.
@@ -101,6 +103,8 @@ type Gateway struct {
 	conn   func() error
 	nc     *nats.Conn  // set by Open: the gateway registers with micro on it
 	tls    *tls.Config // nil: plain HTTP
+	// metrics are the service's (Open), or New's own, unexported.
+	metrics *service.Metrics
 }
 
 // New returns a gateway that submits runs through c, authenticates with
@@ -112,7 +116,8 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, client: c, keys: keys, turns: turns, profiles: profiles, log: log, mux: http.NewServeMux()}
+	g := &Gateway{cfg: cfg, client: c, keys: keys, turns: turns, profiles: profiles, log: log, mux: http.NewServeMux(),
+		metrics: service.NewMetrics(prometheus.NewRegistry())}
 	if cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 		if err != nil {
@@ -120,13 +125,13 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 		}
 		g.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	g.mux.Handle("POST /v1/chat/completions", g.authed(g.chatCompletions))
-	g.mux.Handle("POST /v1/responses", g.authed(g.responses))
-	g.mux.Handle("GET /v1/models", g.authed(g.models))
-	g.mux.Handle("POST /v1/runs", g.authed(g.submitRun))
-	g.mux.Handle("GET /v1/runs/{id}", g.authed(g.getRun))
-	g.mux.Handle("GET /v1/runs/{id}/events", g.authed(g.runEvents))
-	g.mux.Handle("POST /v1/runs/{id}/cancel", g.authed(g.cancelRun))
+	g.route("POST /v1/chat/completions", g.chatCompletions)
+	g.route("POST /v1/responses", g.responses)
+	g.route("GET /v1/models", g.models)
+	g.route("POST /v1/runs", g.submitRun)
+	g.route("GET /v1/runs/{id}", g.getRun)
+	g.route("GET /v1/runs/{id}/events", g.runEvents)
+	g.route("POST /v1/runs/{id}/cancel", g.cancelRun)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -153,6 +158,10 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 		return nil, err
 	}
 	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
+	if d.Metrics != nil {
+		g.metrics = d.Metrics
+	}
+	g.metrics.Register(g.metrics.GatewayRequests, g.metrics.GatewayDuration, g.metrics.GatewayFirstToken)
 	return g, nil
 }
 
@@ -216,15 +225,74 @@ func (g *Gateway) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// caller is who a request authenticated as.
+// caller is who a request authenticated as, and the request's endpoint
+// and arrival (for the metrics).
 type caller struct {
 	Key
+	endpoint string
+	arrived  time.Time
+}
+
+// route serves pattern with h, authenticated (authed) and counted: every
+// answer in agentmesh_gateway_requests_total and the request duration.
+func (g *Gateway) route(pattern string, h func(w http.ResponseWriter, r *http.Request, who caller)) {
+	authed := g.authed(pattern, h)
+	g.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		authed.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), arrivedKey{}, arrived)))
+		code := sw.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		g.metrics.GatewayRequests.WithLabelValues(pattern, strconv.Itoa(code)).Inc()
+		g.metrics.GatewayDuration.WithLabelValues(pattern).Observe(time.Since(arrived).Seconds())
+	}))
+}
+
+// statusWriter notes the status code a handler answered with. It keeps
+// the stream's flushes (Flush, and Unwrap for http.ResponseController).
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type arrivedKey struct{}
+
+// arrivedAt is when the request reached route (now, if it did not).
+func arrivedAt(r *http.Request) time.Time {
+	if t, ok := r.Context().Value(arrivedKey{}).(time.Time); ok {
+		return t
+	}
+	return time.Now()
 }
 
 // authed wraps h with authentication and the body bound. The key is
 // never logged: a refusal logs nothing of it, an accepted request only
 // its id.
-func (g *Gateway) authed(h func(w http.ResponseWriter, r *http.Request, who caller)) http.Handler {
+func (g *Gateway) authed(endpoint string, h func(w http.ResponseWriter, r *http.Request, who caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) == "" {
@@ -243,7 +311,7 @@ func (g *Gateway) authed(h func(w http.ResponseWriter, r *http.Request, who call
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes)
-		h(w, r, caller{k})
+		h(w, r, caller{Key: k, endpoint: endpoint, arrived: arrivedAt(r)})
 	})
 }
 

@@ -15,9 +15,14 @@ type responsesRequest struct {
 	Instructions       string          `json:"instructions"`
 	PreviousResponseID string          `json:"previous_response_id"`
 	Stream             bool            `json:"stream"`
-	Tools              []responsesTool `json:"tools"`
-	ToolChoice         json.RawMessage `json:"tool_choice"`
-	ParallelToolCalls  *bool           `json:"parallel_tool_calls"`
+	Temperature        *float64        `json:"temperature"`
+	MaxOutputTokens    *int64          `json:"max_output_tokens"`
+	Reasoning          *struct {
+		Effort string `json:"effort"`
+	} `json:"reasoning"`
+	Tools             []responsesTool `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	// AgentmeshRequest is the adapter's own request fields (ask.extra).
 	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
 }
@@ -25,6 +30,11 @@ type responsesRequest struct {
 // ask reads the request.
 func (req *responsesRequest) ask() (ask, *APIError) {
 	a := ask{model: req.Model, param: "input", extra: req.AgentmeshRequest}
+	effort := ""
+	if req.Reasoning != nil {
+		effort = req.Reasoning.Effort
+	}
+	a.sampling = sampling(req.Temperature, req.MaxOutputTokens, "max_output_tokens", effort, "reasoning.effort")
 	instructions := req.Instructions
 	if req.PreviousResponseID != "" {
 		id, ok := strings.CutPrefix(req.PreviousResponseID, "resp_")

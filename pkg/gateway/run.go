@@ -118,6 +118,34 @@ type ask struct {
 	// the adapter validates them strictly, and they may not set what the
 	// messages set.
 	extra json.RawMessage
+	// sampling are the request's generation settings, as the mesh's
+	// request fields, each with the parameter that set it.
+	sampling []setting
+}
+
+// setting is one generation setting: the mesh request field, its value,
+// and the OpenAI parameter it came from.
+type setting struct {
+	field, param string
+	value        any
+}
+
+// sampling gathers the settings a request set: temperature, the output
+// token limit (maxParam names it) and the reasoning effort (effortParam).
+// The adapter validates them: one whose model API takes no such setting
+// (or the fixture) refuses it with a 400.
+func sampling(temperature *float64, maxTokens *int64, maxParam, effort, effortParam string) []setting {
+	var out []setting
+	if temperature != nil {
+		out = append(out, setting{"temperature", "temperature", *temperature})
+	}
+	if maxTokens != nil {
+		out = append(out, setting{"max_tokens", maxParam, *maxTokens})
+	}
+	if effort != "" {
+		out = append(out, setting{"reasoning_effort", effortParam, effort})
+	}
+	return out
 }
 
 // run is one run the gateway started and follows.
@@ -136,6 +164,9 @@ type run struct {
 	// the request added. Once the run succeeds they become its turn.
 	conversation, parent, sum string
 	tail                      []atom
+	// endpoint and arrived are the request's, for the first token's metric.
+	endpoint string
+	arrived  time.Time
 }
 
 // call is a tool call of a run's reply.
@@ -178,7 +209,7 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		}
 	}
 	r := &run{id: client.NewRunID(), tenant: who.Tenant, model: pin.Model, created: time.Now().Unix(),
-		remote: p.Transport == wire.TransportRemote}
+		remote: p.Transport == wire.TransportRemote, endpoint: who.endpoint, arrived: who.arrived}
 	keeps := r.remote || (p.Capabilities != nil && p.Capabilities.Resumable)
 	if len(a.tools) > 0 && !r.remote {
 		return nil, invalid("tools", "profile %q (adapter %s) runs an agent that uses its own tools: declared tools are for model API profiles", p.Name, p.Adapter)
@@ -230,12 +261,6 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	case keeps:
 		r.conversation = newConversation()
 	}
-	if r.parent != "" {
-		r.conversation = pt.Conversation
-		if e := g.claim(ctx, who.Tenant, r.parent, pt, rev, r.id); e != nil {
-			return nil, e
-		}
-	}
 	r.tail = t.atoms
 	if r.parent == "" {
 		r.tail = append(slices.Clone(history), t.atoms...) // the system text, in a new conversation
@@ -243,6 +268,12 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	fields := map[string]any{}
 	for k, v := range extra {
 		fields[k] = v
+	}
+	for _, st := range a.sampling {
+		if _, ok := fields[st.field]; ok {
+			return nil, invalid("agentmesh_request."+st.field, "agentmesh_request.%s and %s set one thing: send one of them", st.field, st.param)
+		}
+		fields[st.field] = st.value
 	}
 	if t.prompt != "" {
 		fields["prompt"] = t.prompt
@@ -260,7 +291,16 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	if err != nil {
 		return nil, invalid("", "encode request: %v", err)
 	}
+	if r.parent != "" {
+		r.conversation = pt.Conversation
+		if e := g.claim(ctx, who.Tenant, r.parent, pt, rev, r.id); e != nil {
+			return nil, e
+		}
+	}
 	req := wire.RunRequest{RunID: r.id, Tenant: who.Tenant, Principal: who.Principal, Profile: a.model, Request: body, Conversation: r.conversation}
+	// A claim whose run failed to start is not given back: the run may be
+	// stored all the same (a publish whose acknowledgement was lost), so
+	// it holds until the mesh knows the run, or for claimFresh.
 	if _, r.events, err = g.client.Start(ctx, req); err != nil {
 		return nil, asAPIError(err)
 	}
@@ -330,7 +370,13 @@ func (g *Gateway) collect(ctx context.Context, r *run) outcome {
 func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, onCall func(call) bool) outcome {
 	var o outcome
 	var b strings.Builder
-	ended := false
+	ended, first := false, true
+	token := func() {
+		if first && !r.arrived.IsZero() {
+			g.metrics.GatewayFirstToken.WithLabelValues(r.endpoint).Observe(time.Since(r.arrived).Seconds())
+		}
+		first = false
+	}
 	defer func() {
 		if !ended {
 			g.cancel(ctx, r)
@@ -377,6 +423,7 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, on
 			if c.Content == "" {
 				continue
 			}
+			token()
 			b.WriteString(c.Content)
 			if text != nil && !text(c.Content) {
 				return o
@@ -389,6 +436,7 @@ func (g *Gateway) follow(ctx context.Context, r *run, text func(string) bool, on
 			if err != nil || c.ToolInput == nil {
 				args = []byte("{}")
 			}
+			token()
 			cl := call{id: c.ToolID, name: c.ToolName, args: string(args)}
 			o.calls = append(o.calls, cl)
 			if onCall != nil && !onCall(cl) {

@@ -344,3 +344,42 @@ func TestOneContinuationAtATime(t *testing.T) {
 		t.Errorf("continuing a turn already continued: %v, want a 409 conversation_moved_on", err)
 	}
 }
+
+// TestSettingsReachTheModel: temperature, the output token limit and the
+// reasoning effort, in either shape's names, reach the model API as its
+// own fields.
+func TestSettingsReachTheModel(t *testing.T) {
+	m := startOpenAIModel(t)
+	e := startWithOpenAI(t, m)
+	ctx := context.Background()
+	c := e.sdk(e.keyA)
+	// The fake model calls fs_read whatever it is asked: declare it.
+	chatTools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "fs_read", Parameters: fsReadParams})}
+	respTools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: "fs_read", Parameters: fsReadParams}}}
+	if _, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "oa", Tools: chatTools, Temperature: openai.Float(0.25),
+		MaxCompletionTokens: openai.Int(100), ReasoningEffort: shared.ReasoningEffortLow,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question)}}); err != nil {
+		var apiErr *openai.Error
+		errors.As(err, &apiErr)
+		t.Fatalf("%v %s", err, apiErr.RawJSON())
+	}
+	if _, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "oa", Tools: respTools, Temperature: openai.Float(1.5),
+		MaxOutputTokens: openai.Int(64), Reasoning: shared.ReasoningParam{Effort: shared.ReasoningEffortHigh},
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(question)}}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := m.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	for i, want := range [][]string{
+		{`"temperature":0.25`, `"max_output_tokens":100`, `"effort":"low"`},
+		{`"temperature":1.5`, `"max_output_tokens":64`, `"effort":"high"`},
+	} {
+		for _, w := range want {
+			if !strings.Contains(reqs[i], w) {
+				t.Errorf("request %d to the model lacks %s: %s", i+1, w, reqs[i])
+			}
+		}
+	}
+}

@@ -55,6 +55,15 @@ type Metrics struct {
 	ExportSweepFailures prometheus.Counter
 	// ExportsPending is the number of expired exports left after the last sweep.
 	ExportsPending prometheus.Gauge
+	// GatewayRequests counts the HTTP gateway's answered requests, by
+	// endpoint (its route, such as "POST /v1/responses") and status code.
+	GatewayRequests *prometheus.CounterVec
+	// GatewayDuration observes seconds from a gateway request's arrival to
+	// its answer's end (a stream's last event), by endpoint.
+	GatewayDuration *prometheus.HistogramVec
+	// GatewayFirstToken observes seconds from a gateway request's arrival
+	// to the first text or tool call of its run, by endpoint.
+	GatewayFirstToken *prometheus.HistogramVec
 
 	reg        prometheus.Registerer
 	mu         sync.Mutex
@@ -92,6 +101,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ExportsPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentmesh_exports_pending", Help: "Expired exports still stored after the last sweep.",
 		}),
+		GatewayRequests: counterVec("agentmesh_gateway_requests_total",
+			"HTTP gateway requests answered, by endpoint (route) and status code.", "endpoint", "code"),
+		GatewayDuration: histogramVec("agentmesh_gateway_request_duration_seconds",
+			"Seconds from a gateway request's arrival to its answer's end (a stream's last event), by endpoint.",
+			prometheus.ExponentialBuckets(0.001, 2, 22), "endpoint"), // 1 ms to about 35 min
+		GatewayFirstToken: histogramVec("agentmesh_gateway_time_to_first_token_seconds",
+			"Seconds from a gateway request's arrival to its run's first text or tool call, by endpoint.",
+			prometheus.ExponentialBuckets(0.001, 2, 18), "endpoint"),
 		reg:        reg,
 		registered: map[prometheus.Collector]bool{},
 	}
