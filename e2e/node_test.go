@@ -211,7 +211,7 @@ func TestNodeSDK(t *testing.T) {
 	node := exec.CommandContext(ctx, "node", "check.mjs")
 	node.Dir = dir
 	node.Env = environ(merge(env, map[string]string{
-		"AGENTMESH_GATEWAY_URL": "http://" + gatewayAddr, "OPENAI_API_KEY": key, "AGENTMESH_TOOLS_MODEL": nodeToolsProfile,
+		"AGENTMESH_TEST_GATEWAY_URL": "http://" + gatewayAddr, "OPENAI_API_KEY": key, "AGENTMESH_TEST_TOOLS_MODEL": nodeToolsProfile,
 		tagVar: tag + "/node",
 	}))
 	node.WaitDelay = 10 * time.Second

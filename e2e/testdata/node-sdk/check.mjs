@@ -2,11 +2,11 @@
 // agentmesh HTTP gateway, used the ordinary way. TestNodeSDK (e2e/node_test.go)
 // runs it; by hand, with the openai package installed beside this file:
 //
-//	AGENTMESH_GATEWAY_URL=http://127.0.0.1:8080 OPENAI_API_KEY=amk_... node check.mjs
+//	AGENTMESH_TEST_GATEWAY_URL=http://127.0.0.1:8080 OPENAI_API_KEY=amk_... node check.mjs
 //
 // where the key is one `agentmesh keys create` printed. The plain checks
 // use model "fixture", whose adapter answers "echo: <prompt>". With
-// AGENTMESH_TOOLS_MODEL set to a profile of a model API (transport: remote)
+// AGENTMESH_TEST_TOOLS_MODEL set to a profile of a model API (transport: remote)
 // serving the recorded tool round trip (testdata/remote/openai/
 // tool-roundtrip.json: a call fs_read({"path":"answer.txt"}), then, given
 // its result, "answer.txt says: 42."), it also makes that round trip in
@@ -17,9 +17,9 @@
 import OpenAI from "openai";
 import { VERSION } from "openai/version";
 
-const gateway = process.env.AGENTMESH_GATEWAY_URL;
+const gateway = process.env.AGENTMESH_TEST_GATEWAY_URL;
 if (!gateway || !process.env.OPENAI_API_KEY) {
-	console.error("check.mjs: set AGENTMESH_GATEWAY_URL and OPENAI_API_KEY");
+	console.error("check.mjs: set AGENTMESH_TEST_GATEWAY_URL and OPENAI_API_KEY");
 	process.exit(2);
 }
 const model = "fixture";
@@ -28,7 +28,7 @@ const want = `echo: ${prompt}`;
 
 // The tool round trip: the question, the call the model makes, the
 // result this script returns for it and the model's answer to that.
-const toolsModel = process.env.AGENTMESH_TOOLS_MODEL;
+const toolsModel = process.env.AGENTMESH_TEST_TOOLS_MODEL;
 const question = "What does answer.txt say?";
 const wantCall = { name: "fs_read", arguments: '{"path":"answer.txt"}' };
 const toolOutput = "42\n";
