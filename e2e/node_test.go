@@ -7,12 +7,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +25,17 @@ import (
 
 // nodeSDKWant is what the fixture profile answers check.mjs's prompt "hi".
 const nodeSDKWant = "echo: hi"
+
+// The tool round trip check.mjs makes on nodeToolsProfile, an openai
+// profile whose model API is a fake serving the recorded round trip
+// (openAIRoundTrip): the call the model makes and its answer to the
+// result check.mjs sends back.
+const (
+	nodeToolsProfile = "openai-tools"
+	nodeToolCallID   = "call_Rt7Yh2Kp9Lm4Nq8Ws1Ez5Xc3"
+	nodeToolArgs     = `{"path":"answer.txt"}`
+	nodeToolAnswer   = "answer.txt says: 42."
+)
 
 var (
 	upNATSLine    = regexp.MustCompile(`msg="agentmesh up" nats=(\S+)`)
@@ -33,6 +48,94 @@ type nodeSDKCheck struct {
 	Usage  map[string]any `json:"usage"`
 	IDs    []string       `json:"ids"`
 	Status int            `json:"status"`
+	Call   *struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"call"`
+}
+
+// openAIRoundTrip is a fake OpenAI Responses API (POST /v1/responses)
+// replaying testdata/remote/openai/tool-roundtrip.json: its first
+// recorded stream (a function call) for a request that carries no
+// function_call_output, its second (the answer) for one that does. It
+// keeps every request body, and the path of any other request.
+type openAIRoundTrip struct {
+	*httptest.Server
+	mu    sync.Mutex
+	reqs  []string
+	stray []string
+}
+
+func startOpenAIRoundTrip(t *testing.T, repo string) *openAIRoundTrip {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repo, "testdata", "remote", "openai", "tool-roundtrip.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Responses []struct {
+			Status  int               `json:"status"`
+			Headers map[string]string `json:"headers"`
+			Body    string            `json:"body"`
+		} `json:"responses"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil || len(rec.Responses) != 2 {
+		t.Fatalf("tool-roundtrip.json: want two recorded responses (%v)", err)
+	}
+	m := &openAIRoundTrip{}
+	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		m.mu.Lock()
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" || err != nil {
+			m.stray = append(m.stray, r.Method+" "+r.URL.Path)
+			m.mu.Unlock()
+			http.NotFound(w, r)
+			return
+		}
+		m.reqs = append(m.reqs, string(b))
+		m.mu.Unlock()
+		resp := rec.Responses[0]
+		if bytes.Contains(b, []byte(`"function_call_output"`)) {
+			resp = rec.Responses[1]
+		}
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.Status)
+		_, _ = io.WriteString(w, resp.Body)
+	}))
+	t.Cleanup(m.Close)
+	return m
+}
+
+func (m *openAIRoundTrip) requests() (reqs, stray []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reqs), slices.Clone(m.stray)
+}
+
+// nodeSDKProfiles writes a profiles directory: the shipped fixture profile
+// and nodeToolsProfile, the openai adapter against baseURL.
+func nodeSDKProfiles(t *testing.T, repo, dir, baseURL string) string {
+	t.Helper()
+	fixture, err := os.ReadFile(filepath.Join(repo, "profiles", "fixture.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "fixture.yaml"), string(fixture))
+	write(t, filepath.Join(dir, nodeToolsProfile+".yaml"), `# The openai adapter against the e2e test's fake model API.
+schema: 1
+name: `+nodeToolsProfile+`
+adapter: openai
+transport: remote
+model: gpt-5.5
+pricing: {input: "1.25", output: "10", cache_read: "0.125", reasoning: "10"}
+base_url: `+baseURL+`
+allow_loopback: true
+omit_temperature: true
+`)
+	return dir
 }
 
 // TestNodeSDK runs the official Node OpenAI SDK (the npm package openai,
@@ -40,9 +143,13 @@ type nodeSDKCheck struct {
 // HTTP gateway of `agentmesh up --gateway`, with a key from `agentmesh keys
 // create`: testdata/node-sdk/check.mjs makes a chat completion, the same
 // streamed with usage, a response, the same streamed, lists the models
-// and calls with a wrong key, all on the fixture profile. Under make
-// e2e-cli (E2E_CLI_CACHE set) node and the package must be there;
-// otherwise the test skips without them.
+// and calls with a wrong key, all on the fixture profile; then, on an
+// openai profile whose model API is a fake replaying a recorded tool
+// round trip, it answers the model's tool call in both shapes: chat,
+// plain and streamed, the reply's message sent back as it came, and
+// Responses, continued by previous_response_id and with the reply's
+// output items inline. Under make e2e-cli (E2E_CLI_CACHE set) node and
+// the package must be there; otherwise the test skips without them.
 func TestNodeSDK(t *testing.T) {
 	modules := nodeSDKModules(t)
 	repo, err := filepath.Abs("..")
@@ -50,6 +157,8 @@ func TestNodeSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
+	// Started first, so it stops after up.
+	model := startOpenAIRoundTrip(t, repo)
 	bin := buildAgentmesh(t, repo, root)
 	tag := fmt.Sprintf("node-sdk-%d-%d", os.Getpid(), time.Now().UnixNano())
 	// Registered first, so it runs last: after up has stopped, no process
@@ -61,7 +170,7 @@ func TestNodeSDK(t *testing.T) {
 	upLog, stop := startUp(t, bin, merge(env, map[string]string{tagVar: tag + "/up"}),
 		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "127.0.0.1:0",
 		"--data-dir", filepath.Join(root, "data"),
-		"--profiles-dir", filepath.Join(repo, "profiles"),
+		"--profiles-dir", nodeSDKProfiles(t, repo, mkdir(t, root, "profiles"), model.URL+"/v1"),
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
 		"--workspace-root", mkdir(t, root, "work"))
 	var natsURL, gatewayAddr string
@@ -102,7 +211,8 @@ func TestNodeSDK(t *testing.T) {
 	node := exec.CommandContext(ctx, "node", "check.mjs")
 	node.Dir = dir
 	node.Env = environ(merge(env, map[string]string{
-		"AGENTMESH_GATEWAY_URL": "http://" + gatewayAddr, "OPENAI_API_KEY": key, tagVar: tag + "/node",
+		"AGENTMESH_TEST_GATEWAY_URL": "http://" + gatewayAddr, "OPENAI_API_KEY": key, "AGENTMESH_TEST_TOOLS_MODEL": nodeToolsProfile,
+		tagVar: tag + "/node",
 	}))
 	node.WaitDelay = 10 * time.Second
 	var nodeOut, nodeErr bytes.Buffer
@@ -138,14 +248,43 @@ func TestNodeSDK(t *testing.T) {
 			t.Errorf("%s: no usage", name)
 		}
 	}
-	if ids := res.Checks["models"].IDs; !slices.Contains(ids, "fixture") {
-		t.Errorf("models: %q does not list fixture", ids)
+	for _, name := range []string{"chat_tools", "chat_tools_stream", "responses_tools_previous", "responses_tools_inline"} {
+		c, ok := res.Checks[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: no result", name)
+		case c.Call == nil || c.Call.ID != nodeToolCallID || c.Call.Name != "fs_read" || c.Call.Arguments != nodeToolArgs:
+			t.Errorf("%s: call %+v, want %s fs_read(%s)", name, c.Call, nodeToolCallID, nodeToolArgs)
+		case c.Text != nodeToolAnswer:
+			t.Errorf("%s: text %q, want %q", name, c.Text, nodeToolAnswer)
+		}
+	}
+	if ids := res.Checks["models"].IDs; !slices.Contains(ids, "fixture") || !slices.Contains(ids, nodeToolsProfile) {
+		t.Errorf("models: %q does not list fixture and %s", ids, nodeToolsProfile)
 	}
 	if got := res.Checks["wrong_key"].Status; got != 401 {
 		t.Errorf("wrong_key: status %d, want 401", got)
 	}
-	if len(res.Checks) != 6 {
-		t.Errorf("check.mjs ran %d checks, want 6", len(res.Checks))
+	if len(res.Checks) != 10 {
+		t.Errorf("check.mjs ran %d checks, want 10", len(res.Checks))
+	}
+	// Four round trips, each a call and an answer; every answer went to
+	// the model with the tool's result as the call's output.
+	reqs, stray := model.requests()
+	answers := 0
+	for _, r := range reqs {
+		if strings.Contains(r, `"function_call_output"`) {
+			answers++
+			if !strings.Contains(r, `"call_id":"`+nodeToolCallID+`"`) || !strings.Contains(r, `"output":"42\n"`) {
+				t.Errorf("a request with the tool's result does not carry it as the call's output: %s", r)
+			}
+		}
+	}
+	if len(reqs) != 8 || answers != 4 {
+		t.Errorf("the model API got %d requests, %d with a tool result; want 8, 4 (four round trips)", len(reqs), answers)
+	}
+	if len(stray) > 0 {
+		t.Errorf("requests the fake model API does not serve: %q", stray)
 	}
 	stop()
 	if strings.Contains(upLog.String(), key) {
@@ -153,6 +292,7 @@ func TestNodeSDK(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("agentmesh up log:\n%s", upLog.String())
+		return
 	}
 	t.Logf("openai %s on node %s: every check passed", res.SDK, res.Node)
 }

@@ -2,23 +2,52 @@
 // agentmesh HTTP gateway, used the ordinary way. TestNodeSDK (e2e/node_test.go)
 // runs it; by hand, with the openai package installed beside this file:
 //
-//	AGENTMESH_GATEWAY_URL=http://127.0.0.1:8080 OPENAI_API_KEY=amk_... node check.mjs
+//	AGENTMESH_TEST_GATEWAY_URL=http://127.0.0.1:8080 OPENAI_API_KEY=amk_... node check.mjs
 //
-// where the key is one `agentmesh keys create` printed. Every check uses
-// model "fixture", whose adapter answers "echo: <prompt>". It prints one
-// JSON line of results and exits 0, or names the failed check on stderr
-// and exits 1.
+// where the key is one `agentmesh keys create` printed. The plain checks
+// use model "fixture", whose adapter answers "echo: <prompt>". With
+// AGENTMESH_TEST_TOOLS_MODEL set to a profile of a model API (transport: remote)
+// serving the recorded tool round trip (testdata/remote/openai/
+// tool-roundtrip.json: a call fs_read({"path":"answer.txt"}), then, given
+// its result, "answer.txt says: 42."), it also makes that round trip in
+// both shapes: chat (plain and streamed) and Responses (continued by
+// previous_response_id and with the history inline). It prints one JSON
+// line of results and exits 0, or names the failed check on stderr and
+// exits 1.
 import OpenAI from "openai";
 import { VERSION } from "openai/version";
 
-const gateway = process.env.AGENTMESH_GATEWAY_URL;
+const gateway = process.env.AGENTMESH_TEST_GATEWAY_URL;
 if (!gateway || !process.env.OPENAI_API_KEY) {
-	console.error("check.mjs: set AGENTMESH_GATEWAY_URL and OPENAI_API_KEY");
+	console.error("check.mjs: set AGENTMESH_TEST_GATEWAY_URL and OPENAI_API_KEY");
 	process.exit(2);
 }
 const model = "fixture";
 const prompt = "hi";
 const want = `echo: ${prompt}`;
+
+// The tool round trip: the question, the call the model makes, the
+// result this script returns for it and the model's answer to that.
+const toolsModel = process.env.AGENTMESH_TEST_TOOLS_MODEL;
+const question = "What does answer.txt say?";
+const wantCall = { name: "fs_read", arguments: '{"path":"answer.txt"}' };
+const toolOutput = "42\n";
+const answer = "answer.txt says: 42.";
+const fsReadParameters = {
+	type: "object",
+	properties: { path: { type: "string" }, max_bytes: { type: "integer", minimum: 1 } },
+	required: ["path"],
+	additionalProperties: false,
+};
+const chatTools = [
+	{
+		type: "function",
+		function: { name: "fs_read", description: "Read a file of the workspace", parameters: fsReadParameters },
+	},
+];
+const responsesTools = [
+	{ type: "function", name: "fs_read", description: "Read a file of the workspace", parameters: fsReadParameters, strict: false },
+];
 
 // The key comes from OPENAI_API_KEY, as the SDK reads it by default. No
 // retries, so that a failure is the gateway's first answer.
@@ -40,6 +69,17 @@ function expectEqual(what, got, wanted) {
 async function check(name, f) {
 	current = name;
 	results[name] = await f();
+}
+
+// expectCall checks a tool call's name and arguments and returns it as
+// the results report it.
+function expectCall(what, id, name, args) {
+	if (!id) {
+		fail(`${what} has no id`);
+	}
+	expectEqual(`${what}'s name`, name, wantCall.name);
+	expectEqual(`${what}'s arguments`, args, wantCall.arguments);
+	return { id, name, arguments: args };
 }
 
 async function main() {
@@ -129,6 +169,10 @@ async function main() {
 		return { ids };
 	});
 
+	if (toolsModel) {
+		await toolChecks();
+	}
+
 	await check("wrong_key", async () => {
 		const wrong = new OpenAI({ baseURL: `${gateway}/v1`, apiKey: "amk_not-a-key", maxRetries: 0, timeout: 60_000 });
 		try {
@@ -141,6 +185,104 @@ async function main() {
 			return { status: err.status, code: err.code, type: err.type };
 		}
 		fail("a wrong key was accepted");
+	});
+}
+
+// toolChecks makes the tool round trip on toolsModel in both shapes, the
+// way a Node program does: the reply's message or output items go back
+// as they came, with the tool's result after them.
+async function toolChecks() {
+	await check("chat_tools", async () => {
+		const messages = [{ role: "user", content: question }];
+		const c1 = await client.chat.completions.create({ model: toolsModel, messages, tools: chatTools });
+		expectEqual("choices[0].finish_reason", c1.choices[0]?.finish_reason, "tool_calls");
+		const calls = c1.choices[0].message.tool_calls ?? [];
+		expectEqual("the number of tool calls", calls.length, 1);
+		expectEqual("tool_calls[0].type", calls[0].type, "function");
+		const call = expectCall("tool_calls[0]", calls[0].id, calls[0].function.name, calls[0].function.arguments);
+		messages.push(c1.choices[0].message);
+		messages.push({ role: "tool", tool_call_id: call.id, content: toolOutput });
+		const c2 = await client.chat.completions.create({ model: toolsModel, messages, tools: chatTools });
+		expectEqual("the answer's content", c2.choices[0]?.message?.content, answer);
+		expectEqual("the answer's finish_reason", c2.choices[0]?.finish_reason, "stop");
+		return { call, text: c2.choices[0].message.content, usage: c2.usage };
+	});
+
+	await check("chat_tools_stream", async () => {
+		// One streamed completion, accumulated: the text, the calls by
+		// their index, the finish reason.
+		const complete = async (messages) => {
+			const stream = await client.chat.completions.create({ model: toolsModel, messages, tools: chatTools, stream: true });
+			let content = "";
+			let finish = null;
+			const calls = [];
+			for await (const chunk of stream) {
+				const choice = chunk.choices[0];
+				if (!choice) {
+					continue;
+				}
+				content += choice.delta?.content ?? "";
+				for (const d of choice.delta?.tool_calls ?? []) {
+					const c = (calls[d.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+					if (d.id) {
+						c.id = d.id;
+					}
+					c.function.name += d.function?.name ?? "";
+					c.function.arguments += d.function?.arguments ?? "";
+				}
+				finish = choice.finish_reason ?? finish;
+			}
+			return { content, calls, finish };
+		};
+		const messages = [{ role: "user", content: question }];
+		const first = await complete(messages);
+		expectEqual("the streamed finish_reason", first.finish, "tool_calls");
+		expectEqual("the number of streamed tool calls", first.calls.length, 1);
+		const c = first.calls[0];
+		const call = expectCall("the streamed tool call", c.id, c.function.name, c.function.arguments);
+		messages.push({ role: "assistant", content: first.content || null, tool_calls: first.calls });
+		messages.push({ role: "tool", tool_call_id: call.id, content: toolOutput });
+		const second = await complete(messages);
+		expectEqual("the streamed answer", second.content, answer);
+		expectEqual("the streamed answer's finish_reason", second.finish, "stop");
+		return { call, text: second.content };
+	});
+
+	// The function_call item of a reply to the question.
+	const ask = async () => {
+		const r = await client.responses.create({ model: toolsModel, input: question, tools: responsesTools });
+		expectEqual("status", r.status, "completed");
+		const items = r.output.filter((item) => item.type === "function_call");
+		expectEqual("the number of function_call items", items.length, 1);
+		return { r, call: expectCall("the function_call item", items[0].call_id, items[0].name, items[0].arguments) };
+	};
+
+	await check("responses_tools_previous", async () => {
+		const { r, call } = await ask();
+		const r2 = await client.responses.create({
+			model: toolsModel,
+			previous_response_id: r.id,
+			input: [{ type: "function_call_output", call_id: call.id, output: toolOutput }],
+			tools: responsesTools,
+		});
+		expectEqual("the answer's output_text", r2.output_text, answer);
+		expectEqual("the answer's previous_response_id", r2.previous_response_id, r.id);
+		return { call, text: r2.output_text, usage: r2.usage };
+	});
+
+	await check("responses_tools_inline", async () => {
+		const { r, call } = await ask();
+		const r2 = await client.responses.create({
+			model: toolsModel,
+			input: [
+				{ role: "user", content: question },
+				...r.output,
+				{ type: "function_call_output", call_id: call.id, output: toolOutput },
+			],
+			tools: responsesTools,
+		});
+		expectEqual("the answer's output_text", r2.output_text, answer);
+		return { call, text: r2.output_text, usage: r2.usage };
 	});
 }
 
