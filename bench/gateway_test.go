@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,10 +58,11 @@ func startGateway(tb testing.TB, srv *server.Server) *gatewayBench {
 }
 
 // firstToken measures samples streaming chat completions (after warmup
-// unmeasured ones): from sending the request to reading the first
-// chunk with content, each read to its [DONE].
-func (gb *gatewayBench) firstToken(ctx context.Context, p bench.Probe) (bench.Latencies, error) {
-	body := `{"model":"fixture","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", p.ChunkBytes) + `"}]}`
+// unmeasured ones) of the fixture script named script: from sending the
+// request to reading the first chunk with content, each read to its
+// [DONE].
+func (gb *gatewayBench) firstToken(ctx context.Context, script string, p bench.Probe) (bench.Latencies, error) {
+	body := `{"model":"fixture","stream":true,"messages":[{"role":"user","content":"bench"}],"agentmesh_request":{"script":"` + script + `"}}`
 	var out bench.Latencies
 	for i := range p.Warmup + p.Samples {
 		req, _ := http.NewRequestWithContext(ctx, "POST", gb.url+"/v1/chat/completions", strings.NewReader(body))
@@ -75,7 +77,7 @@ func (gb *gatewayBench) firstToken(ctx context.Context, p bench.Probe) (bench.La
 		done := false
 		for sc.Scan() {
 			line := sc.Text()
-			if first == 0 && strings.Contains(line, `"content":"echo: `) {
+			if first == 0 && withContent.MatchString(line) {
 				first = time.Since(t0)
 			}
 			if line == "data: [DONE]" {
@@ -93,19 +95,25 @@ func (gb *gatewayBench) firstToken(ctx context.Context, p bench.Probe) (bench.La
 	return out, nil
 }
 
+// withContent matches a chat chunk with text in its delta.
+var withContent = regexp.MustCompile(`"content":"[^"]`)
+
 // BenchmarkGatewayFirstToken reports p50 and p99 of the time to first
-// token of a streaming chat completion through the HTTP gateway (the
-// fixture's default stream, whose text is its third chunk) and of the
-// mesh's own submit→first chunk (a one-chunk script), and their ratio at
-// p50: what HTTP, SSE and the OpenAI shapes add. One iteration is one
-// batch of samples of each.
+// token of a streaming chat completion through the HTTP gateway and of the
+// mesh's own submit→first chunk, both replaying the same one-chunk
+// fixture script, and their ratio at p50: what HTTP, SSE and the OpenAI
+// shapes add. One iteration is one batch of samples of each.
 func BenchmarkGatewayFirstToken(b *testing.B) {
 	srv := natstest.RunJetStream(b)
 	m := bench.StartMesh(b, srv, bench.MeshConfig{})
 	gb := startGateway(b, srv)
+	script, err := m.Script(bench.Workload{Runs: 1, Chunks: 1, ChunkBytes: latencyProbe.ChunkBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
 	var gw, mesh bench.Latencies
 	for b.Loop() {
-		gw = append(gw, measure(b, func(ctx context.Context) (bench.Latencies, error) { return gb.firstToken(ctx, latencyProbe) })...)
+		gw = append(gw, measure(b, func(ctx context.Context) (bench.Latencies, error) { return gb.firstToken(ctx, script, latencyProbe) })...)
 		mesh = append(mesh, measure(b, func(ctx context.Context) (bench.Latencies, error) { return m.FirstChunkLatency(ctx, latencyProbe) })...)
 	}
 	b.ReportMetric(0, "ns/op")
@@ -121,9 +129,13 @@ func BenchmarkGatewayFirstToken(b *testing.B) {
 // timing.
 func TestGatewayFirstTokenCompletes(t *testing.T) {
 	srv := natstest.RunJetStream(t)
-	bench.StartMesh(t, srv, bench.MeshConfig{})
+	m := bench.StartMesh(t, srv, bench.MeshConfig{})
 	gb := startGateway(t, srv)
-	got, err := gb.firstToken(t.Context(), bench.Probe{Samples: 3, Warmup: 1, ChunkBytes: 8})
+	script, err := m.Script(bench.Workload{Runs: 1, Chunks: 1, ChunkBytes: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := gb.firstToken(t.Context(), script, bench.Probe{Samples: 3, Warmup: 1, ChunkBytes: 8})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("firstToken: %d samples, %v; want 3", len(got), err)
 	}

@@ -216,6 +216,11 @@ func (m *Mesh) request(w Workload) ([]byte, error) {
 	return wire.Marshal(&fixtureRequest{Prompt: "bench", Script: name})
 }
 
+// Script writes the fixture script of w if needed and returns its name,
+// for a run submitted another way (through the HTTP gateway, say) to
+// replay the same stream.
+func (m *Mesh) Script(w Workload) (string, error) { return m.script(w) }
+
 // script writes the script of w if needed and returns its name.
 func (m *Mesh) script(w Workload) (string, error) {
 	m.mu.Lock()

@@ -86,9 +86,11 @@ type Policy struct {
 	// long with ProviderStallError, tearing the transport down (0 or
 	// absent: DefaultStallAfter for a subprocess profile, none otherwise).
 	StallAfter time.Duration `yaml:"stall_after,omitempty" msgpack:"stall_after,omitempty"`
-	// Fallback names the profiles a run of this profile may fall back to.
-	// They must exist and not include the profile itself. It is validated
-	// only: routing does not fall back yet.
+	// Fallback names the profiles, in order, a run of this profile moves
+	// to when it fails before its first output with an unavailable, auth,
+	// quota or exhausted retryable error (docs/contract.md §4.13). They
+	// must exist and not include the profile itself; a fallback profile's
+	// own list is not followed.
 	Fallback []string `yaml:"fallback,omitempty" msgpack:"fallback,omitempty"`
 }
 

@@ -99,7 +99,7 @@ func (r *Router) cancel(ctx context.Context, subj string) wire.CancelReply {
 		return reply
 	}
 	cancelled := func(rec wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateCancelled, Pin: rec.Pin, Attempt: rec.Attempt}
+		return wire.Status{State: wire.StateCancelled, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt}
 	}
 	for attempt := 0; attempt < 100; attempt++ {
 		run, err := r.store.Get(ctx, tenant, runID)

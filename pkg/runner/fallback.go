@@ -67,6 +67,7 @@ func (r *run) fallBack(we *wire.Error) bool {
 		r.d.settle(settleRetry, time.Second)
 		return true
 	}
+	r.h.d.Metrics.Fallbacks.WithLabelValues(r.work.Profile, next.Profile).Inc()
 	r.h.d.Log.Info("falling back before first output", append(r.logger(), "to", next.Profile, "err", we)...)
 	r.finishMove(ctx, next)
 	return true

@@ -18,10 +18,12 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // Recorded failures of a model API, as the fixture replays them: the
@@ -80,6 +82,16 @@ type fallbackMesh struct {
 	profiles *profile.Registry
 	fxA      adapter.Adapter
 	c        *client.Client
+	pools    []service.Deps // each runner pool's
+}
+
+// fallbacks is agentmesh_fallbacks_total{from, to} summed over the pools.
+func (m *fallbackMesh) fallbacks(from, to string) float64 {
+	var n float64
+	for _, d := range m.pools {
+		n += testutil.ToFloat64(d.Metrics.Fallbacks.WithLabelValues(from, to))
+	}
+	return n
 }
 
 func newFallbackMesh(t *testing.T, scripts map[string]map[string]string, startA bool) *fallbackMesh {
@@ -112,7 +124,9 @@ func (m *fallbackMesh) startPool(served ...adapter.Adapter) {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	h, err := runner.New(context.Background(), servicetest.Deps(m.t, m.srv, topology.Config{}), reg, runner.Config{RetryBackoff: 10 * time.Millisecond})
+	d := servicetest.Deps(m.t, m.srv, topology.Config{})
+	m.pools = append(m.pools, d)
+	h, err := runner.New(context.Background(), d, reg, runner.Config{RetryBackoff: 10 * time.Millisecond})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -212,6 +226,9 @@ func TestFallbackChainOfTwo(t *testing.T) {
 	}
 	if running != 4 { // a twice, b once, c once
 		t.Fatalf("%d running statuses, want 4 (%s)", running, clienttest.Describe(evs))
+	}
+	if ab, bc, ac := m.fallbacks("a", "b"), m.fallbacks("b", "c"), m.fallbacks("a", "c"); ab != 1 || bc != 1 || ac != 0 {
+		t.Errorf("agentmesh_fallbacks_total a→b %v, b→c %v, a→c %v; want 1, 1, 0", ab, bc, ac)
 	}
 }
 

@@ -468,7 +468,7 @@ func (h *Host) undecodable(ctx context.Context, d *delivery, decodeErr error) {
 		return
 	}
 	_, err = h.store.EndUnowned(ctx, tenant, runID, func(rec wire.RunRecord, _ events.Tail) bool { return !rec.Committed }, func(rec wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.ProviderProtocolError, "the work item of run %s cannot be decoded: %v", runID, decodeErr)}
 	})
 	if err != nil && !errors.Is(err, runs.ErrNotFound) {

@@ -15,12 +15,12 @@ const (
 )
 
 // registerMetrics registers the families the runner host moves: those of
-// ending runs, runs in flight, chunks, time to first chunk, redeliveries
-// and dropped work, each hosted adapter seen at 0.
+// ending runs, runs in flight, chunks, time to first chunk, redeliveries,
+// fallbacks and dropped work, each hosted adapter seen at 0.
 func (h *Host) registerMetrics() {
 	m := h.d.Metrics
 	runs.RegisterMetrics(m)
-	m.Register(m.InFlight, m.Chunks, m.TimeToFirstChunk, m.Redeliveries, m.Dropped)
+	m.Register(m.InFlight, m.Chunks, m.TimeToFirstChunk, m.Redeliveries, m.Fallbacks, m.Dropped)
 	for _, name := range h.adapters.Names() {
 		m.InFlight.WithLabelValues(name)
 		m.RunDuration.WithLabelValues(name)

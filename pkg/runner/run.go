@@ -180,7 +180,7 @@ func (r *run) claim(ctx context.Context) bool {
 		// Every attempt the policy allows was claimed and none produced
 		// output (their runners died or gave the work back).
 		r.endUnowned(ctx, "is out of attempts", func(rec wire.RunRecord) wire.Status {
-			return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+			return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
 				Error: wire.Errorf(wire.ProviderTransportError, "run %s was attempted %d times without output; the attempt policy allows %d", rec.RunID, rec.Attempt, r.work.Policy.MaxAttempts)}
 		})
 		return false
@@ -245,7 +245,7 @@ func (r *run) orphaned(ctx context.Context, t events.Tail) {
 		}
 	}
 	ended, err := r.h.store.EndOrphaned(ctx, r.work.Tenant, r.work.RunID, func(rec wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)}
 	})
 	if err != nil {
@@ -266,7 +266,7 @@ func (r *run) pastDeadline(ctx context.Context) bool {
 		return false
 	}
 	r.endUnowned(ctx, "passed its deadline before it could run", func(rec wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateTimedOut, Pin: rec.Pin, Attempt: rec.Attempt,
+		return wire.Status{State: wire.StateTimedOut, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline before it could run", rec.RunID)}
 	})
 	return true

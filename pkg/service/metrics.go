@@ -35,6 +35,10 @@ type Metrics struct {
 	Chunks *prometheus.CounterVec
 	// AdmissionRejections counts runs rejected because a queue was full.
 	AdmissionRejections *prometheus.CounterVec
+	// Fallbacks counts runs moved to a fallback profile before their first
+	// output, by the profile they left and the one they moved to: once per
+	// move, at its fenced routed status.
+	Fallbacks *prometheus.CounterVec
 	// Redeliveries counts work deliveries after the first, by adapter.
 	Redeliveries *prometheus.CounterVec
 	// LeaseExpiries counts running runs ended by the sweeper.
@@ -87,8 +91,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Chunks:              counterVec("agentmesh_chunks_total", "Chunks published, by adapter.", "adapter"),
 		AdmissionRejections: counterVec("agentmesh_admission_rejections_total", "Runs rejected with AdmissionRejected, by adapter.", "adapter"),
 		Redeliveries:        counterVec("agentmesh_redeliveries_total", "Work deliveries after the first, by adapter.", "adapter"),
-		LeaseExpiries:       counter("agentmesh_lease_expiries_total", "Running runs ended failed by the sweeper after their lease expired."),
-		Dropped:             counterVec("agentmesh_dropped_messages_total", "Messages dropped without a reply, by service and reason.", "service", "reason"),
+		Fallbacks: counterVec("agentmesh_fallbacks_total",
+			"Runs moved to a fallback profile before their first output, by the profile left and the one moved to.", "from", "to"),
+		LeaseExpiries: counter("agentmesh_lease_expiries_total", "Running runs ended failed by the sweeper after their lease expired."),
+		Dropped:       counterVec("agentmesh_dropped_messages_total", "Messages dropped without a reply, by service and reason.", "service", "reason"),
 		Exports: counterVec("agentmesh_exports_total",
 			"Exporter outcomes for consented runs that ended, by outcome (exported, duplicate, withdrawn, incomplete, failed).", "outcome"),
 		ExportLag: prometheus.NewHistogram(prometheus.HistogramOpts{

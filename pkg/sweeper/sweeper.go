@@ -446,7 +446,7 @@ func (s *Sweeper) reconcile(ctx context.Context, run runs.Run) bool {
 // still holds of it.
 func (s *Sweeper) timeOut(ctx context.Context, rec wire.RunRecord, where string, cond func(wire.RunRecord, events.Tail) bool) bool {
 	done, err := s.store.EndUnowned(ctx, rec.Tenant, rec.RunID, cond, func(r wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateTimedOut, Pin: r.Pin, Attempt: r.Attempt,
+		return wire.Status{State: wire.StateTimedOut, Profile: r.Profile, Pin: r.Pin, Attempt: r.Attempt,
 			Error: wire.Errorf(wire.DeadlineExceeded, "run %s passed its deadline %s", r.RunID, where)}
 	})
 	if err != nil {
@@ -493,7 +493,7 @@ func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
 	var owner string
 	done, err := s.store.EndOrphaned(ctx, tenant, runID, func(rec wire.RunRecord) wire.Status {
 		owner = rec.Owner
-		return wire.Status{State: wire.StateFailed, Pin: rec.Pin, Attempt: rec.Attempt,
+		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
 			Error: wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)}
 	})
 	if err != nil {

@@ -214,6 +214,14 @@ func TestReconcileDuties(t *testing.T) {
 			t.Errorf("%s: %s, %v; want %s", id, r.Record.State, err, want)
 		}
 	}
+	// The sweeper's terminal statuses name the profile that ran, as a
+	// runner's do (after a fallback, the one it moved to).
+	for _, id := range []string{"late", "committed"} {
+		tl, err := f.store.Events().Tail(ctx, "acme", id)
+		if err != nil || !tl.Ended() || tl.Event.Status.Profile != "fixture" {
+			t.Errorf("%s: terminal %+v, %v; want one naming profile fixture", id, tl.Event.Status, err)
+		}
+	}
 	// Their work stays until a runner takes it, and the reconcile reads
 	// their records again, ending nothing more.
 	if res, _ := f.reconcile(t); res != (sweeper.Reconciled{Listed: 5, Read: 5}) {
