@@ -221,10 +221,9 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	if a.previous == "" && onlySystem(history) && len(t.results) > 0 {
 		return nil, invalid(t.atoms[0].param, "%s: tool results without the assistant turn whose tool calls they answer", t.atoms[0].param)
 	}
-	var (
-		pt  point
-		rev uint64
-	)
+	// candidates are the runs whose turn this request continues: the
+	// previous response's, or every run a history ends with.
+	var candidates []string
 	switch {
 	case a.previous != "":
 		if len(history) > 0 {
@@ -233,7 +232,7 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		if !keeps {
 			return nil, noConversation(p, "previous_response_id")
 		}
-		pt, rev, err = g.turns.point(ctx, who.Tenant, a.previous)
+		pt, _, err := g.turns.point(ctx, who.Tenant, a.previous)
 		if errors.Is(err, errNoTurn) {
 			return nil, apiErr(http.StatusNotFound, typeInvalidRequest, "previous_response_not_found", "previous_response_id",
 				"previous response resp_%s not found: it is not a completed response of this tenant that the gateway answered", a.previous)
@@ -241,19 +240,15 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		if err != nil {
 			return nil, turnsUnavailable(g, err)
 		}
-		r.parent, r.sum, system = a.previous, pt.Sum, a.system
+		candidates, r.sum, system = []string{a.previous}, pt.Sum, a.system
 	case !onlySystem(history):
 		if !keeps {
 			return nil, noConversation(p, a.param)
 		}
 		r.sum = chainHash("", history)
-		r.parent, err = g.turns.history(ctx, who.Tenant, r.sum)
-		if err == nil {
-			pt, rev, err = g.turns.point(ctx, who.Tenant, r.parent)
-		}
+		candidates, _, err = g.turns.history(ctx, who.Tenant, r.sum)
 		if errors.Is(err, errNoTurn) {
-			return nil, apiErr(http.StatusBadRequest, typeInvalidRequest, "conversation_not_found", a.param,
-				"the earlier turns of %s match no conversation the gateway answered for this tenant: send them back as they were answered, or start with the system and one user message", a.param)
+			return nil, conversationNotFound(a.param)
 		}
 		if err != nil {
 			return nil, turnsUnavailable(g, err)
@@ -262,7 +257,7 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		r.conversation = newConversation()
 	}
 	r.tail = t.atoms
-	if r.parent == "" {
+	if len(candidates) == 0 {
 		r.tail = append(slices.Clone(history), t.atoms...) // the system text, in a new conversation
 	}
 	fields := map[string]any{}
@@ -291,9 +286,8 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	if err != nil {
 		return nil, invalid("", "encode request: %v", err)
 	}
-	if r.parent != "" {
-		r.conversation = pt.Conversation
-		if e := g.claim(ctx, who.Tenant, r.parent, pt, rev, r.id); e != nil {
+	if len(candidates) > 0 {
+		if e := g.claimOne(ctx, r, candidates, a.param); e != nil {
 			return nil, e
 		}
 	}
@@ -305,6 +299,38 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 		return nil, asAPIError(err)
 	}
 	return r, nil
+}
+
+func conversationNotFound(param string) *APIError {
+	return apiErr(http.StatusBadRequest, typeInvalidRequest, "conversation_not_found", param,
+		"the earlier turns of %s match no conversation the gateway answered for this tenant: send them back as they were answered, or start with the system and one user message", param)
+}
+
+// claimOne claims the turn of the first of candidates that is free for r
+// and makes it r's parent. None free, it gives the first one's refusal.
+func (g *Gateway) claimOne(ctx context.Context, r *run, candidates []string, param string) *APIError {
+	var first *APIError
+	for _, c := range candidates {
+		pt, rev, err := g.turns.point(ctx, r.tenant, c)
+		if errors.Is(err, errNoTurn) {
+			continue
+		}
+		if err != nil {
+			return turnsUnavailable(g, err)
+		}
+		e := g.claim(ctx, r.tenant, c, pt, rev, r.id)
+		if e == nil {
+			r.parent, r.conversation = c, pt.Conversation
+			return nil
+		}
+		if first == nil {
+			first = e
+		}
+	}
+	if first == nil {
+		return conversationNotFound(param)
+	}
+	return first
 }
 
 func noConversation(p *profile.Profile, param string) *APIError {

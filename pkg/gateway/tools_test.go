@@ -383,3 +383,40 @@ func TestSettingsReachTheModel(t *testing.T) {
 		}
 	}
 }
+
+// TestAlikeConversations: two conversations of one tenant that are alike
+// turn for turn (the same question, the same reply) are each continued
+// once: the history finds a free one for each, and only a third
+// continuation is refused.
+func TestAlikeConversations(t *testing.T) {
+	m := startOpenAIModel(t)
+	e := startWithOpenAI(t, m)
+	ctx := context.Background()
+	keyC, _, err := e.keys.Create(ctx, "acme", "carol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "fs_read", Parameters: fsReadParams})}
+	user := openai.UserMessage(question)
+	var histories [][]openai.ChatCompletionMessageParamUnion
+	for _, key := range []string{e.keyA, keyC} {
+		r, err := e.sdk(key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "oa", Tools: tools,
+			Messages: []openai.ChatCompletionMessageParamUnion{user}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		histories = append(histories, []openai.ChatCompletionMessageParamUnion{user, r.Choices[0].Message.ToParam(),
+			openai.ToolMessage(toolReply, r.Choices[0].Message.ToolCalls[0].ID)})
+	}
+	for i, key := range []string{keyC, e.keyA} {
+		r, err := e.sdk(key).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "oa", Tools: tools, Messages: histories[i]})
+		if err != nil || r.Choices[0].Message.Content != answer {
+			t.Fatalf("continuation %d of two alike conversations: %v", i+1, err)
+		}
+	}
+	var apiErr *openai.Error
+	_, err = e.sdk(e.keyA).Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "oa", Tools: tools, Messages: histories[0]})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || apiErr.Code != "conversation_moved_on" {
+		t.Errorf("a third continuation of two alike conversations: %v, want a 409 conversation_moved_on", err)
+	}
+}

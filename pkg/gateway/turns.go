@@ -54,11 +54,18 @@ type point struct {
 	Created int64  `json:"created"` // unix ms
 }
 
-// historyEntry is the value of <tenant>.h.<sha256>.
+// historyEntry is the value of <tenant>.h.<sha256>: the runs whose
+// success ended with that history, newest first. Two conversations of a
+// tenant can be alike turn for turn (the same question, the same
+// deterministic reply); each is continued once, so a continuation takes
+// the first whose turn is free.
 type historyEntry struct {
-	V     int    `json:"v"`
-	RunID string `json:"run_id"`
+	V    int      `json:"v"`
+	Runs []string `json:"runs"`
 }
+
+// maxAlike bounds the runs a history entry keeps.
+const maxAlike = 32
 
 // Turns is the gateway's turn store over the agentmesh_turns bucket. It is
 // safe for concurrent use.
@@ -100,20 +107,21 @@ func (t *Turns) point(ctx context.Context, tenant, runID string) (point, uint64,
 	return p, e.Revision(), nil
 }
 
-// history finds the run whose success ends with the history of sum.
-func (t *Turns) history(ctx context.Context, tenant, sum string) (string, error) {
+// history finds the runs whose success ends with the history of sum,
+// newest first, with the entry's revision.
+func (t *Turns) history(ctx context.Context, tenant, sum string) ([]string, uint64, error) {
 	e, err := t.kv.Get(ctx, historyKey(tenant, sum))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", errNoTurn
+		return nil, 0, errNoTurn
 	}
 	if err != nil {
-		return "", err
+		return nil, 0, err
 	}
 	var h historyEntry
-	if err := decodeStrict(e.Value(), &h); err != nil || h.V != 1 || h.RunID == "" {
-		return "", fmt.Errorf("turn %s: a corrupt history entry: %v", e.Key(), err)
+	if err := decodeStrict(e.Value(), &h); err != nil || h.V != 1 || len(h.Runs) == 0 {
+		return nil, 0, fmt.Errorf("turn %s: a corrupt history entry: %v", e.Key(), err)
 	}
-	return h.RunID, nil
+	return h.Runs, e.Revision(), nil
 }
 
 // claim marks the point of run parent (as read at revision rev) continued
@@ -145,10 +153,7 @@ func (t *Turns) record(ctx context.Context, tenant, runID, conversation, sum, pa
 	if _, err := t.kv.Put(ctx, pointKey(tenant, runID), b); err != nil {
 		return err
 	}
-	if b, err = json.Marshal(historyEntry{V: 1, RunID: runID}); err != nil {
-		return err
-	}
-	if _, err := t.kv.Put(ctx, historyKey(tenant, sum), b); err != nil {
+	if err := t.addHistory(ctx, tenant, sum, runID); err != nil {
 		return err
 	}
 	if parent == "" {
@@ -164,6 +169,38 @@ func (t *Turns) record(ctx context.Context, tenant, runID, conversation, sum, pa
 	}
 	_, err = t.kv.Put(ctx, pointKey(tenant, parent), b)
 	return err
+}
+
+// addHistory puts runID first in the history entry of sum, by
+// compare-and-set: another gateway recording an alike conversation at the
+// same moment makes it read the entry again.
+func (t *Turns) addHistory(ctx context.Context, tenant, sum, runID string) error {
+	key := historyKey(tenant, sum)
+	for attempt := 0; ; attempt++ {
+		runs, rev, err := t.history(ctx, tenant, sum)
+		if err != nil && !errors.Is(err, errNoTurn) {
+			return err
+		}
+		runs = append([]string{runID}, runs...)
+		if len(runs) > maxAlike {
+			runs = runs[:maxAlike]
+		}
+		b, err := json.Marshal(historyEntry{V: 1, Runs: runs})
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = t.kv.Create(ctx, key, b)
+		} else {
+			_, err = t.kv.Update(ctx, key, b, rev)
+		}
+		var apiErr *jetstream.APIError
+		conflict := errors.Is(err, jetstream.ErrKeyExists) ||
+			(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+		if !conflict || attempt == 9 {
+			return err
+		}
+	}
 }
 
 // newConversation is a fresh conversation id: 128 random bits, base64url.
