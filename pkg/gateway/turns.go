@@ -24,7 +24,7 @@ import (
 //
 //	<tenant>.r.<run_id>  the conversation the run belongs to, and the run
 //	                     that continued from it (a point)
-//	<tenant>.h.<sha256>  the run whose success a history (the caller's
+//	<tenant>.h.<sha256>  the runs whose success a history (the caller's
 //	                     turns and the run's reply, as atoms) ends with
 //
 // Both are written only once a run has succeeded: a failed run leaves no
