@@ -13,6 +13,9 @@ import (
 	"io"
 	"iter"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,12 +26,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter"
-	"github.com/agentmesh/agentmesh/pkg/adapter/fixture"
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -65,6 +68,7 @@ var users = map[string]string{
 	"runner":      "NATS_RUNNER_PASSWORD",
 	"sweeper":     "NATS_SWEEPER_PASSWORD",
 	"exporter":    "NATS_EXPORTER_PASSWORD",
+	"gateway":     "NATS_GATEWAY_PASSWORD",
 	"tenant-acme": "NATS_TENANT_ACME_PASSWORD",
 	"ops":         "NATS_OPS_PASSWORD",
 }
@@ -252,11 +256,13 @@ func runService(t *testing.T, name string, run func(context.Context) error) {
 }
 
 // startMesh runs the router, a runner host with the fixture adapter, the
-// sweeper and the exporter, each on its own user, with trajectory export
-// enabled as the operator enables it (AGENT_TRAJECTORY_EXPORT_ENABLED=1,
-// read by each service as services/* read it), and puts the records of
-// their connections' asynchronous errors in errs.
-func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
+// sweeper, the exporter and the HTTP gateway, each on its own user, with
+// trajectory export enabled as the operator enables it
+// (AGENT_TRAJECTORY_EXPORT_ENABLED=1, read by each service as services/*
+// read it), and puts the records of their connections' asynchronous
+// errors in errs. It returns the gateway's base URL (plain HTTP on
+// loopback).
+func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) (gatewayURL string) {
 	t.Helper()
 	ctx := context.Background()
 	topo := topology.Config{LeaseTTL: 2 * time.Second}
@@ -272,15 +278,12 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 	if err := topology.Ensure(ctx, rjs, topo); err != nil {
 		t.Fatalf("topology as router: %v", err)
 	}
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	profiles := meshProfiles(t, startModelAPI(t))
+	adapters, err := catalog.Dirs{FixtureDir: "../../testdata/fixture"}.Registry(profiles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	adapters, err := adapter.NewRegistry(fx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := router.New(ctx, deps(rnc, rjs), profile.Builtin(), adapters, router.Config{ExportEnabled: export.Enabled})
+	r, err := router.New(ctx, deps(rnc, rjs), profiles, adapters, router.Config{ExportEnabled: export.Enabled})
 	if err != nil {
 		t.Fatalf("router: %v", err)
 	}
@@ -344,6 +347,88 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) {
 		t.Fatalf("exporter: %v", err)
 	}
 	runService(t, "exporter", x.Run)
+
+	// The gateway as services/gateway runs it: service.Start on its own
+	// user, gateway.Open on the service's deps (the key and turn stores, a
+	// client on its connection), then Serve, which registers with micro.
+	// Its models are the router's profiles.
+	gcfg := cfg
+	gcfg.NatsURL = m.url("gateway")
+	ginfra, err := service.Start(ctx, "agentmesh-gateway", gcfg, logger())
+	if err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	gerrs := &asyncErrs{}
+	ginfra.Deps.NC.SetErrorHandler(gerrs.handler)
+	errs["gateway"] = gerrs
+	t.Cleanup(func() { // registered first: runs after the gateway has stopped
+		if err := ginfra.Close(); err != nil {
+			t.Errorf("gateway: %v", err)
+		}
+	})
+	g, err := gateway.Open(ctx, ginfra.Deps, profiles, gateway.Config{Addr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("gateway: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runService(t, "gateway", func(ctx context.Context) error { return g.Serve(ctx, ln) })
+	return "http://" + ln.Addr().String()
+}
+
+// meshProfiles are the mesh's models: the built-in fixture and "oa", the
+// openai adapter (a remote profile, so one the gateway keeps conversations
+// of) against the model API at modelURL.
+func meshProfiles(t *testing.T, modelURL string) *profile.Registry {
+	t.Helper()
+	profiles, err := profile.New(
+		profile.Profile{Name: "fixture", Adapter: "fixture", Transport: wire.TransportInProcess, Model: "fixture-1",
+			Pricing: map[string]string{"input": "0", "output": "0"}},
+		profile.Profile{Name: "oa", Adapter: "openai", Transport: wire.TransportRemote, Model: "gpt-5.5",
+			BaseURL: modelURL, AllowLoopback: true, Pricing: map[string]string{"input": "1.25", "output": "10", "cache_read": "0.125", "reasoning": "10"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return profiles
+}
+
+// startModelAPI serves the recorded OpenAI Responses tool round trip
+// (testdata/remote/openai/tool-roundtrip.json) until the test ends: a
+// request holding a function_call_output gets the answer, any other the
+// tool call. It returns the API's base URL.
+func startModelAPI(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../testdata/remote/openai/tool-roundtrip.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Responses []struct {
+			Status  int               `json:"status"`
+			Headers map[string]string `json:"headers"`
+			Body    string            `json:"body"`
+		} `json:"responses"`
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil || len(rec.Responses) != 2 {
+		t.Fatalf("tool-roundtrip.json: %v, %d responses, want 2", err, len(rec.Responses))
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		resp := rec.Responses[0]
+		if bytes.Contains(b, []byte(`"function_call_output"`)) {
+			resp = rec.Responses[1]
+		}
+		for k, v := range resp.Headers {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(resp.Status)
+		_, _ = io.WriteString(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // randomRunReq is a fixture run of principal alice, who never grants
@@ -400,7 +485,7 @@ func TestDeployPermissions(t *testing.T) {
 			}
 		}
 	})
-	startMesh(t, m, serviceErrs)
+	gatewayURL := startMesh(t, m, serviceErrs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -728,7 +813,7 @@ func TestDeployPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for len(found) < 4 && time.Now().Before(deadline) {
+		for len(found) < 5 && time.Now().Before(deadline) {
 			msg, err := sub.NextMsg(time.Until(deadline))
 			if err != nil {
 				break
@@ -738,7 +823,7 @@ func TestDeployPermissions(t *testing.T) {
 				found[ping.Name] = true
 			}
 		}
-		for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper", "agentmesh-exporter"} {
+		for _, name := range []string{"agentmesh-router", "agentmesh-runner", "agentmesh-sweeper", "agentmesh-exporter", "agentmesh-gateway"} {
 			if !found[name] {
 				t.Errorf("%s did not answer $SRV.PING (found %v)", name, found)
 			}
@@ -752,30 +837,7 @@ func TestDeployPermissions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The operator's commands as the ops user: its inbox prefix, the
-		// mesh's own JetStream API, the object store (no artifact root).
-		env := append(append(os.Environ(), m.authEnv()...), "AGENTMESH_NATS_URL="+m.url("ops"), "AGENTMESH_TENANT="+tenant,
-			"AGENTMESH_INBOX_PREFIX=_INBOX_ops", "AGENTMESH_JS_API_PREFIX=", "AGENTMESH_PREFIX=", exports.EnvArtifactRoot+"=")
-		ops := func(args ...string) ([]byte, error) {
-			t.Helper()
-			cmd := exec.CommandContext(ctx, bin, args...)
-			cmd.Env = env
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			if err != nil {
-				return out, fmt.Errorf("agentmesh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-			}
-			return out, nil
-		}
-		mustOps := func(args ...string) []byte {
-			t.Helper()
-			out, err := ops(args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return out
-		}
+		ops, mustOps := m.opsCLI(ctx, t, bin)
 		listed := func(args ...string) []wire.ExportRecord {
 			t.Helper()
 			var recs []wire.ExportRecord
@@ -1272,6 +1334,260 @@ func TestDeployPermissions(t *testing.T) {
 		deniedPublish(t, tnc, terrs, "$SRV.PING")
 	})
 
+	t.Run("ops creates, lists and revokes API keys, and the gateway answers them as its own user", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		bin, err := agentmeshBin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, mustOps := m.opsCLI(ctx, t, bin)
+		listed := func() []gateway.Key {
+			t.Helper()
+			var recs []gateway.Key
+			for _, line := range strings.Split(strings.TrimSpace(string(mustOps("keys", "list", "--all", "--json"))), "\n") {
+				if line == "" {
+					continue
+				}
+				var k gateway.Key
+				if err := json.Unmarshal([]byte(line), &k); err != nil {
+					t.Fatalf("keys list line %q: %v", line, err)
+				}
+				recs = append(recs, k)
+			}
+			return recs
+		}
+		// `keys create` prints the key, once; the mesh keeps its hash.
+		key := strings.TrimSpace(string(mustOps("keys", "create", "--tenant", tenant, "--principal", "alice")))
+		otherKey := strings.TrimSpace(string(mustOps("keys", "create", "--tenant", "other", "--principal", "bob")))
+		if !strings.HasPrefix(key, gateway.KeyPrefix) || !strings.HasPrefix(otherKey, gateway.KeyPrefix) {
+			t.Fatalf("keys create printed %q and %q, want keys", key, otherKey)
+		}
+		ids := map[string]string{} // tenant -> key id
+		for _, k := range listed() {
+			ids[k.Tenant] = k.ID
+		}
+		if len(ids) != 2 || ids[tenant] == "" || ids["other"] == "" {
+			t.Fatalf("keys list --all: %v, want one key of %s and one of other", ids, tenant)
+		}
+
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		call := func(key, method, path, body string) (int, []byte) {
+			t.Helper()
+			req, err := http.NewRequestWithContext(ctx, method, gatewayURL+path, strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+key)
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatalf("%s %s: %v", method, path, err)
+			}
+			return resp.StatusCode, b
+		}
+		chat := func(key, prompt string) string {
+			t.Helper()
+			code, b := call(key, "POST", "/v1/chat/completions", `{"model":"fixture","messages":[{"role":"user","content":"`+prompt+`"}]}`)
+			var resp struct {
+				ID      string `json:"id"`
+				Choices []struct {
+					Message struct {
+						Content string `json:"content"`
+					} `json:"message"`
+				} `json:"choices"`
+			}
+			if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || len(resp.Choices) != 1 ||
+				resp.Choices[0].Message.Content != "echo: "+prompt || !strings.HasPrefix(resp.ID, "chatcmpl-") {
+				t.Fatalf("POST /v1/chat/completions: %d %s", code, b)
+			}
+			return strings.TrimPrefix(resp.ID, "chatcmpl-")
+		}
+
+		// A chat completion; its run is the key's tenant's and principal's.
+		// (The record is written as the run ends, after or before the
+		// terminal status the answer waited for.)
+		id := chat(key, "hi")
+		natstest.Eventually(t, 10*time.Second, func() error {
+			code, b := call(key, "GET", "/v1/runs/"+id, "")
+			var rec wire.RunRecord
+			if err := json.Unmarshal(b, &rec); code != http.StatusOK || err != nil || rec.Tenant != tenant || rec.Principal != "alice" {
+				t.Fatalf("GET /v1/runs/%s: %d %s", id, code, b)
+			}
+			if rec.State != wire.StateSucceeded {
+				return fmt.Errorf("GET /v1/runs/%s: state %s, want succeeded", id, rec.State)
+			}
+			return nil
+		})
+		// Streamed.
+		code, b := call(key, "POST", "/v1/chat/completions", `{"model":"fixture","stream":true,"messages":[{"role":"user","content":"again"}]}`)
+		if code != http.StatusOK || !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
+			t.Fatalf("POST /v1/chat/completions, streamed: %d %s", code, b)
+		}
+		// The runs API: submit, follow the events to the end, cancel an ended run.
+		code, b = call(key, "POST", "/v1/runs", `{"profile":"fixture","request":{"prompt":"native"}}`)
+		var sub struct {
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal(b, &sub); code != http.StatusAccepted || err != nil || sub.RunID == "" {
+			t.Fatalf("POST /v1/runs: %d %s", code, b)
+		}
+		// (Its events are found once the router has accepted it: until
+		// then the run is not known.)
+		natstest.Eventually(t, 10*time.Second, func() error {
+			if code, b = call(key, "GET", "/v1/runs/"+sub.RunID+"/events", ""); code == http.StatusNotFound {
+				return fmt.Errorf("GET /v1/runs/%s/events: %d %s", sub.RunID, code, b)
+			}
+			return nil
+		})
+		if code != http.StatusOK || !strings.Contains(string(b), `"state":"succeeded"`) {
+			t.Fatalf("GET /v1/runs/%s/events: %d %s", sub.RunID, code, b)
+		}
+		code, b = call(key, "POST", "/v1/runs/"+sub.RunID+"/cancel", "")
+		var reply wire.CancelReply
+		if err := json.Unmarshal(b, &reply); code != http.StatusOK || err != nil || !reply.Ended {
+			t.Fatalf("POST /v1/runs/%s/cancel: %d %s", sub.RunID, code, b)
+		}
+		// A conversation on a model API's profile, which the gateway keeps
+		// in agentmesh_turns: the model's tool call, then the caller's
+		// result sent back in the history continues the same mesh
+		// conversation (the turns' keys read, claimed and written), once.
+		tools := `[{"type":"function","function":{"name":"fs_read","description":"Read a file of the workspace",` +
+			`"parameters":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}}}]`
+		user := `{"role":"user","content":"What does answer.txt say?"}`
+		code, b = call(key, "POST", "/v1/chat/completions", `{"model":"oa","tools":`+tools+`,"messages":[`+user+`]}`)
+		var turn struct {
+			Choices []struct {
+				Message      json.RawMessage `json:"message"`
+				FinishReason string          `json:"finish_reason"`
+			} `json:"choices"`
+		}
+		var msg struct {
+			Content   *string `json:"content"`
+			ToolCalls []struct {
+				ID string `json:"id"`
+			} `json:"tool_calls"`
+		}
+		if err := json.Unmarshal(b, &turn); code != http.StatusOK || err != nil || len(turn.Choices) != 1 || turn.Choices[0].FinishReason != "tool_calls" ||
+			json.Unmarshal(turn.Choices[0].Message, &msg) != nil || len(msg.ToolCalls) != 1 {
+			t.Fatalf("POST /v1/chat/completions, model oa: %d %s, want one tool call", code, b)
+		}
+		history := `{"model":"oa","tools":` + tools + `,"messages":[` + user + `,` + string(turn.Choices[0].Message) +
+			`,{"role":"tool","tool_call_id":"` + msg.ToolCalls[0].ID + `","content":"42\n"}]}`
+		code, b = call(key, "POST", "/v1/chat/completions", history)
+		if err := json.Unmarshal(b, &turn); code != http.StatusOK || err != nil || len(turn.Choices) != 1 ||
+			json.Unmarshal(turn.Choices[0].Message, &msg) != nil || msg.Content == nil || *msg.Content != "answer.txt says: 42." {
+			t.Fatalf("POST /v1/chat/completions, the tool's result: %d %s", code, b)
+		}
+		if code, b = call(key, "POST", "/v1/chat/completions", history); code != http.StatusConflict || !strings.Contains(string(b), "conversation_moved_on") {
+			t.Fatalf("the same turn continued twice: %d %s, want a 409 conversation_moved_on", code, b)
+		}
+		// The gateway submits for whichever tenant a key names, and a
+		// tenant's runs are not another's.
+		otherID := chat(otherKey, "hello")
+		if code, b := call(key, "GET", "/v1/runs/"+otherID, ""); code != http.StatusNotFound {
+			t.Fatalf("GET another tenant's run: %d %s, want 404", code, b)
+		}
+
+		// The same key reads in process on an ops connection, whose
+		// asynchronous errors are seen: listing keys goes through an
+		// ordered consumer that the lister deletes when done.
+		onc, opsJS, oerrs := m.connect(t, "ops", nats.CustomInboxPrefix("_INBOX_ops"))
+		keys, err := gateway.OpenKeys(ctx, opsJS, subject.Names{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs, err := keys.List(ctx, tenant); err != nil || len(recs) != 1 || recs[0].ID != ids[tenant] || recs[0].Principal != "alice" {
+			t.Fatalf("list the keys of %s as ops: %+v, %v", tenant, recs, err)
+		}
+		// Revoked, by the CLI and in process, a key is refused at once.
+		if out := mustOps("keys", "revoke", ids[tenant]); !strings.Contains(string(out), "revoked "+ids[tenant]) {
+			t.Fatalf("keys revoke: %s", out)
+		}
+		if code, b := call(key, "GET", "/v1/models", ""); code != http.StatusUnauthorized {
+			t.Fatalf("a revoked key: %d %s, want 401", code, b)
+		}
+		if _, err := keys.Revoke(ctx, ids["other"]); err != nil {
+			t.Fatalf("revoke as ops: %v", err)
+		}
+		if code, b := call(otherKey, "GET", "/v1/models", ""); code != http.StatusUnauthorized {
+			t.Fatalf("a revoked key: %d %s, want 401", code, b)
+		}
+		if recs := listed(); len(recs) != 0 {
+			t.Fatalf("keys list after revoking both: %+v", recs)
+		}
+		_, ojs, _ := m.connect(t, observer)
+		st, err := ojs.Stream(ctx, "KV_agentmesh_apikeys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		natstest.Eventually(t, 10*time.Second, func() error {
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.State.Consumers != 0 {
+				return fmt.Errorf("KV_agentmesh_apikeys: %d consumers left after the operator's listings, want 0", info.State.Consumers)
+			}
+			return nil
+		})
+		if err := onc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range oerrs.take() {
+			t.Errorf("ops connection: %v", err)
+		}
+	})
+
+	t.Run("the gateway cannot read checkpoints or consent, write keys or runs, publish work or consume submissions", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		nc, js, errs := m.connect(t, "gateway")
+		for _, bucket := range []string{"agentmesh_checkpoints", "agentmesh_consent"} {
+			// Opening a bucket is its STREAM.INFO, which topology.Ensure
+			// needs; reading or writing its keys is not.
+			kv, err := js.KeyValue(ctx, bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			denied(t, errs, "$JS.API.DIRECT.GET.KV_"+bucket+".$KV."+bucket+".acme.c1", func(ctx context.Context) error {
+				_, err := kv.Get(ctx, "acme.c1")
+				return err
+			})
+			denied(t, errs, "$KV."+bucket+".acme.c1", func(ctx context.Context) error {
+				_, err := kv.Put(ctx, "acme.c1", []byte("{}"))
+				return err
+			})
+			deniedPublish(t, nc, errs, "$JS.API.STREAM.MSG.GET.KV_"+bucket)
+		}
+		deniedPublish(t, nc, errs, "agentmesh.work.in_process.fixture.acme")
+		denied(t, errs, "$JS.API.CONSUMER.CREATE.AGENTMESH_SUBMIT.gw", func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateConsumer(ctx, "AGENTMESH_SUBMIT", jetstream.ConsumerConfig{Durable: "gw", AckPolicy: jetstream.AckExplicitPolicy})
+			return err
+		})
+		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.MSG.NEXT.AGENTMESH_SUBMIT.router")
+		deniedSubscribe(t, nc, errs, "agentmesh.submit.*")
+		deniedSubscribe(t, nc, errs, "agentmesh.control.*.*.cancel")
+		// Keys are written and listed by ops only; run records and events
+		// by the services that run the runs.
+		deniedPublish(t, nc, errs, "$KV.agentmesh_apikeys.x")
+		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.CREATE.KV_agentmesh_apikeys.snoop.$KV.agentmesh_apikeys.>")
+		deniedPublish(t, nc, errs, "$KV.agentmesh_runs.acme.r1")
+		deniedPublish(t, nc, errs, "agentmesh.events.acme.r1")
+		denied(t, errs, "$JS.API.STREAM.DELETE.AGENTMESH_EVENTS", func(ctx context.Context) error {
+			return js.DeleteStream(ctx, "AGENTMESH_EVENTS")
+		})
+	})
+
 	t.Run("the sweeper lists the work stream, not the run records", func(t *testing.T) {
 		nc, _, errs := m.connect(t, "sweeper")
 		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.CREATE.KV_agentmesh_runs.snoop.$KV.agentmesh_runs.>")
@@ -1291,6 +1607,35 @@ func TestDeployPermissions(t *testing.T) {
 			return js.DeleteStream(ctx, "AGENTMESH_SUBMIT")
 		})
 	})
+}
+
+// opsCLI runs the built agentmesh binary bin as the operator does: as
+// the ops user, with its inbox prefix, the mesh's own JetStream API and
+// the object store (no artifact root). ops returns the command's stdout,
+// or an error holding its stderr; mustOps fails t on that error.
+func (m *mesh) opsCLI(ctx context.Context, t *testing.T, bin string) (ops func(args ...string) ([]byte, error), mustOps func(args ...string) []byte) {
+	env := append(append(os.Environ(), m.authEnv()...), "AGENTMESH_NATS_URL="+m.url("ops"), "AGENTMESH_TENANT="+tenant,
+		"AGENTMESH_INBOX_PREFIX=_INBOX_ops", "AGENTMESH_JS_API_PREFIX=", "AGENTMESH_PREFIX=", exports.EnvArtifactRoot+"=")
+	ops = func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("agentmesh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+		}
+		return out, nil
+	}
+	mustOps = func(args ...string) []byte {
+		t.Helper()
+		out, err := ops(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	return ops, mustOps
 }
 
 func respData(m *nats.Msg) string {
