@@ -487,7 +487,9 @@ func TestDeployPermissions(t *testing.T) {
 	})
 	gatewayURL := startMesh(t, m, serviceErrs)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A bound for a hung check, not a timing: the subtests below share it,
+	// with the build of cmd/agentmesh on a cold cache among them.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	tnc, tjs, terrs := m.connect(t, "tenant-acme", nats.CustomInboxPrefix(client.InboxPrefix(tenant)))
 	c, err := client.New(tnc, subject.Names{}, client.WithAPIPrefix(tenantAPIPrefix))
