@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 )
 
@@ -69,19 +70,9 @@ type openAIRoundTrip struct {
 
 func startOpenAIRoundTrip(t *testing.T, repo string) *openAIRoundTrip {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repo, "testdata", "remote", "openai", "tool-roundtrip.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Responses []struct {
-			Status  int               `json:"status"`
-			Headers map[string]string `json:"headers"`
-			Body    string            `json:"body"`
-		} `json:"responses"`
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil || len(rec.Responses) != 2 {
-		t.Fatalf("tool-roundtrip.json: want two recorded responses (%v)", err)
+	rec, err := replay.Load(filepath.Join(repo, "testdata", "remote", "openai", "tool-roundtrip.json"))
+	if err != nil || len(rec) != 2 {
+		t.Fatalf("tool-roundtrip.json: %v, %d responses, want 2", err, len(rec))
 	}
 	m := &openAIRoundTrip{}
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,15 +86,11 @@ func startOpenAIRoundTrip(t *testing.T, repo string) *openAIRoundTrip {
 		}
 		m.reqs = append(m.reqs, string(b))
 		m.mu.Unlock()
-		resp := rec.Responses[0]
+		resp := rec[0]
 		if bytes.Contains(b, []byte(`"function_call_output"`)) {
-			resp = rec.Responses[1]
+			resp = rec[1]
 		}
-		for k, v := range resp.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = io.WriteString(w, resp.Body)
+		resp.Write(w)
 	}))
 	t.Cleanup(m.Close)
 	return m

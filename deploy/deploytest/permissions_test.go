@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
@@ -326,18 +327,7 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) (gatewayURL st
 	// registers with micro itself).
 	cfg := service.Config{NatsURL: m.url("exporter"), NATSAuth: m.auth, ShutdownTimeout: 5 * time.Second, Replicas: 1,
 		EventsMaxAge: 24 * time.Hour, WorkQueueMax: 1024, LeaseTTL: 2 * time.Second}
-	infra, err := service.Start(ctx, "agentmesh-exporter", cfg, logger())
-	if err != nil {
-		t.Fatalf("exporter: %v", err)
-	}
-	eerrs := &asyncErrs{}
-	infra.Deps.NC.SetErrorHandler(eerrs.handler)
-	errs["exporter"] = eerrs
-	t.Cleanup(func() { // registered first: runs after the exporter has stopped
-		if err := infra.Close(); err != nil {
-			t.Errorf("exporter: %v", err)
-		}
-	})
+	infra := startInfra(t, ctx, "exporter", cfg, errs)
 	store, err := exporter.OpenStore(ctx, infra.Deps.JS, infra.Deps.Names, export)
 	if err != nil {
 		t.Fatalf("exporter: %v", err)
@@ -354,18 +344,7 @@ func startMesh(t *testing.T, m *mesh, errs map[string]*asyncErrs) (gatewayURL st
 	// Its models are the router's profiles.
 	gcfg := cfg
 	gcfg.NatsURL = m.url("gateway")
-	ginfra, err := service.Start(ctx, "agentmesh-gateway", gcfg, logger())
-	if err != nil {
-		t.Fatalf("gateway: %v", err)
-	}
-	gerrs := &asyncErrs{}
-	ginfra.Deps.NC.SetErrorHandler(gerrs.handler)
-	errs["gateway"] = gerrs
-	t.Cleanup(func() { // registered first: runs after the gateway has stopped
-		if err := ginfra.Close(); err != nil {
-			t.Errorf("gateway: %v", err)
-		}
-	})
+	ginfra := startInfra(t, ctx, "gateway", gcfg, errs)
 	g, err := gateway.Open(ctx, ginfra.Deps, profiles, gateway.Config{Addr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("gateway: %v", err)
@@ -395,37 +374,85 @@ func meshProfiles(t *testing.T, modelURL string) *profile.Registry {
 	return profiles
 }
 
+// startInfra is service.Start for service name (agentmesh-<name>) as its
+// binary runs it, its connection's asynchronous errors in errs[name]. Its
+// close is registered first, so it runs after the service has stopped.
+func startInfra(t *testing.T, ctx context.Context, name string, cfg service.Config, errs map[string]*asyncErrs) *service.Infra {
+	t.Helper()
+	infra, err := service.Start(ctx, "agentmesh-"+name, cfg, logger())
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	e := &asyncErrs{}
+	infra.Deps.NC.SetErrorHandler(e.handler)
+	errs[name] = e
+	t.Cleanup(func() {
+		if err := infra.Close(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	})
+	return infra
+}
+
+// noConsumersLeft waits until none of streams has a consumer, as seen by
+// the observer user: a list or an object read ends by deleting its
+// ordered consumer, a request of its own that on a loaded machine can
+// land seconds later (make test on a fresh clone saw one left after 2 s).
+func (m *mesh) noConsumersLeft(ctx context.Context, t *testing.T, after string, streams ...string) {
+	t.Helper()
+	_, ojs, _ := m.connect(t, observer)
+	for _, stream := range streams {
+		st, err := ojs.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		natstest.Eventually(t, 10*time.Second, func() error {
+			info, err := st.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.State.Consumers != 0 {
+				return fmt.Errorf("%s: %d consumers left after %s, want 0", stream, info.State.Consumers, after)
+			}
+			return nil
+		})
+	}
+}
+
+// jsonLines decodes out, a command's output of one JSON value a line.
+func jsonLines[T any](t *testing.T, command string, out []byte) []T {
+	t.Helper()
+	var vs []T
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line == "" {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%s line %q: %v", command, line, err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
 // startModelAPI serves the recorded OpenAI Responses tool round trip
 // (testdata/remote/openai/tool-roundtrip.json) until the test ends: a
 // request holding a function_call_output gets the answer, any other the
 // tool call. It returns the API's base URL.
 func startModelAPI(t *testing.T) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../testdata/remote/openai/tool-roundtrip.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Responses []struct {
-			Status  int               `json:"status"`
-			Headers map[string]string `json:"headers"`
-			Body    string            `json:"body"`
-		} `json:"responses"`
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil || len(rec.Responses) != 2 {
-		t.Fatalf("tool-roundtrip.json: %v, %d responses, want 2", err, len(rec.Responses))
+	rec, err := replay.Load("../../testdata/remote/openai/tool-roundtrip.json")
+	if err != nil || len(rec) != 2 {
+		t.Fatalf("tool-roundtrip.json: %v, %d responses, want 2", err, len(rec))
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		resp := rec.Responses[0]
+		resp := rec[0]
 		if bytes.Contains(b, []byte(`"function_call_output"`)) {
-			resp = rec.Responses[1]
+			resp = rec[1]
 		}
-		for k, v := range resp.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = io.WriteString(w, resp.Body)
+		resp.Write(w)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -842,18 +869,7 @@ func TestDeployPermissions(t *testing.T) {
 		ops, mustOps := m.opsCLI(ctx, t, bin)
 		listed := func(args ...string) []wire.ExportRecord {
 			t.Helper()
-			var recs []wire.ExportRecord
-			for _, line := range strings.Split(strings.TrimSpace(string(mustOps(append([]string{"exports", "list", "--json"}, args...)...))), "\n") {
-				if line == "" {
-					continue
-				}
-				var r wire.ExportRecord
-				if err := json.Unmarshal([]byte(line), &r); err != nil {
-					t.Fatalf("exports list line %q: %v", line, err)
-				}
-				recs = append(recs, r)
-			}
-			return recs
+			return jsonLines[wire.ExportRecord](t, "exports list", mustOps(append([]string{"exports", "list", "--json"}, args...)...))
 		}
 
 		const principal = "carol"
@@ -953,27 +969,7 @@ func TestDeployPermissions(t *testing.T) {
 		if got, err := opsStore.Get(ctx, e.Record.Object); err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("get %s as ops: %v (%d bytes, the CLI got %d)", e.Record.Object, err, len(got), len(data))
 		}
-		_, ojs, _ := m.connect(t, observer)
-		for _, stream := range []string{"KV_agentmesh_exports", "OBJ_agentmesh_trajectories"} {
-			st, err := ojs.Stream(ctx, stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The object store's reads end by deleting their ordered
-			// consumer, a request of their own: on a loaded machine it can
-			// land seconds later (make test on a fresh clone saw one left
-			// after 2 s).
-			natstest.Eventually(t, 10*time.Second, func() error {
-				info, err := st.Info(ctx)
-				if err != nil {
-					return err
-				}
-				if info.State.Consumers != 0 {
-					return fmt.Errorf("%s: %d consumers left after the operator's reads, want 0", stream, info.State.Consumers)
-				}
-				return nil
-			})
-		}
+		m.noConsumersLeft(ctx, t, "the operator's reads", "KV_agentmesh_exports", "OBJ_agentmesh_trajectories")
 		if err := onc.Flush(); err != nil {
 			t.Fatal(err)
 		}
@@ -995,6 +991,7 @@ func TestDeployPermissions(t *testing.T) {
 		if out, err := ops("exports", "get", id); err == nil {
 			t.Fatalf("exports get of a swept export: %s", out)
 		}
+		_, ojs, _ := m.connect(t, observer)
 		obs, err := ojs.ObjectStore(ctx, "agentmesh_trajectories")
 		if err != nil {
 			t.Fatal(err)
@@ -1346,18 +1343,7 @@ func TestDeployPermissions(t *testing.T) {
 		_, mustOps := m.opsCLI(ctx, t, bin)
 		listed := func() []gateway.Key {
 			t.Helper()
-			var recs []gateway.Key
-			for _, line := range strings.Split(strings.TrimSpace(string(mustOps("keys", "list", "--all", "--json"))), "\n") {
-				if line == "" {
-					continue
-				}
-				var k gateway.Key
-				if err := json.Unmarshal([]byte(line), &k); err != nil {
-					t.Fatalf("keys list line %q: %v", line, err)
-				}
-				recs = append(recs, k)
-			}
-			return recs
+			return jsonLines[gateway.Key](t, "keys list", mustOps("keys", "list", "--all", "--json"))
 		}
 		// `keys create` prints the key, once; the mesh keeps its hash.
 		key := strings.TrimSpace(string(mustOps("keys", "create", "--tenant", tenant, "--principal", "alice")))
@@ -1527,21 +1513,7 @@ func TestDeployPermissions(t *testing.T) {
 		if recs := listed(); len(recs) != 0 {
 			t.Fatalf("keys list after revoking both: %+v", recs)
 		}
-		_, ojs, _ := m.connect(t, observer)
-		st, err := ojs.Stream(ctx, "KV_agentmesh_apikeys")
-		if err != nil {
-			t.Fatal(err)
-		}
-		natstest.Eventually(t, 10*time.Second, func() error {
-			info, err := st.Info(ctx)
-			if err != nil {
-				return err
-			}
-			if info.State.Consumers != 0 {
-				return fmt.Errorf("KV_agentmesh_apikeys: %d consumers left after the operator's listings, want 0", info.State.Consumers)
-			}
-			return nil
-		})
+		m.noConsumersLeft(ctx, t, "the operator's listings", "KV_agentmesh_apikeys")
 		if err := onc.Flush(); err != nil {
 			t.Fatal(err)
 		}

@@ -2,16 +2,15 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -36,19 +35,9 @@ type openAIModel struct {
 
 func startOpenAIModel(t *testing.T) *openAIModel {
 	t.Helper()
-	raw, err := os.ReadFile("../../testdata/remote/openai/tool-roundtrip.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		Responses []struct {
-			Status  int               `json:"status"`
-			Headers map[string]string `json:"headers"`
-			Body    string            `json:"body"`
-		} `json:"responses"`
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil || len(rec.Responses) != 2 {
-		t.Fatalf("tool-roundtrip.json: %v", err)
+	rec, err := replay.Load("../../testdata/remote/openai/tool-roundtrip.json")
+	if err != nil || len(rec) != 2 {
+		t.Fatalf("tool-roundtrip.json: %v, %d responses, want 2", err, len(rec))
 	}
 	m := &openAIModel{}
 	m.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -67,19 +56,15 @@ func startOpenAIModel(t *testing.T) *openAIModel {
 			_, _ = io.WriteString(w, `{"error":{"message":"bad output","type":"invalid_request_error","param":null,"code":null}}`)
 			return
 		}
-		resp := rec.Responses[0]
+		resp := rec[0]
 		if isAnswer {
-			resp = rec.Responses[1]
+			resp = rec[1]
 			if hold != nil {
 				arrived <- struct{}{}
 				<-hold
 			}
 		}
-		for k, v := range resp.Headers {
-			w.Header().Set(k, v)
-		}
-		w.WriteHeader(resp.Status)
-		_, _ = io.WriteString(w, resp.Body)
+		resp.Write(w)
 	}))
 	t.Cleanup(m.Close)
 	return m

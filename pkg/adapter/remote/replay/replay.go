@@ -110,6 +110,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
+	resp.Write(w)
+}
+
+// Write answers with the recorded response: its headers, its status (0:
+// 200) and its body, cut (the connection closed) after CutAfter bytes
+// when that is set. A test server of its own (one that picks the response
+// by what the request holds) serves a fixture file's responses with Load
+// and Write.
+func (resp Response) Write(w http.ResponseWriter) {
 	for k, v := range resp.Headers {
 		w.Header().Set(k, v)
 	}
@@ -141,18 +150,28 @@ func (s *Server) load(name string, i int) (Response, error) {
 	if name == "" || strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
 		return Response{}, errors.New("replay: no such case")
 	}
-	b, err := os.ReadFile(filepath.Join(s.dir, name+".json"))
+	rs, err := Load(filepath.Join(s.dir, name+".json"))
 	if err != nil {
 		return Response{}, fmt.Errorf("replay: case %s: %w", name, err)
+	}
+	return rs[min(i, len(rs)-1)], nil
+}
+
+// Load reads a fixture file (one response, or a sequence) strictly and
+// returns its responses, at least one.
+func Load(path string) ([]Response, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
 	var f file
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return Response{}, fmt.Errorf("replay: case %s: %w", name, err)
+		return nil, err
 	}
 	if len(f.Responses) == 0 {
-		return f.Response, nil
+		return []Response{f.Response}, nil
 	}
-	return f.Responses[min(i, len(f.Responses)-1)], nil
+	return f.Responses, nil
 }
