@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -11,12 +10,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/fakemodel"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -114,11 +113,11 @@ func buildAgentmesh(t *testing.T, repo, dir string) string {
 // stop function, also registered as a cleanup: stop sends SIGTERM and
 // fails the test if up exits with an error or is still running 60s later
 // (then its whole process group is killed).
-func startUp(t *testing.T, bin string, env map[string]string, args ...string) (*syncBuffer, func()) {
+func startUp(t *testing.T, bin string, env map[string]string, args ...string) (*servicetest.Buffer, func()) {
 	t.Helper()
 	up := exec.Command(bin, append([]string{"up"}, args...)...)
 	up.Env = environ(env)
-	upLog := &syncBuffer{}
+	upLog := &servicetest.Buffer{}
 	up.Stdout, up.Stderr = upLog, upLog
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := up.Start(); err != nil {
@@ -148,28 +147,9 @@ func startUp(t *testing.T, bin string, env map[string]string, args ...string) (*
 	return upLog, stop
 }
 
-// syncBuffer is a bytes.Buffer that a child process may write while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitForRouter waits until the mesh that `agentmesh up` runs has its
 // submit consumer, i.e. a submitted run will be routed.
-func waitForRouter(t *testing.T, url string, upLog *syncBuffer) {
+func waitForRouter(t *testing.T, url string, upLog *servicetest.Buffer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	var last error
