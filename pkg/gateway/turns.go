@@ -91,7 +91,7 @@ func historyKey(tenant, sum string) string { return tenant + ".h." + sum }
 // point reads the point of run runID, with its revision.
 func (t *Turns) point(ctx context.Context, tenant, runID string) (point, uint64, error) {
 	var p point
-	if !validToken(runID) {
+	if subject.ValidToken("run id", runID) != nil { // not a run id: no turn of one
 		return p, 0, errNoTurn
 	}
 	e, err := t.kv.Get(ctx, pointKey(tenant, runID))
@@ -208,21 +208,6 @@ func newConversation() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return "gw-" + base64.RawURLEncoding.EncodeToString(b)
-}
-
-// validToken reports whether s can be a key token: non-empty, no dot,
-// wildcard or space.
-func validToken(s string) bool {
-	if s == "" || len(s) > 256 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.' || c == '*' || c == '>' || c <= ' ' || c >= 0x7f:
-			return false
-		}
-	}
-	return true
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields.
