@@ -219,7 +219,9 @@ func (c *Client) submission(req *wire.RunRequest) (*nats.Msg, error) {
 	if req.RunID == "" {
 		req.RunID = NewRunID()
 	}
-	req.V = wire.Version
+	// The newest contract this client reads: the run's events may use
+	// any of its fields (docs/contract.md §3.9).
+	req.V = wire.MaxVersion
 	for _, f := range []struct{ name, v string }{{"run_id", req.RunID}, {"tenant", req.Tenant}, {"principal", req.Principal}} {
 		if err := subject.ValidToken(f.name, f.v); err != nil {
 			return nil, err

@@ -204,7 +204,7 @@ func (w *Writer) hand(ev wire.Event) (*pending, error) {
 	if err := w.cut(); err != nil {
 		return nil, err
 	}
-	ev.V, ev.RunID, ev.Seq, ev.TS = wire.Version, w.runID, w.seq+1, time.Now().UnixNano()
+	ev.V, ev.RunID, ev.Seq, ev.TS = wire.VersionOf(&ev), w.runID, w.seq+1, time.Now().UnixNano()
 	if ev.Kind == wire.KindStatuses {
 		ev.Last = ev.Seq + uint64(len(ev.Statuses)) - 1
 	}

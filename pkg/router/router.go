@@ -592,8 +592,8 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 		return wk, p, wire.AsError(err)
 	}
 	wk = wire.Work{
-		V: wire.Version, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter, Profile: p.Name,
-		Request: request, Runtime: rr.Runtime, Pin: pin, Conversation: rr.Conversation, SessionID: sessionID,
+		V: rr.V, RunID: rr.RunID, Tenant: tenant, Principal: rr.Principal, Adapter: p.Adapter, Profile: p.Name,
+		Request: request, Runtime: rr.Runtime, Workspace: rr.Workspace, Pin: pin, Conversation: rr.Conversation, SessionID: sessionID,
 		Deadline: now.Add(deadline).UnixMilli(),
 		Policy:   wire.AttemptPolicy{MaxAttempts: p.MaxAttempts, StallAfterMS: p.StallAfter().Milliseconds()},
 	}

@@ -83,7 +83,8 @@ type Versioned interface {
 
 // Decode strictly decodes one message of type T from b: b must hold exactly
 // one well-formed msgpack map no larger than MaxMessageSize and no deeper
-// than MaxDepth, with no unknown field and v equal to Version.
+// than MaxDepth, with no unknown field, and v a version from Version to
+// MaxVersion that has every field the message uses (VersionOf).
 func Decode[T Versioned](b []byte) (T, error) {
 	var out T
 	if fastDecode(b, &out) {
@@ -95,8 +96,10 @@ func Decode[T Versioned](b []byte) (T, error) {
 			return out, err
 		}
 	}
-	if v := version(&out); v != Version {
-		return out, fmt.Errorf("%w: v=%d, want %d", ErrVersion, v, Version)
+	if v := version(&out); v < Version || v > MaxVersion {
+		return out, fmt.Errorf("%w: v=%d, want %d to %d", ErrVersion, v, Version, MaxVersion)
+	} else if need, field := needs(&out); v < need {
+		return out, fmt.Errorf("%w: v=%d with field %s, which needs v=%d", ErrVersion, v, field, need)
 	}
 	if e, ok := any(&out).(*Event); ok {
 		if err := e.check(); err != nil {
@@ -165,6 +168,51 @@ func (e *Event) checkStatuses() error {
 		}
 	}
 	return nil
+}
+
+// VersionOf is the version m is written in: the lowest that has every
+// field it uses (Version unless it uses a field of a later one).
+func VersionOf[T Versioned](m *T) int {
+	need, _ := needs(m)
+	return need
+}
+
+// needs is the lowest version that has every field m uses, and the first
+// such field of a version above Version.
+func needs(m any) (int, string) {
+	switch m := m.(type) {
+	case *RunRequest:
+		if m.Workspace != nil {
+			return 2, "workspace"
+		}
+	case *Work:
+		if m.Workspace != nil {
+			return 2, "workspace"
+		}
+	case *Event:
+		if f := m.Status.v2Field(); f != "" {
+			return 2, f
+		}
+		for i := range m.Statuses {
+			if f := m.Statuses[i].v2Field(); f != "" {
+				return 2, f
+			}
+		}
+	}
+	return Version, ""
+}
+
+// v2Field names a field of contract v2 that s uses, or is "".
+func (s *Status) v2Field() string {
+	switch {
+	case s == nil:
+		return ""
+	case s.Artifacts != nil:
+		return "status.artifacts"
+	case s.Sandbox != "":
+		return "status.sandbox"
+	}
+	return ""
 }
 
 func version(m any) int {

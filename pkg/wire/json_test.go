@@ -191,7 +191,7 @@ func TestJSONRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := bytes.Replace(ev, []byte{0xa1, 'v', 0x01}, []byte{0xa1, 'v', 0x02}, 1)
+	v3 := bytes.Replace(ev, []byte{0xa1, 'v', 0x01}, []byte{0xa1, 'v', 0x03}, 1)
 	tests := []struct {
 		name    string
 		typ     MessageType
@@ -202,7 +202,7 @@ func TestJSONRefuses(t *testing.T) {
 		{"json", TypeEvent, []byte(`{"v":1}`), ErrMalformed},
 		{"truncated", TypeEvent, ev[:len(ev)-3], ErrMalformed},
 		{"trailing", TypeEvent, append(slices.Clone(ev), 0xc0), ErrMalformed},
-		{"other version", TypeEvent, v2, ErrVersion},
+		{"other version", TypeEvent, v3, ErrVersion},
 		{"another type", TypeLease, ev, ErrMalformed},
 		{"unknown type", MessageType("ledger"), ev, ErrUnknownType},
 		{"ext", TypeEvent, []byte{0x81, 0xa1, 'x', 0xd4, 0x01, 0x02}, ErrMalformed},

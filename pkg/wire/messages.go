@@ -6,8 +6,17 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Version is the schema version every message carries in its field v.
+// Version is the schema version every message carries in its field v: the
+// version a message is written in when it uses only the fields of contract
+// v1, which every reader understands (docs/contract.md §3.9).
 const Version = 1
+
+// MaxVersion is the newest contract version this build reads and writes.
+// Version 2 adds a RunRequest's and a Work's workspace, and a Status's
+// artifacts and sandbox. A message is written in the lowest version whose
+// fields it uses (VersionOf), and a submitter's RunRequest.V is the newest
+// version it reads: a run's events never use a field above it.
+const MaxVersion = 2
 
 // ChunkType is the type of a Chunk.
 type ChunkType string
@@ -227,6 +236,50 @@ type Status struct {
 	Error   *Error   `msgpack:"error,omitempty" json:"error,omitempty"`
 	Attempt int      `msgpack:"attempt,omitempty" json:"attempt,omitempty"`
 	Summary *Summary `msgpack:"summary,omitempty" json:"summary,omitempty"`
+	// Artifacts is a terminal status's: the content-addressed results of a
+	// run that had a workspace source, what the agent changed (contract v2).
+	Artifacts *Artifacts `msgpack:"artifacts,omitempty" json:"artifacts,omitempty"`
+	// Sandbox is SandboxOff on a runner's statuses of a run its CLI ran
+	// outside the sandbox, because the operator turned it off (contract v2).
+	Sandbox string `msgpack:"sandbox,omitempty" json:"sandbox,omitempty"`
+}
+
+// SandboxOff is Status.Sandbox for a run whose CLI ran unsandboxed
+// (AGENTMESH_SANDBOX=off).
+const SandboxOff = "off"
+
+// Artifacts names a run's results in the agentmesh_artifacts object store.
+type Artifacts struct {
+	// Patch is a git-format patch of what the agent changed, against the
+	// run's workspace source.
+	Patch *ArtifactRef `msgpack:"patch,omitempty" json:"patch,omitempty"`
+	// Archive is a bounded archive (tar, gzip) of the files the agent added
+	// or changed, as they were when the run ended.
+	Archive *ArtifactRef `msgpack:"archive,omitempty" json:"archive,omitempty"`
+}
+
+// ArtifactRef is one stored artifact: its object name, the SHA-256 of its
+// bytes (lower-case hex) and their length.
+type ArtifactRef struct {
+	Name   string `msgpack:"name" json:"name"`
+	SHA256 string `msgpack:"sha256" json:"sha256"`
+	Size   int64  `msgpack:"size" json:"size"`
+}
+
+// WorkspaceSource is where a run's workspace comes from (contract v2):
+// exactly one of Git and Snapshot.
+type WorkspaceSource struct {
+	Git *GitSource `msgpack:"git,omitempty" json:"git,omitempty"`
+	// Snapshot is the content address, "sha256:<64 hex>", of a workspace
+	// snapshot the client pushed (agentmesh workspace push).
+	Snapshot string `msgpack:"snapshot,omitempty" json:"snapshot,omitempty"`
+}
+
+// GitSource is a git remote, from the operator's allow-list, and a branch
+// or tag of it (empty: the remote's HEAD), cloned shallow.
+type GitSource struct {
+	URL string `msgpack:"url" json:"url"`
+	Ref string `msgpack:"ref,omitempty" json:"ref,omitempty"`
 }
 
 // Summary is carried by a terminal status.
@@ -260,6 +313,9 @@ type RunRequest struct {
 	Conversation string             `msgpack:"conversation,omitempty" json:"conversation,omitempty"`
 	DeadlineMS   int64              `msgpack:"deadline_ms,omitempty" json:"deadline_ms,omitempty"`
 	Labels       map[string]string  `msgpack:"labels,omitempty" json:"labels,omitempty"`
+	// Workspace is the run's workspace source (contract v2); a run with
+	// one gets its results as artifacts.
+	Workspace *WorkspaceSource `msgpack:"workspace,omitempty" json:"workspace,omitempty"`
 }
 
 // AttemptPolicy bounds the attempts of one run.
@@ -299,6 +355,8 @@ type Work struct {
 	// when it fails before its first chunk in a way a fallback may mend
 	// (docs/contract.md §4.13). Empty for a conversation with a checkpoint.
 	Fallback []Fallback `msgpack:"fallback,omitempty"`
+	// Workspace is the RunRequest's (contract v2).
+	Workspace *WorkspaceSource `msgpack:"workspace,omitempty"`
 }
 
 // Fallback is one profile a run may move to, resolved as the router

@@ -1,0 +1,64 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+)
+
+// A message is written in the lowest version that has its fields, a v1
+// reader's bytes stay v1, and a v1 message may not carry a v2 field.
+func TestContractVersions(t *testing.T) {
+	ws := &WorkspaceSource{Git: &GitSource{URL: "file:///srv/repo.git", Ref: "main"}}
+	arts := &Artifacts{Patch: &ArtifactRef{Name: "t/r/patch", SHA256: "ab", Size: 2}}
+	if v := VersionOf(&RunRequest{RunID: "r"}); v != Version {
+		t.Fatalf("VersionOf(a v1 request) = %d", v)
+	}
+	if v := VersionOf(&RunRequest{Workspace: ws}); v != 2 {
+		t.Fatalf("VersionOf(a request with a workspace) = %d", v)
+	}
+	if v := VersionOf(&Work{Workspace: ws}); v != 2 {
+		t.Fatalf("VersionOf(work with a workspace) = %d", v)
+	}
+	if v := VersionOf(&Event{Kind: KindStatus, Status: &Status{State: StateSucceeded}}); v != Version {
+		t.Fatalf("VersionOf(a v1 status) = %d", v)
+	}
+	for _, s := range []Status{{State: StateSucceeded, Artifacts: arts}, {State: StateRunning, Sandbox: SandboxOff}} {
+		if v := VersionOf(&Event{Kind: KindStatus, Status: &s}); v != 2 {
+			t.Fatalf("VersionOf(%+v) = %d", s, v)
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		ev   Event
+		err  error
+	}{
+		{"v2 status in v2", Event{V: 2, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateSucceeded, Artifacts: arts}}, nil},
+		{"v1 status in v2", Event{V: 2, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateSucceeded}}, nil},
+		{"v2 status in v1", Event{V: 1, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateSucceeded, Artifacts: arts}}, ErrVersion},
+		{"sandbox in v1", Event{V: 1, RunID: "r", Seq: 1, Kind: KindStatus, Status: &Status{State: StateRunning, Sandbox: SandboxOff}}, ErrVersion},
+	} {
+		b, err := Marshal(&tt.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode[Event](b); !errors.Is(err, tt.err) && (tt.err != nil || err != nil) {
+			t.Errorf("%s: Decode = %v, want %v", tt.name, err, tt.err)
+		}
+	}
+	for _, q := range []RunRequest{{V: 1, RunID: "r", Tenant: "t", Workspace: ws}} {
+		b, err := Marshal(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Decode[RunRequest](b); !errors.Is(err, ErrVersion) {
+			t.Errorf("Decode(a v1 request with a workspace) = %v, want ErrVersion", err)
+		}
+		q.V = 2
+		if b, err = Marshal(&q); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Decode[RunRequest](b); err != nil || got.Workspace == nil || got.Workspace.Git.Ref != "main" {
+			t.Errorf("Decode(a v2 request) = %+v, %v", got, err)
+		}
+	}
+}
