@@ -564,6 +564,11 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	case rr.DeadlineMS > 0:
 		deadline = time.Duration(rr.DeadlineMS) * time.Millisecond
 	}
+	if rr.Workspace != nil {
+		// Contract v2 names the field; no runner materializes a source
+		// yet (README "Not built yet"), so it is refused, not ignored.
+		return wk, nil, wire.Errorf(wire.AgenticOperationUnsupported, "workspace: workspace sources are not built yet; name a workspace in runtime instead")
+	}
 	p, pin, err := r.profiles.Resolve(rr.Profile)
 	if err != nil {
 		return wk, nil, wire.Errorf(wire.ProfileError, "%v", err)

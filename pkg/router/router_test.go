@@ -347,3 +347,21 @@ func TestCancelQueued(t *testing.T) {
 		t.Fatalf("cancel of an ended run = %+v, %v; want ended", again, err)
 	}
 }
+
+// A v2 request's workspace source is refused with a typed error until a
+// runner materializes sources: never dispatched with the source dropped.
+func TestWorkspaceSourceRefused(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	start(t, srv, topology.Config{}, nil)
+	c := clienttest.New(t, srv)
+	req := runReq(t, "with a source")
+	req.Workspace = &wire.WorkspaceSource{Git: &wire.GitSource{URL: "file:///srv/repo.git"}}
+	id, err := c.Submit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := clienttest.Last(clienttest.Collect(t, c, tenant, id))
+	if st.State != wire.StateRejected || !errors.Is(st.Error, wire.AgenticOperationUnsupported) {
+		t.Fatalf("terminal = %+v, want rejected with AgenticOperationUnsupported", st)
+	}
+}
