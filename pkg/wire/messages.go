@@ -245,7 +245,7 @@ type Status struct {
 }
 
 // SandboxOff is Status.Sandbox for a run whose CLI ran unsandboxed
-// (AGENTMESH_SANDBOX=off).
+// (the operator turned the sandbox off).
 const SandboxOff = "off"
 
 // Artifacts names a run's results in the agentmesh_artifacts object store.
