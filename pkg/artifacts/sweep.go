@@ -3,6 +3,7 @@ package artifacts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/exports"
@@ -47,4 +48,63 @@ func (s *Store) Remove(ctx context.Context, bytes exports.Bytes, rec Record) (bo
 			return errors.Is(err, ErrNotFound)
 		}}
 	return rm.Do(ctx)
+}
+
+// Sweeper removes expired artifacts in two phases: it lists the expired
+// records (retention passed, withdrawn, or abandoned half way by their
+// writer), deletes their bytes, and then deletes each record whose bytes
+// are gone. A failed removal keeps the record, and the next sweep tries it
+// again. Several sweepers may sweep at once: each artifact is removed, and
+// counted, once. A Sweeper's Sweep is not for concurrent use.
+type Sweeper struct {
+	Store *Store
+	// Bytes is where the artifacts' bytes are deleted (nil: Store.Bytes()).
+	Bytes exports.Bytes
+	// AbandonAfter is how long a record may stay unstored before it is
+	// swept as abandoned (0: exports.DefaultAbandonAfter).
+	AbandonAfter time.Duration
+	// Now is the sweep's clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Sweep runs one sweep. Every failure to remove one artifact is counted in
+// Failed and joined into the error; the others are still swept.
+func (s *Sweeper) Sweep(ctx context.Context) (exports.Result, error) {
+	bytes, now, grace := s.Bytes, s.Now, s.AbandonAfter
+	if bytes == nil {
+		bytes = s.Store.Bytes()
+	}
+	if now == nil {
+		now = time.Now
+	}
+	if grace == 0 {
+		grace = exports.DefaultAbandonAfter
+	}
+	recs, err := s.Store.Records(ctx)
+	if err != nil {
+		return exports.Result{}, err
+	}
+	var res exports.Result
+	var errs []error
+	for _, rec := range recs {
+		reason := Expired(rec, now(), grace)
+		if reason == "" {
+			res.Kept++
+			continue
+		}
+		removed, err := s.Store.Remove(ctx, bytes, rec)
+		switch {
+		case removed:
+			res.Swept++
+		case errors.Is(err, ErrChanged):
+			// Another sweeper removed it, or its writer moved it on: the
+			// next sweep looks at it again.
+			res.Pending++
+		default:
+			res.Failed++
+			res.Pending++
+			errs = append(errs, fmt.Errorf("%s expired (%s): %w", rec.Key(), reason, err))
+		}
+	}
+	return res, errors.Join(errs...)
 }
