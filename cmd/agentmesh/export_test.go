@@ -21,14 +21,7 @@ func TestUpExportFlow(t *testing.T) {
 	t.Setenv(exports.EnvEnabled, "1")
 	m := startUp(t, false)
 	ctx := context.Background()
-	must := func(want int, args ...string) string {
-		t.Helper()
-		code, out, errOut := m.cli(ctx, args...)
-		if code != want {
-			t.Fatalf("agentmesh %s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errOut)
-		}
-		return out
-	}
+	must := func(want int, args ...string) string { t.Helper(); return m.must(t, ctx, want, args...) }
 	dir := t.TempDir()
 	good := filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(good, []byte("- name: ticket\n  pattern: 'TKT-[0-9]{6}'\n"), 0o600); err != nil {

@@ -70,13 +70,24 @@ func (m *testMesh) cli(ctx context.Context, args ...string) (code int, stdout, s
 	io, out, errOut := testIO(nil)
 	n := 1 // the flags go after the command, and its subcommand if it has one
 	switch args[0] {
-	case "consent", "redaction", "exports", "runs", "keys":
+	case "consent", "redaction", "exports", "runs", "keys", "artifacts", "workspace":
 		n = 2
 	case "budget", "quota":
 		n = 2
 	}
 	code = run(ctx, append(append(slices.Clone(args[:n]), "--server", m.url), args[n:]...), io)
 	return code, out.String(), errOut.String()
+}
+
+// must runs the agentmesh command args against m, fails the test unless it
+// exits want, and returns its stdout.
+func (m *testMesh) must(t *testing.T, ctx context.Context, want int, args ...string) string {
+	t.Helper()
+	code, out, errOut := m.cli(ctx, args...)
+	if code != want {
+		t.Fatalf("agentmesh %s: exit %d, want %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, want, out, errOut)
+	}
+	return out
 }
 
 var (

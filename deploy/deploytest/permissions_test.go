@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
@@ -1050,6 +1051,90 @@ func TestDeployPermissions(t *testing.T) {
 		deniedPublish(t, nc, errs, "$JS.API.STREAM.INFO.KV_agentmesh_runs")
 		deniedPublish(t, nc, errs, "$JS.API.DIRECT.GET.KV_agentmesh_runs.$KV.agentmesh_runs.acme.r1")
 		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.CREATE.AGENTMESH_EVENTS.snoop.agentmesh.events.acme.>")
+	})
+
+	t.Run("a run's artifacts: the runner writes them and reads snapshots, the gateway and the operator read them, the sweeper removes them", func(t *testing.T) {
+		open := func(user string, opts ...nats.Option) (*artifacts.Store, *nats.Conn, *asyncErrs) {
+			nc, js, errs := m.connect(t, user, opts...)
+			s, err := artifacts.Open(ctx, js, subject.Names{})
+			if err != nil {
+				t.Fatalf("open the artifacts as %s: %v", user, err)
+			}
+			return s, nc, errs
+		}
+		runner, _, _ := open("runner")
+		gw, gnc, gerrs := open("gateway")
+		ops, onc, oerrs := open("ops", nats.CustomInboxPrefix("_INBOX_ops"))
+		sw, _, _ := open("sweeper")
+
+		id, err := ops.PushSnapshot(ctx, "acme", strings.NewReader("a workspace"))
+		if err != nil {
+			t.Fatalf("operator pushes a snapshot: %v", err)
+		}
+		rc, _, err := runner.OpenSnapshot(ctx, "acme", id)
+		if err != nil {
+			t.Fatalf("runner opens the snapshot: %v", err)
+		}
+		if b, err := io.ReadAll(rc); err != nil || string(b) != "a workspace" {
+			t.Fatalf("runner reads the snapshot: %q, %v", b, err)
+		}
+		_ = rc.Close()
+		ref, err := runner.Put(ctx, "acme", "art-1", "patch", strings.NewReader("diff --git a/x b/x\n"))
+		if err != nil {
+			t.Fatalf("runner puts an artifact: %v", err)
+		}
+		if err := runner.SetHead(ctx, "acme", "conv-1", artifacts.Head{Source: wire.WorkspaceSource{Snapshot: id}, Patch: &ref, RunID: "art-1"}); err != nil {
+			t.Fatalf("runner sets a head: %v", err)
+		}
+		if _, err := runner.Head(ctx, "acme", "conv-1"); err != nil {
+			t.Fatalf("runner reads a head: %v", err)
+		}
+		for name, s := range map[string]*artifacts.Store{"gateway": gw, "ops": ops} {
+			list, err := s.List(ctx, "acme", "art-1")
+			if err != nil || len(list) != 1 {
+				t.Fatalf("%s lists the run's artifacts: %+v, %v", name, list, err)
+			}
+			rc, _, err := s.Open(ctx, "acme", "art-1", "patch")
+			if err != nil {
+				t.Fatalf("%s opens the patch: %v", name, err)
+			}
+			if b, err := io.ReadAll(rc); err != nil || string(b) != "diff --git a/x b/x\n" {
+				t.Fatalf("%s reads the patch: %q, %v", name, b, err)
+			}
+			_ = rc.Close()
+		}
+		if err := runner.Withdraw(ctx, "acme", "art-1"); err != nil {
+			t.Fatalf("runner withdraws the run's artifacts: %v", err)
+		}
+		res, err := (&artifacts.Sweeper{Store: sw}).Sweep(ctx)
+		if err != nil || res.Swept != 1 {
+			t.Fatalf("sweeper sweeps the withdrawn artifact: %+v, %v", res, err)
+		}
+		if ok, err := sw.Bytes().Exists(ctx, ref.Name); err != nil || ok {
+			t.Fatalf("swept bytes exist = %v, %v", ok, err)
+		}
+
+		// Neither the gateway nor the operator writes artifacts.
+		for _, c := range []struct {
+			nc   *nats.Conn
+			errs *asyncErrs
+		}{{gnc, gerrs}, {onc, oerrs}} {
+			c.errs.take()
+			deniedPublish(t, c.nc, c.errs, "$KV.agentmesh_artifacts.acme.art-1.patch")
+			deniedPublish(t, c.nc, c.errs, "$O.agentmesh_artifact_bytes.M.x")
+			deniedPublish(t, c.nc, c.errs, "$JS.API.STREAM.PURGE.OBJ_agentmesh_artifact_bytes")
+			deniedPublish(t, c.nc, c.errs, "$KV.agentmesh_heads.acme.conv-1")
+		}
+		// The gateway pushes no snapshots.
+		deniedPublish(t, gnc, gerrs, "$O.agentmesh_snapshots.C.x")
+		// A tenant reaches none of it.
+		terrs.take()
+		for _, b := range []string{"KV_agentmesh_artifacts", "KV_agentmesh_heads", "OBJ_agentmesh_artifact_bytes", "OBJ_agentmesh_snapshots"} {
+			deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.INFO."+b)
+		}
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_artifacts.$KV.agentmesh_artifacts.acme.art-1.patch")
+		deniedPublish(t, tnc, terrs, "$O.agentmesh_snapshots.C.x")
+		deniedPublish(t, tnc, terrs, "$KV.agentmesh_heads.acme.conv-1")
 	})
 
 	t.Run("tenant cannot submit for another tenant", func(t *testing.T) {

@@ -155,25 +155,11 @@ func (r *Records) write(ctx context.Context, rec wire.ExportRecord, rev uint64) 
 	if err != nil {
 		return 0, err
 	}
-	var tried bool // an attempt failed in a way that may have been applied
-	n, err := jsretry.Do(ctx, func(ctx context.Context) (uint64, error) {
-		var n uint64
-		var err error
-		if rev == 0 {
-			n, err = r.kv.Create(ctx, key, b)
-		} else {
-			n, err = r.kv.Update(ctx, key, b, rev)
-		}
-		tried = tried || jsretry.Transient(err)
-		return n, err
+	n, err := jsretry.Write(ctx, r.kv, key, b, rev, func() (uint64, bool) {
+		e, gerr := r.get(ctx, key)
+		return e.Rev, gerr == nil && sameRecord(e.Record, rec)
 	})
-	if conflict(err) {
-		if tried {
-			// An earlier attempt may have written it and lost its reply.
-			if e, gerr := r.get(ctx, key); gerr == nil && sameRecord(e.Record, rec) {
-				return e.Rev, nil
-			}
-		}
+	if errors.Is(err, jsretry.ErrConflict) {
 		return 0, fmt.Errorf("%w: %s", ErrChanged, key)
 	}
 	if err != nil {
@@ -184,12 +170,6 @@ func (r *Records) write(ctx context.Context, rec wire.ExportRecord, rev uint64) 
 
 func sameRecord(a, b wire.ExportRecord) bool { return a == b }
 
-func conflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
-}
-
 // Remove removes an export in two phases: it deletes the bytes, checks
 // they are gone, and only then deletes the record, on the revision it was
 // read at. A failed byte delete keeps the record for the next sweep. It
@@ -198,37 +178,65 @@ func conflict(err error) bool {
 // find it gone).
 func (r *Records) Remove(ctx context.Context, store Bytes, e Entry) (bool, error) {
 	key := subject.RunKey(e.Record.Tenant, e.Record.RunID)
+	rm := Removal{What: "export " + key, Store: store, KV: r.kv, Key: key, Rev: e.Rev, Changed: ErrChanged,
+		Gone: func() bool {
+			_, err := r.get(ctx, key)
+			return errors.Is(err, ErrNotFound)
+		}}
 	if e.Record.Object != "" {
-		if err := store.Delete(ctx, e.Record.Object); err != nil {
-			return false, fmt.Errorf("delete the bytes of export %s (%s): %w", key, e.Record.Object, err)
-		}
-		still, err := store.Exists(ctx, e.Record.Object)
-		if err != nil {
-			return false, fmt.Errorf("check the bytes of export %s are gone: %w", key, err)
-		}
-		if still {
-			return false, fmt.Errorf("the bytes of export %s (%s) are still stored after their delete", key, e.Record.Object)
+		rm.Objects = []string{e.Record.Object}
+	}
+	return rm.Do(ctx)
+}
+
+// Removal is one two-phase removal of an expiring record and the bytes it
+// claims, whatever their origin (a trajectory export, a run's artifact).
+type Removal struct {
+	What    string   // what is removed, for errors: "export acme.run-1"
+	Store   Bytes    // where the bytes are
+	Objects []string // the bytes' names in Store
+	KV      jetstream.KeyValue
+	Key     string // the record's key in KV
+	Rev     uint64 // the revision the record was read at
+	Changed error  // the sentinel a record changed since Rev is wrapped in
+	// Gone reports whether the record is gone; it is asked only after a
+	// purge attempt that may have been applied lost its answer.
+	Gone func() bool
+}
+
+// Do deletes the bytes, checks they are gone, and only then purges the
+// record, at Rev. A failed byte delete keeps the record. It reports
+// whether this call removed the record.
+func (rm Removal) Do(ctx context.Context) (bool, error) {
+	for _, name := range rm.Objects {
+		if err := DeleteBytes(ctx, rm.Store, rm.What, name); err != nil {
+			return false, err
 		}
 	}
-	var tried bool // an attempt failed in a way that may have been applied
-	_, err := jsretry.Do(ctx, func(ctx context.Context) (struct{}, error) {
-		err := r.kv.Purge(ctx, key, jetstream.LastRevision(e.Rev))
-		tried = tried || jsretry.Transient(err)
-		return struct{}{}, err
-	})
+	err := jsretry.Purge(ctx, rm.KV, rm.Key, rm.Rev, rm.Gone)
 	switch {
 	case err == nil:
 		return true, nil
-	case conflict(err):
-		if tried {
-			// An earlier attempt may have purged it and lost its reply.
-			if _, gerr := r.get(ctx, key); errors.Is(gerr, ErrNotFound) {
-				return true, nil
-			}
-		}
-		return false, fmt.Errorf("%w: %s", ErrChanged, key)
+	case errors.Is(err, jsretry.ErrConflict):
+		return false, fmt.Errorf("%w: %s", rm.Changed, rm.Key)
 	}
-	return false, fmt.Errorf("delete export record %s: %w", key, err)
+	return false, fmt.Errorf("delete the record of %s: %w", rm.What, err)
+}
+
+// DeleteBytes is the first phase of a removal: it deletes the bytes name of
+// what (an export, an artifact) from store and checks they are gone.
+func DeleteBytes(ctx context.Context, store Bytes, what, name string) error {
+	if err := store.Delete(ctx, name); err != nil {
+		return fmt.Errorf("delete the bytes of %s (%s): %w", what, name, err)
+	}
+	still, err := store.Exists(ctx, name)
+	if err != nil {
+		return fmt.Errorf("check the bytes of %s are gone: %w", what, err)
+	}
+	if still {
+		return fmt.Errorf("the bytes of %s (%s) are still stored after their delete", what, name)
+	}
+	return nil
 }
 
 // Key is a record's key, <tenant>.<run_id>.

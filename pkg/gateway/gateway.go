@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
@@ -105,6 +106,8 @@ type Gateway struct {
 	tls    *tls.Config // nil: plain HTTP
 	// metrics are the service's (Open), or New's own, unexported.
 	metrics *service.Metrics
+	// artifacts, when set (SetArtifacts, Open), serves runs' artifacts.
+	artifacts *artifacts.Store
 }
 
 // New returns a gateway that submits runs through c, authenticates with
@@ -132,6 +135,8 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 	g.route("GET /v1/runs/{id}", g.getRun)
 	g.route("GET /v1/runs/{id}/events", g.runEvents)
 	g.route("POST /v1/runs/{id}/cancel", g.cancelRun)
+	g.route("GET /v1/runs/{id}/artifacts", g.listArtifacts)
+	g.route("GET /v1/runs/{id}/artifacts/{name}", g.getArtifact)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -153,10 +158,15 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 	if err != nil {
 		return nil, err
 	}
+	store, err := artifacts.Open(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
 	g, err := New(c, keys, turns, profiles, d.Log, cfg)
 	if err != nil {
 		return nil, err
 	}
+	g.SetArtifacts(store)
 	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
 	if d.Metrics != nil {
 		g.metrics = d.Metrics

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
@@ -65,6 +66,7 @@ type env struct {
 	keys       *gateway.Keys
 	http       *http.Client
 	client     *client.Client
+	artifacts  *artifacts.Store
 }
 
 func start(t *testing.T, cfg gateway.Config) *env {
@@ -105,10 +107,15 @@ func startWith(t *testing.T, cfg gateway.Config, profiles *profile.Registry) *en
 	if err != nil {
 		t.Fatal(err)
 	}
+	store, err := artifacts.Open(ctx, js, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetArtifacts(store)
 	srv := httptest.NewServer(g.Handler())
 	tr := &http.Transport{}
 	t.Cleanup(func() { tr.CloseIdleConnections(); srv.Close() })
-	e := &env{url: srv.URL, keys: keys, client: c, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	e := &env{url: srv.URL, keys: keys, client: c, artifacts: store, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 	if e.keyA, _, err = keys.Create(ctx, "acme", "alice"); err != nil {
 		t.Fatal(err)
 	}

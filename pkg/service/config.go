@@ -35,7 +35,10 @@ type Config struct {
 	// RunRetention is how long an ended run's record is kept (at least
 	// EventsMaxAge).
 	RunRetention time.Duration `split_words:"true" default:"168h"`
-	LogLevel     string        `split_words:"true" default:"info"`
+	// ArtifactRetention is how long runs' artifacts, pushed workspace
+	// snapshots and conversations' heads are kept (topology.Config).
+	ArtifactRetention time.Duration `split_words:"true" default:"168h" desc:"how long runs' artifacts, pushed workspace snapshots and conversation heads are kept (at least 1m)"`
+	LogLevel          string        `split_words:"true" default:"info"`
 
 	// NATSAuth names the files of the connection's credentials and TLS,
 	// AGENTMESH_NATS_CREDS ... AGENTMESH_NATS_TLS_SERVER_NAME (read at
@@ -53,6 +56,7 @@ func (c Config) Topology() topology.Config {
 		WorkQueueTenantMax: c.WorkQueueTenantMax,
 		LeaseTTL:           c.LeaseTTL,
 		RunRetention:       c.RunRetention,
+		ArtifactRetention:  c.ArtifactRetention,
 	}
 }
 
@@ -217,6 +221,9 @@ func CheckCommon(c Config) error {
 	}
 	if c.RunRetention < time.Second || c.RunRetention < c.EventsMaxAge {
 		bad.Add("AGENTMESH_RUN_RETENTION", "must be at least 1s and at least AGENTMESH_EVENTS_MAX_AGE %s (a run id is free again once its record expired), got %s", c.EventsMaxAge, c.RunRetention)
+	}
+	if c.ArtifactRetention < time.Minute {
+		bad.Add("AGENTMESH_ARTIFACT_RETENTION", "must be at least 1m, got %s", c.ArtifactRetention)
 	}
 	return bad.Err()
 }

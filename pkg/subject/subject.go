@@ -80,6 +80,23 @@ func (n Names) APIKeysBucket() string { return n.res("agentmesh_apikeys") }
 // that holds them (docs/contract.md §2).
 func (n Names) TurnsBucket() string { return n.res("agentmesh_turns") }
 
+// ArtifactsBucket holds the records of runs' artifacts, one per
+// <tenant>.<run_id>.<name> (pkg/artifacts); ArtifactStore holds their
+// bytes.
+func (n Names) ArtifactsBucket() string { return n.res("agentmesh_artifacts") }
+
+// ArtifactStore is the object store of runs' artifact bytes, named
+// <tenant>/<run_id>/<name>/<sha256> (pkg/artifacts).
+func (n Names) ArtifactStore() string { return n.res("agentmesh_artifact_bytes") }
+
+// SnapshotStore is the object store of the workspace snapshots clients
+// push, named <tenant>/sha256:<hex> (pkg/artifacts).
+func (n Names) SnapshotStore() string { return n.res("agentmesh_snapshots") }
+
+// HeadsBucket holds the head of each conversation, what its next turn
+// starts from, by <tenant>.<conversation> (pkg/artifacts).
+func (n Names) HeadsBucket() string { return n.res("agentmesh_heads") }
+
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
 

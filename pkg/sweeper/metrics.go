@@ -10,6 +10,8 @@ const (
 	tallyExpired  = "runs_expired"   // running runs ended failed after their runner's lease expired
 	tallyTimedOut = "runs_timed_out" // runs ended timed_out past their deadline
 	tallySwept    = "exports_swept"  // expired exports removed
+
+	tallyArtifactsSwept = "artifacts_swept" // expired artifacts removed
 )
 
 // registerMetrics registers the families the sweeper moves: those of
@@ -19,7 +21,7 @@ func (s *Sweeper) registerMetrics() {
 	m := s.d.Metrics
 	runs.RegisterMetrics(m)
 	m.Register(m.LeaseExpiries)
-	s.tally.Seen(tallyExpired, tallyTimedOut)
+	s.tally.Seen(tallyExpired, tallyTimedOut, tallyArtifactsSwept)
 	if s.exports == nil {
 		return
 	}

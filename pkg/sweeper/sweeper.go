@@ -17,6 +17,12 @@
 // (ExportsSweep): it lists the expired export records (retention passed,
 // consent withdrawn, or abandoned half way by an exporter), deletes their
 // bytes, and only then deletes each record (pkg/exports).
+//
+// It also expires runs' artifacts (pkg/artifacts) the same way, always:
+// retention passed, withdrawn, or abandoned half way by their writer. Each
+// origin of expiring bytes (trajectories, artifacts) is an Origin, swept
+// on its own interval: its sweep queries its own records and deletes
+// bytes from its own byte store.
 package sweeper
 
 import (
@@ -28,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/exports"
@@ -61,6 +68,34 @@ type Config struct {
 	OrphanGrace time.Duration `ignored:"true"`
 	// Exports, when set, makes the sweeper expire trajectory exports.
 	Exports *ExportsConfig `split_words:"true"`
+	// ArtifactsEvery is how often runs' artifacts are swept (default 1m;
+	// also once at start).
+	ArtifactsEvery time.Duration `split_words:"true" desc:"how often runs' artifacts are swept (retention passed, withdrawn; default 1m); AGENTMESH_ARTIFACT_RETENTION sets the retention"`
+	// ArtifactBytes is where the artifacts' bytes are deleted (nil: the
+	// artifact store's).
+	ArtifactBytes exports.Bytes `ignored:"true"`
+	// ArtifactsAbandonAfter is how long an artifact record may stay
+	// unstored before it is swept as abandoned (default
+	// exports.DefaultAbandonAfter).
+	ArtifactsAbandonAfter time.Duration `ignored:"true"`
+}
+
+// Origin is one origin of expiring bytes and their records: trajectory
+// exports (exports.Sweeper) or runs' artifacts (artifacts.Sweeper). Its
+// Sweep lists its expired records, deletes their bytes from its byte
+// store, and then deletes each record whose bytes are gone; a record whose
+// bytes could not be deleted stays for the next sweep.
+type Origin interface {
+	Sweep(ctx context.Context) (exports.Result, error)
+}
+
+// origin is an Origin as the sweeper runs it: one sweep at a time.
+type origin struct {
+	name  string // "trajectories", "artifacts": in logs and errors
+	tally string // its count of swept items in the micro stats
+	every time.Duration
+	mu    sync.Mutex
+	o     Origin
 }
 
 // ExportsConfig configures the expiry of trajectory exports.
@@ -82,6 +117,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OrphanGrace == 0 {
 		c.OrphanGrace = 30 * time.Second
+	}
+	if c.ArtifactsEvery == 0 {
+		c.ArtifactsEvery = time.Minute
 	}
 	if c.Exports != nil {
 		x := *c.Exports
@@ -105,6 +143,12 @@ func (c Config) Validate() error {
 	if c.OrphanGrace < 0 {
 		bad.Add("OrphanGrace", "must be >= 0, got %s", c.OrphanGrace)
 	}
+	if c.ArtifactsEvery < time.Second {
+		bad.Add("ArtifactsEvery", "must be at least 1s, got %s", c.ArtifactsEvery)
+	}
+	if c.ArtifactsAbandonAfter < 0 {
+		bad.Add("ArtifactsAbandonAfter", "must be >= 0, got %s", c.ArtifactsAbandonAfter)
+	}
 	if x := c.Exports; x != nil {
 		if x.Every < time.Second {
 			bad.Add("Every", "must be at least 1s, got %s", x.Every)
@@ -126,8 +170,8 @@ type Sweeper struct {
 	mu   sync.Mutex
 	seen map[string]time.Time // lease key (<tenant>.<run_id>) → last heartbeat seen
 
-	sweepMu sync.Mutex       // one export sweep at a time
-	exports *exports.Sweeper // nil without Config.Exports
+	exports   *origin // trajectory exports; nil without Config.Exports
+	artifacts *origin // runs' artifacts
 
 	tally service.Tally // the counts of its micro stats
 }
@@ -156,36 +200,52 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.exports = &exports.Sweeper{Records: records, Consent: grants, Store: x.Store, Metrics: d.Metrics, AbandonAfter: x.AbandonAfter}
+		s.exports = &origin{name: "trajectories", tally: tallySwept, every: x.Every,
+			o: &exports.Sweeper{Records: records, Consent: grants, Store: x.Store, Metrics: d.Metrics, AbandonAfter: x.AbandonAfter}}
 	}
+	store, err := artifacts.Open(ctx, d.JS, d.Names)
+	if err != nil {
+		return nil, err
+	}
+	s.artifacts = &origin{name: "artifacts", tally: tallyArtifactsSwept, every: cfg.ArtifactsEvery,
+		o: &artifacts.Sweeper{Store: store, Bytes: cfg.ArtifactBytes, AbandonAfter: cfg.ArtifactsAbandonAfter}}
 	s.registerMetrics()
 	return s, nil
 }
 
 // SweepExports runs one sweep of the trajectory exports now, after any
-// sweep in progress, and returns its counts.
+// sweep of them in progress, and returns its counts.
 func (s *Sweeper) SweepExports(ctx context.Context) (exports.Result, error) {
 	if s.exports == nil {
 		return exports.Result{}, errors.New("this sweeper does not expire exports (trajectory export is disabled)")
 	}
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
-	res, err := s.exports.Sweep(ctx)
-	s.tally.Add(tallySwept, uint64(res.Swept))
+	return s.sweep(ctx, s.exports)
+}
+
+// SweepArtifacts runs one sweep of runs' artifacts now, after any sweep of
+// them in progress, and returns its counts.
+func (s *Sweeper) SweepArtifacts(ctx context.Context) (exports.Result, error) {
+	return s.sweep(ctx, s.artifacts)
+}
+
+func (s *Sweeper) sweep(ctx context.Context, o *origin) (exports.Result, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	res, err := o.o.Sweep(ctx)
+	s.tally.Add(o.tally, uint64(res.Swept))
 	if err == nil && res.Swept > 0 {
-		s.d.Log.Info("exports swept", "swept", res.Swept, "pending", res.Pending, "kept", res.Kept)
+		s.d.Log.Info(o.name+" swept", "swept", res.Swept, "pending", res.Pending, "kept", res.Kept)
 	}
 	return res, err
 }
 
-// sweepExportsEvery sweeps the exports at start and then every interval
-// until ctx ends.
-func (s *Sweeper) sweepExportsEvery(ctx context.Context) {
-	t := time.NewTicker(s.cfg.Exports.Every)
+// sweepEvery sweeps o at start and then every interval until ctx ends.
+func (s *Sweeper) sweepEvery(ctx context.Context, o *origin) {
+	t := time.NewTicker(o.every)
 	defer t.Stop()
 	for {
-		if res, err := s.SweepExports(ctx); err != nil && ctx.Err() == nil {
-			s.d.Log.Warn("export sweep", "failed", res.Failed, "pending", res.Pending, "err", err)
+		if res, err := s.sweep(ctx, o); err != nil && ctx.Err() == nil {
+			s.d.Log.Warn(o.name+" sweep", "failed", res.Failed, "pending", res.Pending, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -235,8 +295,10 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.exports != nil {
-		wg.Go(func() { s.sweepExportsEvery(ctx) })
+	for _, o := range []*origin{s.exports, s.artifacts} {
+		if o != nil {
+			wg.Go(func() { s.sweepEvery(ctx, o) })
+		}
 	}
 	defer func() { _ = svc.Stop() }()
 	watcher, err := s.store.WatchLeases(ctx)

@@ -38,9 +38,11 @@ func ExampleEnsure() {
 	fmt.Println("lease TTL", ttl, "ended runs kept", retention)
 	// Output:
 	// KV_acme_agentmesh_apikeys
+	// KV_acme_agentmesh_artifacts
 	// KV_acme_agentmesh_checkpoints
 	// KV_acme_agentmesh_consent
 	// KV_acme_agentmesh_exports
+	// KV_acme_agentmesh_heads
 	// KV_acme_agentmesh_leases
 	// KV_acme_agentmesh_ledger
 	// KV_acme_agentmesh_limits
@@ -49,6 +51,8 @@ func ExampleEnsure() {
 	// KV_acme_agentmesh_sessions
 	// KV_acme_agentmesh_spend
 	// KV_acme_agentmesh_turns
+	// OBJ_acme_agentmesh_artifact_bytes
+	// OBJ_acme_agentmesh_snapshots
 	// OBJ_acme_agentmesh_trajectories
 	// acme_AGENTMESH_EVENTS
 	// acme_AGENTMESH_SUBMIT

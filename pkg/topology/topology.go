@@ -59,9 +59,26 @@ type Config struct {
 	// is kept in the runs bucket's metadata, so every service writes with
 	// the value the bucket was last ensured with (RunRetention reads it).
 	RunRetention time.Duration
+	// ArtifactRetention is how long a run's artifacts, a pushed workspace
+	// snapshot and a conversation's head are kept (default
+	// DefaultArtifactRetention, at least 1m). A stored artifact's record
+	// is written expiring that long after it was stored, and the sweeper
+	// removes it, bytes first (pkg/artifacts); the snapshots' object
+	// store and the heads bucket have it as their max age, counted from a
+	// snapshot's last push and a head's last write. It is kept in the
+	// artifacts bucket's metadata (ArtifactRetention reads it).
+	ArtifactRetention time.Duration
 	// Storage of every resource (default file).
 	Storage jetstream.StorageType
 }
+
+// DefaultArtifactRetention is how long artifacts, snapshots and heads are
+// kept when Config.ArtifactRetention is zero.
+const DefaultArtifactRetention = 7 * 24 * time.Hour
+
+// ArtifactRetentionMetadata is the key, in the artifacts bucket's stream
+// metadata, of the artifacts' retention (a time.Duration string).
+const ArtifactRetentionMetadata = "agentmesh_artifact_retention"
 
 func (c *Config) setDefaults() {
 	if c.Replicas == 0 {
@@ -88,6 +105,9 @@ func (c *Config) setDefaults() {
 	if c.RunRetention == 0 {
 		c.RunRetention = DefaultRunRetention
 	}
+	if c.ArtifactRetention == 0 {
+		c.ArtifactRetention = DefaultArtifactRetention
+	}
 }
 
 // Validate reports the first invalid field.
@@ -107,6 +127,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: lease TTL must be at least 1s, got %s", ErrInvalidConfig, c.LeaseTTL)
 	case c.RunRetention < time.Second || c.RunRetention < c.EventsMaxAge:
 		return fmt.Errorf("%w: run retention must be at least 1s and at least the events max age %s, got %s", ErrInvalidConfig, c.EventsMaxAge, c.RunRetention)
+	case c.ArtifactRetention < time.Minute:
+		return fmt.Errorf("%w: artifact retention must be at least 1m, got %s", ErrInvalidConfig, c.ArtifactRetention)
 	}
 	if c.Names.Prefix != "" {
 		if err := subject.ValidToken("prefix", c.Names.Prefix); err != nil {
@@ -182,6 +204,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.KeyValueConfig{Bucket: n.SpendBucket(), History: 1, TTL: SpendEntryAge, Description: "spend of each ended run"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.LedgerBucket(), History: 1, Description: "spend rollups per tenant and UTC day"}, false},
 		{jetstream.KeyValueConfig{Bucket: n.LimitsBucket(), History: 1, Description: "budgets, concurrency quotas and the runs admitted under them"}, false},
+		{jetstream.KeyValueConfig{Bucket: n.ArtifactsBucket(), History: 1, Description: "records of runs' artifacts",
+			Metadata: map[string]string{ArtifactRetentionMetadata: cfg.ArtifactRetention.String()}}, false},
+		{jetstream.KeyValueConfig{Bucket: n.HeadsBucket(), History: 1, TTL: cfg.ArtifactRetention, Description: "what each conversation's next turn starts from"}, false},
 	}
 	for _, b := range buckets {
 		kc := b.KeyValueConfig
@@ -190,15 +215,41 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			return fmt.Errorf("ensure bucket %s: %w", kc.Bucket, err)
 		}
 	}
-	oc := jetstream.ObjectStoreConfig{Bucket: n.TrajectoryStore(), Description: "redacted trajectories", Storage: cfg.Storage, Replicas: cfg.Replicas}
-	if _, err := js.ObjectStore(ctx, oc.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateOrUpdateObjectStore(ctx, oc); err != nil {
+	stores := []jetstream.ObjectStoreConfig{
+		{Bucket: n.TrajectoryStore(), Description: "redacted trajectories"},
+		{Bucket: n.ArtifactStore(), Description: "bytes of runs' artifacts"},
+		{Bucket: n.SnapshotStore(), Description: "workspace snapshots clients pushed", TTL: cfg.ArtifactRetention},
+	}
+	for _, oc := range stores {
+		oc.Storage, oc.Replicas = cfg.Storage, cfg.Replicas
+		if err := ensureObjectStore(ctx, js, oc); err != nil {
 			return fmt.Errorf("ensure object store %s: %w", oc.Bucket, err)
 		}
-	} else if err != nil {
-		return fmt.Errorf("ensure object store %s: %w", oc.Bucket, err)
 	}
 	return nil
+}
+
+// ensureObjectStore is ensureStream for an object store: it creates the
+// store, or updates it when its max age differs (the only setting of one
+// that changes with the configuration).
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
+	obs, err := js.ObjectStore(ctx, want.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateOrUpdateObjectStore(ctx, want)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	st, err := obs.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.TTL() == want.TTL {
+		return nil
+	}
+	_, err = js.CreateOrUpdateObjectStore(ctx, want)
+	return err
 }
 
 // SpendEntryAge is how long a run's spend entry is kept in the spend
@@ -333,6 +384,22 @@ func RunRetention(ctx context.Context, js jetstream.JetStream, n subject.Names) 
 	d, err := time.ParseDuration(v)
 	if err != nil || d < time.Second {
 		return 0, fmt.Errorf("bucket %s: metadata %s = %q is not a retention of at least 1s", n.RunsBucket(), RetentionMetadata, v)
+	}
+	return d, nil
+}
+
+// ArtifactRetention reads how long a stored artifact is kept, as the
+// artifacts bucket was last ensured with, so every writer of artifacts
+// writes the same expiry. It blocks for one stream info request.
+func ArtifactRetention(ctx context.Context, js jetstream.JetStream, n subject.Names) (time.Duration, error) {
+	st, err := js.Stream(ctx, "KV_"+n.ArtifactsBucket())
+	if err != nil {
+		return 0, fmt.Errorf("open bucket %s: %w", n.ArtifactsBucket(), err)
+	}
+	v := st.CachedInfo().Config.Metadata[ArtifactRetentionMetadata]
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Minute {
+		return 0, fmt.Errorf("bucket %s: metadata %s = %q is not a retention of at least 1m", n.ArtifactsBucket(), ArtifactRetentionMetadata, v)
 	}
 	return d, nil
 }

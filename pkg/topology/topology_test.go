@@ -41,13 +41,15 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("stream %s: %v", name, err)
 		}
 	}
-	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket(), n.APIKeysBucket(), n.SpendBucket(), n.LedgerBucket(), n.LimitsBucket()} {
+	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket(), n.APIKeysBucket(), n.SpendBucket(), n.LedgerBucket(), n.LimitsBucket(), n.ArtifactsBucket(), n.HeadsBucket()} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
 	}
-	if _, err := js.ObjectStore(ctx, n.TrajectoryStore()); err != nil {
-		t.Errorf("object store: %v", err)
+	for _, b := range []string{n.TrajectoryStore(), n.ArtifactStore(), n.SnapshotStore()} {
+		if _, err := js.ObjectStore(ctx, b); err != nil {
+			t.Errorf("object store %s: %v", b, err)
+		}
 	}
 	ttl, err := topology.LeaseTTL(ctx, js, n)
 	if err != nil || ttl != 3*time.Second {
@@ -65,6 +67,43 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 	}
 	if got := st.CachedInfo().Config.MaxMsgsPerSubject; got != 7 {
 		t.Fatalf("work queue tenant max = %d, want 7", got)
+	}
+}
+
+func TestArtifactRetention(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	n := subject.Names{}
+	for _, want := range []time.Duration{topology.DefaultArtifactRetention, 2 * time.Hour} {
+		cfg := topology.Config{}
+		if want != topology.DefaultArtifactRetention {
+			cfg.ArtifactRetention = want
+		}
+		if err := topology.Ensure(ctx, js, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := topology.ArtifactRetention(ctx, js, n); err != nil || got != want {
+			t.Fatalf("artifact retention = %s, %v; want %s", got, err, want)
+		}
+		obs, err := js.ObjectStore(ctx, n.SnapshotStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := obs.Status(ctx)
+		if err != nil || st.TTL() != want {
+			t.Fatalf("snapshots max age = %v, %v; want %s", st, err, want)
+		}
+		kv, err := js.KeyValue(ctx, n.HeadsBucket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ks, err := kv.Status(ctx); err != nil || ks.TTL() != want {
+			t.Fatalf("heads max age = %v, %v; want %s", ks, err, want)
+		}
+	}
+	if err := topology.Ensure(ctx, js, topology.Config{ArtifactRetention: time.Second}); !errors.Is(err, topology.ErrInvalidConfig) {
+		t.Fatalf("a retention under 1m: %v, want ErrInvalidConfig", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command sweeper ends running runs whose runner stopped renewing its lease:
 // they end failed with ProviderTransportError within the lease TTL.
-// Trajectory expiry is not built yet. It is configured by AGENTMESH_*
+// It expires runs' artifacts, and trajectory exports where they are
+// enabled: bytes first, then records. It is configured by AGENTMESH_*
 // environment variables; -h lists them.
 package main
 

@@ -12,7 +12,8 @@ import (
 
 // Config is the sweeper's configuration: the common variables, the
 // profiles' directory and the sweeper's own
-// (AGENTMESH_SWEEPER_RECONCILE_EVERY, AGENTMESH_SWEEPER_EXPORTS_EVERY),
+// (AGENTMESH_SWEEPER_RECONCILE_EVERY, AGENTMESH_SWEEPER_EXPORTS_EVERY,
+// AGENTMESH_SWEEPER_ARTIFACTS_EVERY),
 // whose defaults and checks are sweeper.Config's.
 type Config struct {
 	service.Config

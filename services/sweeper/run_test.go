@@ -24,5 +24,6 @@ func TestConfig(t *testing.T) {
 		{Name: "defaults", Env: nil, Want: ""},
 		{Name: "reconcile", Env: map[string]string{"AGENTMESH_SWEEPER_RECONCILE_EVERY": "1ms"}, Want: "AGENTMESH_SWEEPER_RECONCILE_EVERY: must be at least 1s"},
 		{Name: "exports", Env: map[string]string{"AGENTMESH_SWEEPER_EXPORTS_EVERY": "1ms"}, Want: "AGENTMESH_SWEEPER_EXPORTS_EVERY: must be at least 1s"},
+		{Name: "artifacts", Env: map[string]string{"AGENTMESH_SWEEPER_ARTIFACTS_EVERY": "1ms"}, Want: "AGENTMESH_SWEEPER_ARTIFACTS_EVERY: must be at least 1s"},
 	})
 }

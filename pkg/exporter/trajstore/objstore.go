@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/objstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -159,12 +160,6 @@ type objectPut struct {
 	w    *written // chunks stored by an earlier round or attempt, meta not known stored
 }
 
-func (p *objectPut) metaSubject() string {
-	return fmt.Sprintf("$O.%s.M.%s", p.b.name, base64.URLEncoding.EncodeToString([]byte(p.name)))
-}
-
-func chunkSubject(bucket, nuid string) string { return fmt.Sprintf("$O.%s.C.%s", bucket, nuid) }
-
 // errMoved is a round that lost its meta publish to another write of the
 // name's meta: the next round reads again.
 var errMoved = errors.New("meta moved")
@@ -234,7 +229,7 @@ func (p *objectPut) round(rctx context.Context) error {
 	case err == nil:
 		p.w = nil
 		return nil
-	case wrongLastSequence(err):
+	case objstore.WrongLastSequence(err):
 		return errMoved
 	default:
 		var apiErr *jetstream.APIError
@@ -248,18 +243,7 @@ func (p *objectPut) round(rctx context.Context) error {
 // lastMeta returns the name's last meta (a deleted object's marker too)
 // and its sequence in the stream; nil and 0 when the name has none.
 func (p *objectPut) lastMeta(ctx context.Context) (*jetstream.ObjectInfo, uint64, error) {
-	m, err := p.b.stream.GetLastMsgForSubject(ctx, p.metaSubject())
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("read meta: %w", err)
-	}
-	var info jetstream.ObjectInfo
-	if err := json.Unmarshal(m.Data, &info); err != nil {
-		return nil, 0, fmt.Errorf("meta at sequence %d: %w: %w", m.Sequence, jetstream.ErrBadObjectMeta, err)
-	}
-	return &info, m.Sequence, nil
+	return objstore.LastMeta(ctx, p.b.stream, p.b.name, p.name)
 }
 
 // writeChunks publishes p.data as the chunks of a new object, one publish
@@ -281,7 +265,7 @@ func (p *objectPut) writeChunks(expect uint64) error {
 	}
 	tctx, cancel := context.WithTimeout(p.ctx, transferTimeout(info.Size))
 	defer cancel()
-	subj := chunkSubject(p.b.name, info.NUID)
+	subj := objstore.ChunkSubject(p.b.name, info.NUID)
 	for i, off := 0, 0; off < len(p.data); i, off = i+1, off+chunkSize {
 		m := &nats.Msg{Subject: subj, Data: p.data[off:min(off+chunkSize, len(p.data))]}
 		if _, err := p.s.js.PublishMsg(tctx, m); err != nil {
@@ -300,18 +284,7 @@ func (p *objectPut) writeChunks(expect uint64) error {
 func (p *objectPut) publishMeta() error {
 	mctx, cancel := context.WithTimeout(p.ctx, jsretry.AttemptTimeout)
 	defer cancel()
-	m := nats.NewMsg(p.metaSubject())
-	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Data = p.w.meta
-	_, err := p.s.js.PublishMsg(mctx, m, jetstream.WithExpectLastSequencePerSubject(p.w.expect))
-	return err
-}
-
-func wrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return objstore.PublishMeta(mctx, p.s.js, p.b.name, p.name, p.w.meta, p.w.expect)
 }
 
 // abandon is a failed Put's cleanup of chunks it stored: they are purged
@@ -335,15 +308,8 @@ func (p *objectPut) abandon() {
 	p.purge(w.info.NUID)
 }
 
-// purge removes an object's chunks, best effort: it is cleanup after the
-// Put's own outcome is settled, bounded on its own so that it runs also
-// when the caller's context has ended. Chunks left by a failed purge stay
-// unreferenced in the stream.
-func (p *objectPut) purge(objNUID string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), jsretry.AttemptTimeout)
-	defer cancel()
-	_ = p.b.stream.Purge(ctx, jetstream.WithPurgeSubject(chunkSubject(p.b.name, objNUID)))
-}
+// purge removes an object's chunks, best effort (objstore.Purge).
+func (p *objectPut) purge(objNUID string) { objstore.Purge(p.ctx, p.b.stream, p.b.name, objNUID) }
 
 // sameDigest is nil when info's digest is sum, and a *ConflictError
 // otherwise.
@@ -410,20 +376,7 @@ func (s *objectStore) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("delete %s: %w", name, err)
 	}
 	defer unlock()
-	// jetstream's Delete finds a deleted object's marker too, and then
-	// writes the marker and purges the chunks again: a delete whose purge
-	// failed after the marker was written is completed by the next one.
-	_, err = jsretry.Do(ctx, func(actx context.Context) (struct{}, error) {
-		err := s.obs.Delete(actx, name)
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return struct{}{}, nil
-		}
-		return struct{}{}, err
-	})
-	if err != nil {
-		return fmt.Errorf("delete %s: %w", name, err)
-	}
-	return nil
+	return objstore.Delete(ctx, s.obs, name)
 }
 
 func (s *objectStore) Exists(ctx context.Context, name string) (bool, error) {
@@ -433,15 +386,5 @@ func (s *objectStore) Exists(ctx context.Context, name string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("exists %s: %w", name, err)
 	}
-	ok, err := jsretry.Do(ctx, func(actx context.Context) (bool, error) {
-		_, err := s.obs.GetInfo(actx, name) // a deleted object's marker is not found
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			return false, nil
-		}
-		return err == nil, err
-	})
-	if err != nil {
-		return false, fmt.Errorf("exists %s: %w", name, err)
-	}
-	return ok, nil
+	return objstore.Exists(ctx, s.obs, name)
 }

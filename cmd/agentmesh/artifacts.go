@@ -1,0 +1,149 @@
+package main
+
+// The artifact commands: artifacts list|get (and apply, once the run's
+// patch can be applied). They talk to the mesh's JetStream directly
+// (pkg/artifacts), as the export commands do, for the tenant of --tenant.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+)
+
+// withArtifacts is withOps with the mesh's artifact store opened.
+func (c *clientFlags) withArtifacts(ctx context.Context, do func(ctx context.Context, s *artifacts.Store) error) error {
+	return c.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+		s, err := artifacts.Open(ctx, oc.js, oc.names)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		return do(ctx, s)
+	})
+}
+
+// artifactFailure is err as the exit of an artifact command: bad input is
+// a usage error, anything else a failure.
+func artifactFailure(err error) error {
+	if errors.Is(err, subject.ErrInvalidToken) || errors.Is(err, artifacts.ErrInvalidName) {
+		return &exitError{code: exitUsage, err: err}
+	}
+	return &exitError{code: exitFail, err: err}
+}
+
+// cmdArtifacts lists, gets or applies a run's artifacts.
+func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
+	runArg := func(name string, pos []string, most int) (string, error) {
+		if len(pos) == 0 || len(pos) > most {
+			return "", usageErr("artifacts %s: want a run id, got %d arguments", name, len(pos))
+		}
+		if err := subject.ValidToken("run_id", pos[0]); err != nil {
+			return "", usageErr("artifacts %s: %v", name, err)
+		}
+		return pos[0], nil
+	}
+	list := func(ctx context.Context, args []string, io *stdio) error {
+		var asJSON *bool
+		f, pos, err := opsFlags("artifacts list", "[--tenant T] [--json] <run_id>", args, io, func(fs *flag.FlagSet) {
+			asJSON = fs.Bool("json", false, "print the records as JSON lines")
+		})
+		if err != nil {
+			return err
+		}
+		runID, err := runArg("list", pos, 1)
+		if err != nil {
+			return err
+		}
+		var recs []artifacts.Record
+		if err := f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+			if recs, err = s.List(ctx, f.tenant, runID); err != nil {
+				return artifactFailure(err)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(io.stdout)
+			for _, r := range recs {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		tw := tabwriter.NewWriter(io.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tSIZE\tSHA256\tCREATED\tEXPIRES")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.Name, r.Size, r.SHA256,
+				time.UnixMilli(r.Created).UTC().Format(time.RFC3339), time.UnixMilli(r.Expires).UTC().Format(time.RFC3339))
+		}
+		return tw.Flush()
+	}
+	get := func(ctx context.Context, args []string, io *stdio) error {
+		var out *string
+		f, pos, err := opsFlags("artifacts get", "[--tenant T] [-o FILE] <run_id> [name (default patch)]", args, io, func(fs *flag.FlagSet) {
+			out = fs.String("o", "", "write the artifact to this file instead of stdout")
+		})
+		if err != nil {
+			return err
+		}
+		runID, err := runArg("get", pos, 2)
+		if err != nil {
+			return err
+		}
+		name := "patch"
+		if len(pos) == 2 {
+			name = pos[1]
+		}
+		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+			rc, _, err := s.Open(ctx, f.tenant, runID, name)
+			if err != nil {
+				return artifactFailure(err)
+			}
+			defer func() { _ = rc.Close() }()
+			return writeVerified(*out, io.stdout, rc)
+		})
+	}
+	return subcommand(ctx, "artifacts", args, io, map[string]func(context.Context, []string, *stdio) error{
+		"list": list, "get": get,
+	}, "list", "get")
+}
+
+// writeVerified copies r, which checks its bytes at their end, to the file
+// path, or to stdout when path is empty. A file is written beside its path
+// and renamed there only once every byte checked out, so a failed get
+// leaves no file claiming to be the artifact.
+func writeVerified(path string, stdout io.Writer, r io.Reader) error {
+	if path == "" {
+		if _, err := io.Copy(stdout, r); err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".agentmesh-artifact-*")
+	if err != nil {
+		return &exitError{code: exitFail, err: err}
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := io.Copy(tmp, r); err != nil {
+		_ = tmp.Close()
+		return &exitError{code: exitFail, err: err}
+	}
+	if err := tmp.Close(); err != nil {
+		return &exitError{code: exitFail, err: err}
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return &exitError{code: exitFail, err: err}
+	}
+	return nil
+}
