@@ -1,0 +1,196 @@
+package runner
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/workspace"
+)
+
+// Artifact names of a run's results.
+const (
+	PatchName   = "workspace.patch"
+	ArchiveName = "workspace.tar.gz"
+)
+
+// ArtifactStore is what a runner needs of the artifact store
+// (*artifacts.Store).
+type ArtifactStore interface {
+	OpenSnapshot(ctx context.Context, tenant, id string) (io.ReadCloser, int64, error)
+	Put(ctx context.Context, tenant, runID, name string, r io.Reader) (wire.ArtifactRef, error)
+	Open(ctx context.Context, tenant, runID, name string) (io.ReadCloser, artifacts.Record, error)
+	SetHead(ctx context.Context, tenant, conversation string, h artifacts.Head) error
+	Head(ctx context.Context, tenant, conversation string) (artifacts.Head, error)
+}
+
+// Workspaces materializes the workspace a run's source names into a fresh
+// directory of its own, and stores what the agent changed when it ends.
+type Workspaces struct {
+	Store ArtifactStore
+	// Root holds every run's fresh directory: its workspace and, beside
+	// it, the private git dir the agent never sees.
+	Root string
+	// Materializer is the git allow-list, and MaxBytes the bound of a
+	// source's tree, a git one's or a snapshot's.
+	Materializer workspace.Materializer
+	// MaxPatch and MaxArchive bound a run's patch (read and written) and
+	// its archive of changed files (<= 0: no limit).
+	MaxPatch, MaxArchive int64
+}
+
+// Workspace is one run's materialized workspace.
+type Workspace struct {
+	w      *Workspaces
+	work   wire.Work
+	source wire.WorkspaceSource
+	top    string
+	// Dir is the run's workspace, where its CLI runs.
+	Dir    string
+	gitDir string
+}
+
+// Prepare materializes the run's workspace: the source the work names,
+// or, when its conversation has a head, the head's source with the head's
+// patch applied (the base a patch is against stays the source, so every
+// patch is cumulative). It returns nil, nil for a run with neither. A
+// source outside the allow-list, a source or patch over its limit, an
+// archive entry that escapes or a snapshot that is not stored is an
+// AgenticRequestValidationError; nothing of the run's directory is left
+// on any error.
+func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace, err error) {
+	var head *artifacts.Head
+	if work.Conversation != "" {
+		h, err := w.Store.Head(ctx, work.Tenant, work.Conversation)
+		switch {
+		case err == nil:
+			head = &h
+		case !errors.Is(err, artifacts.ErrNotFound):
+			return nil, wire.Errorf(wire.ProviderTransportError, "read the head of conversation %s: %v", work.Conversation, err).Retry()
+		}
+	}
+	var source wire.WorkspaceSource
+	switch {
+	case head != nil:
+		source = head.Source
+	case work.Workspace != nil:
+		source = *work.Workspace
+	default:
+		return nil, nil
+	}
+	if err := os.MkdirAll(w.Root, 0o700); err != nil {
+		return nil, wire.Errorf(wire.AgenticHandlerError, "workspace root: %v", err)
+	}
+	top, err := os.MkdirTemp(w.Root, "run-"+work.RunID+"-")
+	if err != nil {
+		return nil, wire.Errorf(wire.AgenticHandlerError, "run directory: %v", err)
+	}
+	ws := &Workspace{w: w, work: work, source: source, top: top, Dir: filepath.Join(top, "ws"), gitDir: filepath.Join(top, "git")}
+	defer func() {
+		if err != nil {
+			ws.Close()
+		}
+	}()
+	if err := ws.materialize(ctx); err != nil {
+		return nil, classify("materialize the workspace", err)
+	}
+	if head != nil && head.Patch != nil {
+		rc, _, err := w.Store.Open(ctx, work.Tenant, head.RunID, PatchName)
+		if err != nil {
+			return nil, classify("open the conversation's last patch", err)
+		}
+		defer rc.Close()
+		if err := workspace.Apply(ctx, ws.Dir, rc, w.MaxPatch); err != nil {
+			return nil, classify("apply the conversation's last patch", err)
+		}
+	}
+	return ws, nil
+}
+
+func (ws *Workspace) materialize(ctx context.Context) error {
+	src, w := ws.source, ws.w
+	switch {
+	case src.Git != nil && src.Snapshot != "":
+		return wire.Errorf(wire.AgenticRequestValidationError, "workspace source names both a git repository and a snapshot")
+	case src.Git != nil:
+		return w.Materializer.Git(ctx, *src.Git, ws.Dir, ws.gitDir)
+	case src.Snapshot != "":
+		rc, size, err := w.Store.OpenSnapshot(ctx, ws.work.Tenant, src.Snapshot)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if limit := w.Materializer.MaxBytes; limit > 0 && size > limit {
+			return &workspace.TooLargeError{What: "snapshot", Limit: limit}
+		}
+		if err := workspace.Unpack(rc, ws.Dir, w.Materializer.MaxBytes); err != nil {
+			return err
+		}
+		return workspace.Record(ctx, ws.Dir, ws.gitDir)
+	default:
+		return wire.Errorf(wire.AgenticRequestValidationError, "workspace source names neither a git repository nor a snapshot")
+	}
+}
+
+// classify types an error of preparing a workspace: the request's fault
+// (AgenticRequestValidationError) or the runner's.
+func classify(doing string, err error) *wire.Error {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	for _, bad := range []error{workspace.ErrNotAllowed, workspace.ErrTooLarge, workspace.ErrUnsafePath, artifacts.ErrTooLarge, artifacts.ErrNotFound, artifacts.ErrInvalidName} {
+		if errors.Is(err, bad) {
+			return wire.Errorf(wire.AgenticRequestValidationError, "%s: %v", doing, err)
+		}
+	}
+	return wire.Errorf(wire.AgenticHandlerError, "%s: %v", doing, err)
+}
+
+// Finish stores what the agent changed, cumulative against the source:
+// the patch and the archive of changed files, then makes the run the
+// conversation's head. A patch or archive over its limit is an
+// AgenticRequestValidationError and nothing is stored.
+func (ws *Workspace) Finish(ctx context.Context) (*wire.Artifacts, error) {
+	var patch, archive bytes.Buffer
+	if err := workspace.Diff(ctx, ws.Dir, ws.gitDir, &patch, ws.w.MaxPatch); err != nil {
+		return nil, classify("diff the workspace", err)
+	}
+	zw := gzip.NewWriter(&archive)
+	if err := workspace.Archive(ctx, ws.Dir, ws.gitDir, zw, ws.w.MaxArchive); err != nil {
+		return nil, classify("archive the changed files", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, classify("archive the changed files", err)
+	}
+	t, run := ws.work.Tenant, ws.work.RunID
+	pref, err := ws.w.Store.Put(ctx, t, run, PatchName, &patch)
+	if err != nil {
+		return nil, classify("store the patch", err)
+	}
+	aref, err := ws.w.Store.Put(ctx, t, run, ArchiveName, &archive)
+	if err != nil {
+		return nil, classify("store the archive", err)
+	}
+	if ws.work.Conversation != "" {
+		if err := ws.w.Store.SetHead(ctx, t, ws.work.Conversation, artifacts.Head{Source: ws.source, Patch: &pref, RunID: run}); err != nil {
+			return nil, classify("set the conversation's head", err)
+		}
+	}
+	return &wire.Artifacts{Patch: &pref, Archive: &aref}, nil
+}
+
+// Close removes the run's directory, workspace and git dir.
+func (ws *Workspace) Close() error {
+	if err := os.RemoveAll(ws.top); err != nil {
+		return fmt.Errorf("remove %s: %w", ws.top, err)
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package runner_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/workspace"
+)
+
+func gitIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sourceTree is a work tree of files, and a bare repo of it (file://).
+func sourceTree(t *testing.T) (tree, url string) {
+	root := t.TempDir()
+	tree = filepath.Join(root, "tree")
+	writeFiles(t, tree, map[string]string{"README.md": "source\n", "main.go": "package main\n", "logo.bin": "\x00\x01\xff"})
+	gitIn(t, tree, "init", "-q")
+	gitIn(t, tree, "add", "-A")
+	gitIn(t, tree, "commit", "-q", "-m", "source")
+	gitIn(t, root, "clone", "-q", "--bare", tree, filepath.Join(root, "repo.git"))
+	return tree, "file://" + filepath.Join(root, "repo.git")
+}
+
+// files lists a tree's regular files and their bytes, symlinks' targets
+// and modes, .git left out.
+func files(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			if d != nil && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		fi, _ := os.Lstat(p)
+		if target, err := os.Readlink(p); err == nil {
+			out[rel] = fi.Mode().String() + " -> " + target
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		out[rel] = fi.Mode().String() + " " + string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func sameFiles(t *testing.T, want, got map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: not wanted", k)
+		}
+	}
+}
+
+func openStore(t *testing.T) *artifacts.Store {
+	t.Helper()
+	_, _, js := natstest.RunMesh(t)
+	store, err := artifacts.Open(context.Background(), js, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+func newWorkspaces(t *testing.T, store *artifacts.Store, allow string) *runner.Workspaces {
+	return &runner.Workspaces{
+		Store: store, Root: t.TempDir(),
+		Materializer: workspace.Materializer{GitAllow: []string{allow}, MaxBytes: 1 << 20},
+		MaxPatch:     1 << 20, MaxArchive: 1 << 20,
+	}
+}
+
+// Two runners (two Workspaces, two roots) take the two turns of one
+// conversation: the second starts from the first's result, and its patch
+// is cumulative against the source; once from a git source, once from a
+// pushed snapshot.
+func TestConversationWorkspaceTravels(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	tree, url := sourceTree(t)
+	var snap bytes.Buffer
+	if err := workspace.Pack(tree, &snap, 0); err != nil {
+		t.Fatal(err)
+	}
+	id, err := store.PushSnapshot(ctx, "acme", &snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, src := range map[string]wire.WorkspaceSource{
+		"git":      {Git: &wire.GitSource{URL: url, Ref: "main"}},
+		"snapshot": {Snapshot: id},
+	} {
+		t.Run(name, func(t *testing.T) {
+			one, two := newWorkspaces(t, store, url), newWorkspaces(t, store, url)
+			conv := "conv-" + name
+			ws1, err := one.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "r1-" + name, Conversation: conv, Workspace: &src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws1.Close()
+			writeFiles(t, ws1.Dir, map[string]string{"turn1.txt": "one\n", "main.go": "package main // 1\n"})
+			if err := os.Remove(filepath.Join(ws1.Dir, "README.md")); err != nil {
+				t.Fatal(err)
+			}
+			a1, err := ws1.Finish(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a1.Patch == nil || a1.Archive == nil || a1.Patch.Size == 0 {
+				t.Fatalf("artifacts %+v", a1)
+			}
+
+			// Turn 2 on the other runner; the work names no source of its own.
+			ws2, err := two.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "r2-" + name, Conversation: conv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws2.Close()
+			sameFiles(t, files(t, ws1.Dir), files(t, ws2.Dir))
+			writeFiles(t, ws2.Dir, map[string]string{"turn2.txt": "two\n"})
+			a2, err := ws2.Finish(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, _, err := store.Open(ctx, "acme", "r2-"+name, runner.PatchName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			var p2 bytes.Buffer
+			if _, err := p2.ReadFrom(rc); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"turn1.txt", "turn2.txt", "deleted file mode"} {
+				if !strings.Contains(p2.String(), want) {
+					t.Errorf("turn 2's patch has no %q: not cumulative against the source\n%s", want, p2.String())
+				}
+			}
+			head, err := store.Head(ctx, "acme", conv)
+			if err != nil || head.RunID != "r2-"+name || *head.Patch != *a2.Patch {
+				t.Errorf("head %+v, %v", head, err)
+			}
+		})
+	}
+}
+
+// Acceptance 4 at the library level: the stored patch, fetched and
+// applied to a fresh checkout of the source, gives the agent's tree byte
+// for byte.
+func TestStoredPatchReproducesTheChange(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	_, url := sourceTree(t)
+	w := newWorkspaces(t, store, url)
+	src := wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: "main"}}
+	ws, err := w.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "r1", Workspace: &src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	writeFiles(t, ws.Dir, map[string]string{"new/added.bin": "\x00\xfe\r\n", "main.go": "package main // changed\n", "logo.bin": "\xff\x00"})
+	if err := os.Chmod(filepath.Join(ws.Dir, "README.md"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws.Dir, "main.go"), filepath.Join(ws.Dir, "moved.go")); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ws.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, rec, err := store.Open(ctx, "acme", "r1", runner.PatchName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if rec.Ref() != *a.Patch {
+		t.Errorf("record %+v, status names %+v", rec.Ref(), *a.Patch)
+	}
+	fresh := filepath.Join(t.TempDir(), "checkout")
+	gitIn(t, filepath.Dir(fresh), "-c", "protocol.file.allow=always", "clone", "-q", url, fresh)
+	if err := workspace.Apply(ctx, fresh, rc, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, files(t, ws.Dir), files(t, fresh))
+}
+
+func hostileSnapshot(t *testing.T) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write([]byte("x"))
+	tw.Close()
+	return buf.Bytes()
+}
+
+// Bad input is an AgenticRequestValidationError before any CLI could
+// start, and the runner's root holds nothing of the run.
+func TestWorkspaceBadInput(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	_, url := sourceTree(t)
+	escaping, err := store.PushSnapshot(ctx, "acme", bytes.NewReader(hostileSnapshot(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := store.PushSnapshot(ctx, "acme", strings.NewReader(strings.Repeat("x", 4<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A conversation whose last patch is over the next runner's limit.
+	w := newWorkspaces(t, store, url)
+	src := wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: "main"}}
+	ws, err := w.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "big", Conversation: "big", Workspace: &src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws.Dir, map[string]string{"big.txt": strings.Repeat("line\n", 2000)})
+	if _, err := ws.Finish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ws.Close()
+
+	for _, c := range []struct {
+		name string
+		work wire.Work
+		mod  func(*runner.Workspaces)
+		want string // what the error says
+	}{
+		{"outside the allow-list", wire.Work{Workspace: &wire.WorkspaceSource{Git: &wire.GitSource{URL: "file:///elsewhere.git"}}}, nil, "is not in the allow-list"},
+		{"snapshot over the limit", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: big}}, func(w *runner.Workspaces) { w.Materializer.MaxBytes = 1024 }, "snapshot is over the size limit of 1024 bytes"},
+		{"escaping path", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: escaping}}, nil, `unsafe path "../escape"`},
+		{"snapshot not stored", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: "sha256:" + strings.Repeat("0", 64)}}, nil, artifacts.ErrNotFound.Error()},
+		{"patch over the limit", wire.Work{Conversation: "big"}, func(w *runner.Workspaces) { w.MaxPatch = 1024 }, "patch is over the size limit of 1024 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorkspaces(t, store, url)
+			if c.mod != nil {
+				c.mod(w)
+			}
+			c.work.Tenant, c.work.RunID = "acme", "bad"
+			ws, err := w.Prepare(ctx, c.work)
+			var we *wire.Error
+			if ws != nil || !errors.As(err, &we) || we.Class != wire.AgenticRequestValidationError {
+				t.Fatalf("Prepare: %v, %v; want an AgenticRequestValidationError", ws, err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%v does not say %q", err, c.want)
+			}
+			if left, _ := os.ReadDir(w.Root); len(left) != 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
