@@ -1,8 +1,8 @@
 package main
 
-// The artifact commands: artifacts list|get (and apply, once the run's
-// patch can be applied). They talk to the mesh's JetStream directly
-// (pkg/artifacts), as the export commands do, for the tenant of --tenant.
+// The artifact commands: workspace push, artifacts list|get|apply. They
+// talk to the mesh's JetStream directly (pkg/artifacts), as the export
+// commands do, for the tenant of --tenant.
 
 import (
 	"context"
@@ -18,7 +18,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
+
+// io2Pipe is io.Pipe (the io parameter of the commands shadows the package).
+var io2Pipe = io.Pipe
 
 // withArtifacts is withOps with the mesh's artifact store opened.
 func (c *clientFlags) withArtifacts(ctx context.Context, do func(ctx context.Context, s *artifacts.Store) error) error {
@@ -114,9 +118,75 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 			return writeVerified(*out, io.stdout, rc)
 		})
 	}
+	apply := func(ctx context.Context, args []string, io *stdio) error {
+		var dir *string
+		f, pos, err := opsFlags("artifacts apply", "[--tenant T] [--dir DIR] <run_id>", args, io, func(fs *flag.FlagSet) {
+			dir = fs.String("dir", ".", "the checkout the run's patch is applied to")
+		})
+		if err != nil {
+			return err
+		}
+		runID, err := runArg("apply", pos, 1)
+		if err != nil {
+			return err
+		}
+		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+			// The patch is read whole, and checked, before git applies
+			// any of it.
+			rc, rec, err := s.Open(ctx, f.tenant, runID, "patch")
+			if err != nil {
+				return artifactFailure(err)
+			}
+			defer func() { _ = rc.Close() }()
+			if err := workspace.Apply(ctx, *dir, rc, artifacts.DefaultArtifactLimit); err != nil {
+				return &exitError{code: exitFail, err: fmt.Errorf("apply the patch of %s: %w", runID, err)}
+			}
+			fmt.Fprintf(io.stdout, "applied %s (%d bytes, sha256 %s) to %s\n", rec.Object, rec.Size, rec.SHA256, *dir)
+			return nil
+		})
+	}
 	return subcommand(ctx, "artifacts", args, io, map[string]func(context.Context, []string, *stdio) error{
-		"list": list, "get": get,
-	}, "list", "get")
+		"list": list, "get": get, "apply": apply,
+	}, "list", "get", "apply")
+}
+
+// cmdWorkspace pushes a directory as a workspace snapshot.
+func cmdWorkspace(ctx context.Context, args []string, io *stdio) error {
+	push := func(ctx context.Context, args []string, io *stdio) error {
+		f, pos, err := opsFlags("workspace push", "[--tenant T] <dir>", args, io, nil)
+		if err != nil {
+			return err
+		}
+		if len(pos) != 1 {
+			return usageErr("workspace push: want one directory, got %d arguments", len(pos))
+		}
+		if fi, err := os.Stat(pos[0]); err != nil || !fi.IsDir() {
+			return usageErr("workspace push: %s is not a directory", pos[0])
+		}
+		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+			pr, pw := io2Pipe()
+			packed := make(chan error, 1)
+			go func() {
+				err := workspace.Pack(pos[0], pw, artifacts.DefaultSnapshotLimit)
+				_ = pw.CloseWithError(err)
+				packed <- err
+			}()
+			id, err := s.PushSnapshot(ctx, f.tenant, pr)
+			_ = pr.CloseWithError(errors.New("push ended")) // unblocks Pack if the push stopped reading
+			perr := <-packed
+			if err != nil { // a pack that failed is its cause
+				return artifactFailure(err)
+			}
+			if perr != nil {
+				return &exitError{code: exitFail, err: fmt.Errorf("pack %s: %w", pos[0], perr)}
+			}
+			fmt.Fprintln(io.stdout, id)
+			return nil
+		})
+	}
+	return subcommand(ctx, "workspace", args, io, map[string]func(context.Context, []string, *stdio) error{
+		"push": push,
+	}, "push")
 }
 
 // writeVerified copies r, which checks its bytes at their end, to the file

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
 
 // meshArtifacts is the artifact store of m, as a runner writes it.
@@ -79,4 +81,102 @@ func TestArtifactsListGet(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("a failed get left %s: %v", missing, err)
 	}
+}
+
+// writeTree writes files (path → content) under dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, content := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readTree reads every regular file under dir, by its slash path.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWorkspacePushAndApply: a pushed directory comes back as its content
+// address, and applying a run's patch to a fresh checkout of its base
+// reproduces the agent's tree byte for byte.
+func TestWorkspacePushAndApply(t *testing.T) {
+	m := startUp(t, false)
+	ctx := context.Background()
+	store := meshArtifacts(t, m)
+	must := func(want int, args ...string) string { t.Helper(); return m.must(t, ctx, want, args...) }
+	base := map[string]string{"README.md": "hello\n", "src/main.go": "package main\n", "gone.txt": "bye\n"}
+
+	src := t.TempDir()
+	writeTree(t, src, base)
+	id := strings.TrimSpace(must(exitOK, "workspace", "push", src))
+	if !strings.HasPrefix(id, "sha256:") || len(id) != len("sha256:")+64 {
+		t.Fatalf("workspace push printed %q, want a content address", id)
+	}
+	if again := strings.TrimSpace(must(exitOK, "workspace", "push", src)); again != id {
+		t.Fatalf("the same tree pushed again is %s, want %s", again, id)
+	}
+	rc, _, err := store.OpenSnapshot(ctx, "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpacked := filepath.Join(t.TempDir(), "unpacked")
+	err = workspace.Unpack(rc, unpacked, 0)
+	_ = rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readTree(t, unpacked); !maps.Equal(got, base) {
+		t.Fatalf("the snapshot holds %v, want %v", got, base)
+	}
+	must(exitUsage, "workspace", "push", filepath.Join(src, "README.md"))
+
+	// The agent's change, as a runner records it.
+	agent := t.TempDir()
+	writeTree(t, agent, base)
+	gitDir := filepath.Join(t.TempDir(), "git")
+	if err := workspace.Record(ctx, agent, gitDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(agent, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, agent, map[string]string{"README.md": "hello, world\n", "src/new.bin": "\x00\x01\x02\xff no newline"})
+	var patch strings.Builder
+	if err := workspace.Diff(ctx, agent, gitDir, &patch, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Put(ctx, "default", "run-1", "patch", strings.NewReader(patch.String())); err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := t.TempDir()
+	writeTree(t, fresh, base)
+	if out := must(exitOK, "artifacts", "apply", "--dir", fresh, "run-1"); !strings.Contains(out, "applied") {
+		t.Errorf("artifacts apply: %s", out)
+	}
+	if got, want := readTree(t, fresh), readTree(t, agent); !maps.Equal(got, want) {
+		t.Fatalf("the checkout after apply holds %q, want the agent's %q", got, want)
+	}
+	must(exitFail, "artifacts", "apply", "--dir", fresh, "run-1") // already applied: git refuses, writing nothing
+	must(exitFail, "artifacts", "apply", "--dir", t.TempDir(), "no-such-run")
 }

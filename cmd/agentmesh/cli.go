@@ -117,7 +117,8 @@ var commands = []command{
 	{"follow", "print a run's events from a seq on, until it ends", cmdFollow},
 	{"runs", "list the run records (runs ls)", cmdRuns},
 	{"keys", "create, list or revoke the HTTP gateway's API keys", cmdKeys},
-	{"artifacts", "list or get a run's artifacts (its patch, its archive of changed files)", cmdArtifacts},
+	{"artifacts", "list, get or apply a run's artifacts (its patch, its archive of changed files)", cmdArtifacts},
+	{"workspace", "push a directory as a workspace snapshot and print its content address", cmdWorkspace},
 }
 
 func usage(w io.Writer) {
