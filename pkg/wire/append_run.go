@@ -91,7 +91,7 @@ func AppendWork(dst []byte, wk *Work) ([]byte, error) {
 	start := len(dst)
 	n := 8 // v, run_id, tenant, principal, adapter, pin, deadline, policy
 	for _, present := range [...]bool{
-		wk.Profile != "", len(wk.Request) > 0, len(wk.Runtime) > 0, wk.Conversation != "", wk.SessionID != "", wk.Handoff != nil, len(wk.Fallback) > 0,
+		wk.Profile != "", len(wk.Request) > 0, len(wk.Runtime) > 0, wk.Conversation != "", wk.SessionID != "", wk.Handoff != nil, len(wk.Fallback) > 0, wk.Workspace != nil,
 	} {
 		if present {
 			n++
@@ -144,6 +144,11 @@ func AppendWork(dst []byte, wk *Work) ([]byte, error) {
 	}
 	if len(wk.Fallback) > 0 {
 		if dst, err = appendValue(appendStr(dst, "fallback"), wk.Fallback); err != nil {
+			return dst[:start], err
+		}
+	}
+	if wk.Workspace != nil {
+		if dst, err = appendValue(appendStr(dst, "workspace"), wk.Workspace); err != nil {
 			return dst[:start], err
 		}
 	}

@@ -118,6 +118,12 @@ func (v randomRunValues) work() Work {
 			Pin:    Pin{Provider: "a", Model: "m", Pricing: map[string]string{"input": "0.5"}},
 			Policy: AttemptPolicy{MaxAttempts: int(v.num()), StallAfterMS: v.num()}})
 	}
+	switch r.IntN(3) {
+	case 0:
+		wk.Workspace = &WorkspaceSource{Git: &GitSource{URL: v.str(), Ref: v.str()}}
+	case 1:
+		wk.Workspace = &WorkspaceSource{Snapshot: v.str()}
+	}
 	return wk
 }
 
@@ -185,7 +191,7 @@ func TestAppendRunDecodes(t *testing.T) {
 	v := randomRunValues{rand.New(rand.NewPCG(5, 6))}
 	for range 200 {
 		wk := v.work()
-		wk.V, wk.Runtime = Version, nil
+		wk.V, wk.Runtime = VersionOf(&wk), nil
 		if wk.Handoff != nil {
 			wk.Handoff.Record.V = Version
 		}
