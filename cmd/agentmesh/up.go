@@ -173,7 +173,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Gateway:  gw,
 		Topology: cfg.Topology(),
-		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil)},
+		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil), WorkspaceRoot: o.workspace},
 		Export:   export,
 		// Each service on its own connection, as its binary would be.
 		Connect: func(name string) (service.Deps, error) {

@@ -564,11 +564,6 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	case rr.DeadlineMS > 0:
 		deadline = time.Duration(rr.DeadlineMS) * time.Millisecond
 	}
-	if rr.Workspace != nil {
-		// Contract v2 names the field; no runner materializes a source
-		// yet (README "Not built yet"), so it is refused, not ignored.
-		return wk, nil, wire.Errorf(wire.AgenticOperationUnsupported, "workspace: workspace sources are not built yet; name a workspace in runtime instead")
-	}
 	p, pin, err := r.profiles.Resolve(rr.Profile)
 	if err != nil {
 		return wk, nil, wire.Errorf(wire.ProfileError, "%v", err)
@@ -585,6 +580,11 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	}
 	if a.Capabilities().Transport != p.Transport {
 		return wk, p, wire.Errorf(wire.ProfileError, "profile %s: transport %s contradicts adapter %s's %s", p.Name, p.Transport, p.Adapter, a.Capabilities().Transport)
+	}
+	if rr.Workspace != nil && a.Capabilities().Transport != wire.TransportSubprocess {
+		// Only a CLI run has a workspace a runner materializes: a source
+		// is refused, not dropped.
+		return wk, p, wire.Errorf(wire.AgenticOperationUnsupported, "workspace: profile %s's adapter %s is not a subprocess adapter; only a CLI run takes a workspace source", p.Name, p.Adapter)
 	}
 	if err := adapter.SplitRuntime(a, rr.Runtime); err != nil {
 		return wk, p, err

@@ -348,9 +348,11 @@ func TestCancelQueued(t *testing.T) {
 	}
 }
 
-// A v2 request's workspace source is refused with a typed error until a
-// runner materializes sources: never dispatched with the source dropped.
-func TestWorkspaceSourceRefused(t *testing.T) {
+// A workspace source names a CLI run's workspace: a run of an adapter of
+// another transport, which has none, is refused with a typed error, never
+// dispatched with the source dropped (TestWorkspaceSourceRoutes is the
+// CLI run's).
+func TestWorkspaceSourceRefusedOffSubprocess(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	start(t, srv, topology.Config{}, nil)
 	c := clienttest.New(t, srv)
@@ -361,7 +363,7 @@ func TestWorkspaceSourceRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := clienttest.Last(clienttest.Collect(t, c, tenant, id))
-	if st.State != wire.StateRejected || !errors.Is(st.Error, wire.AgenticOperationUnsupported) {
+	if st.State != wire.StateRejected || !errors.Is(st.Error, wire.AgenticOperationUnsupported) || !strings.Contains(st.Error.Error(), "not a subprocess adapter") {
 		t.Fatalf("terminal = %+v, want rejected with AgenticOperationUnsupported", st)
 	}
 }

@@ -60,7 +60,35 @@ type Config struct {
 	// Metadata is added to the runner's micro service info (the profiles'
 	// registry_version, for one).
 	Metadata map[string]string `ignored:"true"`
+	// WorkspaceRoot is the CLI adapters' workspace root (cli.Config's):
+	// a subprocess run whose work names a workspace source, or continues a
+	// conversation that has a head, runs in a fresh directory under its
+	// RunsDir, which its runtime workspace names (default ".").
+	WorkspaceRoot string `ignored:"true"`
+	// GitAllow are the remotes a run's git source may name, URL prefixes
+	// (workspace.Materializer.GitAllow; none: every git source is
+	// refused).
+	GitAllow []string `split_words:"true" desc:"URL prefixes a run's git workspace source may name, as a,b,... (end one with / to keep it a directory; default: none, every git source is refused)"`
+	// WorkspaceMaxBytes bounds a run's source tree, a git one's or a
+	// snapshot's; PatchMaxBytes its patch, read and written, and
+	// ArchiveMaxBytes its archive of changed files (defaults
+	// DefaultWorkspaceMaxBytes, DefaultPatchMaxBytes,
+	// DefaultArchiveMaxBytes).
+	WorkspaceMaxBytes int64 `split_words:"true" desc:"size limit in bytes of a run's workspace source tree, git or snapshot (default 1 GiB)"`
+	PatchMaxBytes     int64 `split_words:"true" desc:"size limit in bytes of a run's workspace patch, read and written (default 64 MiB)"`
+	ArchiveMaxBytes   int64 `split_words:"true" desc:"size limit in bytes of a run's archive of changed files (default 256 MiB)"`
 }
+
+// Workspace limits' defaults.
+const (
+	DefaultWorkspaceMaxBytes = 1 << 30
+	DefaultPatchMaxBytes     = 64 << 20
+	DefaultArchiveMaxBytes   = 256 << 20
+)
+
+// RunsDir is the directory under the workspace root that holds the runs'
+// fresh workspaces.
+const RunsDir = ".agentmesh-runs"
 
 func (c *Config) setDefaults() {
 	if c.ID == "" {
@@ -77,6 +105,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 10 * time.Second
+	}
+	if c.WorkspaceRoot == "" {
+		c.WorkspaceRoot = "."
+	}
+	if c.WorkspaceMaxBytes == 0 {
+		c.WorkspaceMaxBytes = DefaultWorkspaceMaxBytes
+	}
+	if c.PatchMaxBytes == 0 {
+		c.PatchMaxBytes = DefaultPatchMaxBytes
+	}
+	if c.ArchiveMaxBytes == 0 {
+		c.ArchiveMaxBytes = DefaultArchiveMaxBytes
 	}
 }
 
@@ -102,6 +142,14 @@ func (c Config) Validate() error {
 	if c.DrainTimeout < 0 {
 		bad.Add("DrainTimeout", "must be > 0, got %s", c.DrainTimeout)
 	}
+	for _, l := range []struct {
+		field string
+		n     int64
+	}{{"WorkspaceMaxBytes", c.WorkspaceMaxBytes}, {"PatchMaxBytes", c.PatchMaxBytes}, {"ArchiveMaxBytes", c.ArchiveMaxBytes}} {
+		if l.n < 0 {
+			bad.Add(l.field, "must be > 0, got %d", l.n)
+		}
+	}
 	if err := subject.ValidToken("runner id", c.ID); err != nil {
 		bad.Add("ID", "%v", err)
 	}
@@ -117,6 +165,7 @@ type Host struct {
 	sessions    jetstream.KeyValue
 	checkpoints jetstream.KeyValue
 	cons        map[string]jetstream.Consumer
+	workspaces  *Workspaces
 
 	mu     sync.Mutex
 	active map[string]*run // by <tenant>.<run_id>: the delivery executing it
@@ -213,6 +262,9 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	}
 	if h.checkpoints, err = d.JS.KeyValue(ctx, d.Names.CheckpointsBucket()); err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
+	}
+	if h.workspaces, err = openWorkspaces(ctx, d, cfg); err != nil {
+		return nil, err
 	}
 	if err := checkTeardown(adapters, cfg.AckWait, h.store.LeaseTTL()); err != nil {
 		return nil, err

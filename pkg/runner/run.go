@@ -62,7 +62,8 @@ type run struct {
 	started    time.Time
 	session    string // the session id last stored for the conversation
 
-	checkpoint []byte // continuation state the adapter saved during this attempt
+	checkpoint []byte     // continuation state the adapter saved during this attempt
+	ws         *Workspace // the attempt's materialized workspace, if any
 	// fresh: this attempt found no checkpoint of its conversation; a
 	// conversation run that did not (one was found, or not read) never
 	// falls back, its pin holds.
@@ -378,6 +379,11 @@ func (r *run) exec(parent context.Context) {
 		call.Checkpoint = state
 		call.SaveCheckpoint = func(b []byte) { r.checkpoint = bytes.Clone(b) }
 	}
+	defer r.closeWorkspace()
+	if err := r.prepareWorkspace(ctx, &call); err != nil {
+		r.conclude(ctx, err, nil)
+		return
+	}
 	r.started = time.Now()
 	streamErr, failure := r.stream(ctx, pub, cancel, call)
 	r.conclude(ctx, streamErr, failure)
@@ -599,8 +605,13 @@ func (r *run) conclude(ctx context.Context, streamErr error, failure *wire.Chunk
 	case streamErr != nil:
 		r.retryOrFail(wire.AsError(streamErr))
 	default:
+		st := wire.Status{State: wire.StateSucceeded}
+		if err := r.finishWorkspace(&st); err != nil {
+			r.end(wire.Status{State: wire.StateFailed, Error: wire.AsError(err)})
+			return
+		}
 		r.saveCheckpoint(ctx)
-		r.end(wire.Status{State: wire.StateSucceeded})
+		r.end(st)
 	}
 }
 

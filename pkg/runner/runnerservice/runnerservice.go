@@ -100,6 +100,7 @@ func Run(ctx context.Context, name string, transports []wire.Transport, c Config
 	rc := c.Runner
 	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
 	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())
+	rc.WorkspaceRoot = c.WorkspaceRoot
 	host, err := runner.New(ctx, infra.Deps, adapters, rc)
 	if err != nil {
 		return err
