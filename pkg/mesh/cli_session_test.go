@@ -36,6 +36,9 @@ func runFakeCLI(logPath string) int {
 	if pidFile := os.Getenv(fakeCLIHang); pidFile != "" {
 		return hangingCLI(pidFile, os.Getenv(fakeCLIFirst))
 	}
+	if edits := os.Getenv(fakeCLIEdit); edits != "" && editWorkspace(edits) != nil {
+		return 3
+	}
 	prior, _ := os.ReadFile(logPath)
 	line, _ := json.Marshal(os.Args[1:])
 	f, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)

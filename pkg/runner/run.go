@@ -668,6 +668,7 @@ func (r *run) endContext() (context.Context, context.CancelFunc) {
 // record is written with this runner, the attempt and whether it had
 // output.
 func (r *run) end(st wire.Status) {
+	r.closeWorkspace() // before the end is told: nothing of the run is left
 	ctx, cancel := r.endContext()
 	defer cancel()
 	st.Profile, st.Pin, st.Attempt = r.work.Profile, &r.work.Pin, r.attempt

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,69 +16,19 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
+	"github.com/agentmesh/agentmesh/pkg/workspace/workspacetest"
 )
-
-func gitIn(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-}
-
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // sourceTree is a work tree of files, and a bare repo of it (file://).
 func sourceTree(t *testing.T) (tree, url string) {
 	root := t.TempDir()
 	tree = filepath.Join(root, "tree")
-	writeFiles(t, tree, map[string]string{"README.md": "source\n", "main.go": "package main\n", "logo.bin": "\x00\x01\xff"})
-	gitIn(t, tree, "init", "-q")
-	gitIn(t, tree, "add", "-A")
-	gitIn(t, tree, "commit", "-q", "-m", "source")
-	gitIn(t, root, "clone", "-q", "--bare", tree, filepath.Join(root, "repo.git"))
+	workspacetest.WriteFiles(t, tree, map[string]string{"README.md": "source\n", "main.go": "package main\n", "logo.bin": "\x00\x01\xff"})
+	workspacetest.Git(t, tree, "init", "-q")
+	workspacetest.Git(t, tree, "add", "-A")
+	workspacetest.Git(t, tree, "commit", "-q", "-m", "source")
+	workspacetest.Git(t, root, "clone", "-q", "--bare", tree, filepath.Join(root, "repo.git"))
 	return tree, "file://" + filepath.Join(root, "repo.git")
-}
-
-// files lists a tree's regular files and their bytes, symlinks' targets
-// and modes, .git left out.
-func files(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			if d != nil && d.Name() == ".git" {
-				return filepath.SkipDir
-			}
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		fi, _ := os.Lstat(p)
-		if target, err := os.Readlink(p); err == nil {
-			out[rel] = fi.Mode().String() + " -> " + target
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		out[rel] = fi.Mode().String() + " " + string(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 func sameFiles(t *testing.T, want, got map[string]string) {
@@ -143,7 +91,7 @@ func TestConversationWorkspaceTravels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws1.Close()
-			writeFiles(t, ws1.Dir, map[string]string{"turn1.txt": "one\n", "main.go": "package main // 1\n"})
+			workspacetest.WriteFiles(t, ws1.Dir, map[string]string{"turn1.txt": "one\n", "main.go": "package main // 1\n"})
 			if err := os.Remove(filepath.Join(ws1.Dir, "README.md")); err != nil {
 				t.Fatal(err)
 			}
@@ -161,8 +109,8 @@ func TestConversationWorkspaceTravels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ws2.Close()
-			sameFiles(t, files(t, ws1.Dir), files(t, ws2.Dir))
-			writeFiles(t, ws2.Dir, map[string]string{"turn2.txt": "two\n"})
+			sameFiles(t, workspacetest.Files(t, ws1.Dir), workspacetest.Files(t, ws2.Dir))
+			workspacetest.WriteFiles(t, ws2.Dir, map[string]string{"turn2.txt": "two\n"})
 			a2, err := ws2.Finish(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +151,7 @@ func TestStoredPatchReproducesTheChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
-	writeFiles(t, ws.Dir, map[string]string{"new/added.bin": "\x00\xfe\r\n", "main.go": "package main // changed\n", "logo.bin": "\xff\x00"})
+	workspacetest.WriteFiles(t, ws.Dir, map[string]string{"new/added.bin": "\x00\xfe\r\n", "main.go": "package main // changed\n", "logo.bin": "\xff\x00"})
 	if err := os.Chmod(filepath.Join(ws.Dir, "README.md"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -223,11 +171,11 @@ func TestStoredPatchReproducesTheChange(t *testing.T) {
 		t.Errorf("record %+v, status names %+v", rec.Ref(), *a.Patch)
 	}
 	fresh := filepath.Join(t.TempDir(), "checkout")
-	gitIn(t, filepath.Dir(fresh), "-c", "protocol.file.allow=always", "clone", "-q", url, fresh)
+	workspacetest.Git(t, filepath.Dir(fresh), "clone", "-q", url, fresh)
 	if err := workspace.Apply(ctx, fresh, rc, 1<<20); err != nil {
 		t.Fatal(err)
 	}
-	sameFiles(t, files(t, ws.Dir), files(t, fresh))
+	sameFiles(t, workspacetest.Files(t, ws.Dir), workspacetest.Files(t, fresh))
 }
 
 func hostileSnapshot(t *testing.T) []byte {
@@ -262,7 +210,7 @@ func TestWorkspaceBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFiles(t, ws.Dir, map[string]string{"big.txt": strings.Repeat("line\n", 2000)})
+	workspacetest.WriteFiles(t, ws.Dir, map[string]string{"big.txt": strings.Repeat("line\n", 2000)})
 	if _, err := ws.Finish(ctx); err != nil {
 		t.Fatal(err)
 	}

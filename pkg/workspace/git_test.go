@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/agentmesh/agentmesh/pkg/workspace/workspacetest"
 )
 
 // runGit runs git as the package does (its config and environment) in
@@ -40,8 +41,8 @@ func bareRepo(t testing.TB, files map[string]string, mutate func(work string)) s
 	runGit(t, work, "init", "-q", "--template=")
 	// The package's attributes, so that the commit holds the bytes
 	// written, CRLF and all, whatever the tree's .gitattributes say.
-	writeTree(t, work, map[string]string{".git/info/attributes": attributes})
-	writeTree(t, work, files)
+	workspacetest.WriteFiles(t, work, map[string]string{".git/info/attributes": attributes})
+	workspacetest.WriteFiles(t, work, files)
 	if mutate != nil {
 		mutate(work)
 	}
@@ -68,7 +69,7 @@ var sourceFiles = map[string]string{
 // change a patch has to carry.
 func agentChanges(t testing.TB, dir string) {
 	t.Helper()
-	writeTree(t, dir, map[string]string{
+	workspacetest.WriteFiles(t, dir, map[string]string{
 		"main.go":          "package main\n\nfunc main() { println(\"changed\") }\n",
 		"new/dir/added.go": "package dir\n",
 		"blob.bin":         string([]byte{0, 1, 2, 3, 255, 254, 0, 0, 10, 13}),
@@ -153,7 +154,7 @@ func TestDiffIsCumulativeAgainstTheSource(t *testing.T) {
 	ctx := context.Background()
 	// Turn 1 on one workspace.
 	one, gitOne := materialize(t, m, url)
-	writeTree(t, one, map[string]string{"turn1.txt": "one\n", "main.go": "package main // 1\n"})
+	workspacetest.WriteFiles(t, one, map[string]string{"turn1.txt": "one\n", "main.go": "package main // 1\n"})
 	var p1 bytes.Buffer
 	if err := Diff(ctx, one, gitOne, &p1, 0); err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestDiffIsCumulativeAgainstTheSource(t *testing.T) {
 	if err := Apply(ctx, two, bytes.NewReader(p1.Bytes()), 0); err != nil {
 		t.Fatal(err)
 	}
-	writeTree(t, two, map[string]string{"turn2.txt": "two\n", "main.go": "package main // 2\n"})
+	workspacetest.WriteFiles(t, two, map[string]string{"turn2.txt": "two\n", "main.go": "package main // 2\n"})
 	var p2 bytes.Buffer
 	if err := Diff(ctx, two, gitTwo, &p2, 0); err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func TestDiffIsCumulativeAgainstTheSource(t *testing.T) {
 func TestDiffAndApplyLimits(t *testing.T) {
 	m, url, dir, gitDir := sourced(t)
 	ctx := context.Background()
-	writeTree(t, dir, map[string]string{"big.txt": strings.Repeat("x\n", 5000)})
+	workspacetest.WriteFiles(t, dir, map[string]string{"big.txt": strings.Repeat("x\n", 5000)})
 	var tl *TooLargeError
 	if err := Diff(ctx, dir, gitDir, &bytes.Buffer{}, 1000); !errors.As(err, &tl) || tl.What != "patch" {
 		t.Errorf("Diff over the limit: %v", err)
@@ -204,13 +205,13 @@ func TestDiffAndApplyLimits(t *testing.T) {
 func TestApplyWritesNothingUnlessAllApplies(t *testing.T) {
 	m, url, dir, gitDir := sourced(t)
 	ctx := context.Background()
-	writeTree(t, dir, map[string]string{"new.txt": "new\n", "main.go": "package main // changed\n"})
+	workspacetest.WriteFiles(t, dir, map[string]string{"new.txt": "new\n", "main.go": "package main // changed\n"})
 	var patch bytes.Buffer
 	if err := Diff(ctx, dir, gitDir, &patch, 0); err != nil {
 		t.Fatal(err)
 	}
 	fresh, _ := materialize(t, m, url)
-	writeTree(t, fresh, map[string]string{"main.go": "package main // someone else's\n"})
+	workspacetest.WriteFiles(t, fresh, map[string]string{"main.go": "package main // someone else's\n"})
 	if err := Apply(ctx, fresh, bytes.NewReader(patch.Bytes()), 0); err == nil {
 		t.Fatal("Apply onto a conflicting checkout succeeded")
 	}
@@ -226,7 +227,7 @@ func TestNoPlantedConfigOrHookRuns(t *testing.T) {
 	ctx := context.Background()
 	marker := filepath.Join(t.TempDir(), "pwned")
 	evil := "#!/bin/sh\ntouch " + marker + "\n"
-	writeTree(t, dir, map[string]string{
+	workspacetest.WriteFiles(t, dir, map[string]string{
 		".git/config":              "[core]\n\tfsmonitor = touch " + marker + "\n\thooksPath = hooks\n",
 		".git/hooks/pre-commit":    evil,
 		".git/hooks/post-checkout": evil,
@@ -247,7 +248,7 @@ func TestNoPlantedConfigOrHookRuns(t *testing.T) {
 	}
 	// Apply into a checkout whose own .git is hostile.
 	fresh, _ := materialize(t, m, url)
-	writeTree(t, fresh, map[string]string{".git/config": "[core]\n\tfsmonitor = touch " + marker + "\n[apply]\n\twhitespace = error\n"})
+	workspacetest.WriteFiles(t, fresh, map[string]string{".git/config": "[core]\n\tfsmonitor = touch " + marker + "\n[apply]\n\twhitespace = error\n"})
 	if err := Apply(ctx, fresh, bytes.NewReader(patch.Bytes()), 0); err != nil {
 		t.Fatal(err)
 	}

@@ -8,19 +8,6 @@ import (
 	"testing"
 )
 
-func writeTree(t testing.TB, dir string, files map[string]string) {
-	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func chmod(t testing.TB, p string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(p, mode); err != nil {

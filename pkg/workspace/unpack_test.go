@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentmesh/agentmesh/pkg/workspace/workspacetest"
 )
 
 // entry is one hand-made tar entry of a hostile archive.
@@ -125,7 +127,7 @@ func TestUnpackRefusesHostileArchives(t *testing.T) {
 
 func TestUnpackAcceptsWhatPackWrites(t *testing.T) {
 	src := t.TempDir()
-	writeTree(t, src, map[string]string{
+	workspacetest.WriteFiles(t, src, map[string]string{
 		"a.txt":         "alpha\n",
 		"bin/run.sh":    "#!/bin/sh\necho hi\n",
 		"deep/er/x.bin": "\x00\x01\x02\xff",
@@ -136,7 +138,7 @@ func TestUnpackAcceptsWhatPackWrites(t *testing.T) {
 	symlink(t, "../a.txt", filepath.Join(src, "bin/a"))
 	symlink(t, "deep/er", filepath.Join(src, "er"))
 	// .git is left out, wherever it is.
-	writeTree(t, src, map[string]string{".git/config": "[core]\n", "deep/.git": "gitdir: /x\n"})
+	workspacetest.WriteFiles(t, src, map[string]string{".git/config": "[core]\n", "deep/.git": "gitdir: /x\n"})
 
 	var one, two bytes.Buffer
 	if err := Pack(src, &one, 0); err != nil {
@@ -196,7 +198,7 @@ func TestPackRefuses(t *testing.T) {
 	}
 
 	big := t.TempDir()
-	writeTree(t, big, map[string]string{"a": strings.Repeat("a", 10000)})
+	workspacetest.WriteFiles(t, big, map[string]string{"a": strings.Repeat("a", 10000)})
 	var tl *TooLargeError
 	if err := Pack(big, &buf, 4096); !errors.As(err, &tl) || tl.Limit != 4096 {
 		t.Errorf("Pack over the limit: %v", err)
