@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"os"
 	"path/filepath"
@@ -57,6 +58,18 @@ func editWorkspace(logPath string) error {
 	return err
 }
 
+// piProfiles is the registry of the pi profile on the test binary.
+func piProfiles(t *testing.T) *profile.Registry {
+	t.Helper()
+	p := profile.Profile{Name: pi.Name, Adapter: pi.Name, Transport: wire.TransportSubprocess, Model: "fake-model"}
+	p.Binary, p.InstallHint = os.Args[0], "the test binary"
+	reg, err := profile.New(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
 // Acceptance (issue 24): the two runs of one conversation land on two
 // runner processes with workspace roots of their own, the second forced
 // onto the other one by stopping the first; the second's CLI sees the
@@ -90,11 +103,7 @@ func TestWorkspaceTravelsBetweenRunners(t *testing.T) {
 			ctx := context.Background()
 			srv := natstest.RunJetStream(t)
 			logPath, editLog := filepath.Join(t.TempDir(), "argv.log"), filepath.Join(t.TempDir(), "edits.log")
-			profiles, err := profile.New(profile.Profile{Name: pi.Name, Adapter: pi.Name, Transport: wire.TransportSubprocess,
-				Model: "fake-model", Binary: os.Args[0], InstallHint: "the test binary"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			profiles := piProfiles(t)
 			newPi := func(root string) *cli.Adapter[pi.Request] {
 				a, err := pi.New(cli.Config{
 					Binary: os.Args[0], InstallHint: "the test binary", WorkspaceRoot: root,
@@ -202,6 +211,50 @@ func TestWorkspaceTravelsBetweenRunners(t *testing.T) {
 			want, got := workspacetest.Files(t, agent), workspacetest.Files(t, fresh)
 			if !maps.Equal(want, got) {
 				t.Errorf("after the patch the tree is\n%q\nwant the agent's\n%q", got, want)
+			}
+		})
+	}
+}
+
+// Bad workspace input fails the run with AgenticRequestValidationError
+// before its CLI starts, and the runner's root holds nothing of it: a git
+// remote outside the allow-list, and a snapshot whose entry escapes.
+func TestWorkspaceBadInputFailsTheRun(t *testing.T) {
+	ctx := context.Background()
+	srv := natstest.RunJetStream(t)
+	root, argv := t.TempDir(), filepath.Join(t.TempDir(), "argv.log")
+	a, err := pi.New(cli.Config{Binary: os.Args[0], InstallHint: "the test binary", WorkspaceRoot: root,
+		EnvSet: map[string]string{fakeCLILog: argv, "GORACE": "atexit_sleep_ms=0", "HOME": t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeWith(t, srv, mesh.Config{Runner: runner.Config{WorkspaceRoot: root, GitAllow: []string{"file:///allowed/"}}}, piProfiles(t), a)
+	store, err := artifacts.Open(ctx, n.d.JS, n.d.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	escaping, err := store.PushSnapshot(ctx, tenant, bytes.NewReader(workspacetest.EscapingTar(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, srv)
+	for name, src := range map[string]wire.WorkspaceSource{
+		"outside the allow-list": {Git: &wire.GitSource{URL: "file:///elsewhere/repo.git"}},
+		"escaping snapshot":      {Snapshot: escaping},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := runReq(t, map[string]any{"prompt": "edit it"})
+			r.Profile, r.Workspace = pi.Name, &src
+			_, evs := clienttest.Run(t, c, r)
+			st := last(evs)
+			if st.State != wire.StateFailed || !errors.Is(st.Error, wire.AgenticRequestValidationError) || st.Artifacts != nil {
+				t.Fatalf("%s: terminal %+v, want failed with AgenticRequestValidationError and no artifacts", describe(evs), st)
+			}
+			if _, err := os.Stat(argv); !os.IsNotExist(err) {
+				t.Errorf("the CLI ran (%v)", err)
+			}
+			if left, _ := os.ReadDir(filepath.Join(root, runner.RunsDir)); len(left) != 0 {
+				t.Errorf("left behind: %v", left)
 			}
 		})
 	}

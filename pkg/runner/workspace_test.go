@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -178,24 +177,13 @@ func TestStoredPatchReproducesTheChange(t *testing.T) {
 	sameFiles(t, workspacetest.Files(t, ws.Dir), workspacetest.Files(t, fresh))
 }
 
-func hostileSnapshot(t *testing.T) []byte {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write([]byte("x"))
-	tw.Close()
-	return buf.Bytes()
-}
-
 // Bad input is an AgenticRequestValidationError before any CLI could
 // start, and the runner's root holds nothing of the run.
 func TestWorkspaceBadInput(t *testing.T) {
 	ctx := context.Background()
 	store := openStore(t)
 	_, url := sourceTree(t)
-	escaping, err := store.PushSnapshot(ctx, "acme", bytes.NewReader(hostileSnapshot(t)))
+	escaping, err := store.PushSnapshot(ctx, "acme", bytes.NewReader(workspacetest.EscapingTar(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@
 package workspacetest
 
 import (
+	"archive/tar"
+	"bytes"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -63,4 +65,22 @@ func Files(t testing.TB, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// EscapingTar is a tar of one file whose path, "../escape", leads out of
+// the directory it is unpacked into.
+func EscapingTar(t testing.TB) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }
