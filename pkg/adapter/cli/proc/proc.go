@@ -69,6 +69,29 @@ type Spec struct {
 	// that cannot be written fails the start: the child is killed and the
 	// error is a ProviderTransportError. Empty records nothing.
 	StateDir string
+	// Confine, if set, confines the child (a sandbox, pkg/sandbox): it
+	// rewrites the command before it starts and is told the pid once it
+	// has. A confinement that cannot be set up fails the start with a
+	// ProviderTransportError naming why; nothing runs unconfined.
+	Confine Confiner
+}
+
+// A Confiner confines one child process.
+type Confiner interface {
+	// Confine rewrites cmd, not yet started, to run confined. cmd.Path is
+	// the resolved binary, cmd.Dir its working directory and cmd.Env its
+	// complete environment.
+	Confine(cmd *exec.Cmd) (Confinement, error)
+}
+
+// A Confinement is one confined child's set-up.
+type Confinement interface {
+	// Started is called with the pid once the child has started, before
+	// anything reads its output. An error kills the child and fails the
+	// start.
+	Started(pid int) error
+	// Release is called once the child and its group are gone.
+	Release()
 }
 
 func (s *Spec) setDefaults() {
@@ -277,6 +300,17 @@ func start(spec Spec, path string) (*child, error) {
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
+	var conf Confinement
+	if spec.Confine != nil {
+		var err error
+		if conf, err = spec.Confine.Confine(cmd); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, wire.Errorf(wire.ProviderTransportError, "start %s: confine it: %v", spec.Binary, err)
+		}
+	}
 	// The one owner of the child: it forks, then waits, on one OS thread
 	// (see sysProcAttr: the parent-death signal follows the forking
 	// thread). Our pipes are plain files, so Wait closes none of the ends
@@ -287,16 +321,32 @@ func start(spec Spec, path string) (*child, error) {
 	// goes, unless some member outlived even the SIGKILL.
 	started := make(chan *child, 1)
 	failed := make(chan error, 1)
+	release := func() {
+		if conf != nil {
+			conf.Release()
+		}
+	}
 	go func() {
 		runtime.LockOSThread()
 		err := cmd.Start()
 		if err != nil {
 			runtime.UnlockOSThread()
+			release()
 			failed <- err
 			return
 		}
 		c := &child{spec: spec, cmd: cmd, pgid: cmd.Process.Pid, stdout: outR, stderr: errR,
 			drain: make(chan struct{}), termDone: make(chan struct{}), done: make(chan struct{})}
+		if conf != nil {
+			if err := conf.Started(c.pgid); err != nil {
+				_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
+				_ = cmd.Wait()
+				runtime.UnlockOSThread()
+				release()
+				failed <- wire.Errorf(wire.ProviderTransportError, "start %s: confine it: %v", spec.Binary, err)
+				return
+			}
+		}
 		var rec string
 		if spec.StateDir != "" {
 			if rec, err = record(spec.StateDir, c.pgid, spec.Binary); err != nil {
@@ -305,6 +355,7 @@ func start(spec Spec, path string) (*child, error) {
 				_ = syscall.Kill(-c.pgid, syscall.SIGKILL)
 				_ = cmd.Wait()
 				runtime.UnlockOSThread()
+				release()
 				failed <- wire.Errorf(wire.ProviderTransportError, "start %s: record its process group in %s: %v", spec.Binary, spec.StateDir, err)
 				return
 			}
@@ -316,6 +367,7 @@ func start(spec Spec, path string) (*child, error) {
 		if rec != "" && !groupAlive(c.pgid) {
 			_ = os.Remove(rec)
 		}
+		release()
 		close(c.done)
 	}()
 	var c *child

@@ -1,0 +1,552 @@
+package sandbox
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+)
+
+// The system's read-only trees a CLI needs, and the files of /etc.
+var (
+	systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
+	etcFiles   = []string{"passwd", "group", "nsswitch.conf", "host.conf", "ssl", "ca-certificates", "ca-certificates.conf",
+		"pki", "alternatives", "localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "os-release",
+		"debian_version", "lsb-release", "gitconfig", "mime.types", "bash.bashrc", "profile", "inputrc", "protocols",
+		"services", "terminfo", "magic"}
+	devFiles = []string{"null", "zero", "full", "random", "urandom", "tty"}
+	// stateEnv are the variables whose directories a child keeps its
+	// state in on every CLI.
+	stateEnv = []string{"HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"}
+)
+
+// Where the runner's proxy socket is inside a sandbox.
+const insideSocketDir = "/run/agentmesh"
+
+// Sandbox confines the runs of one adapter (a proc.Confiner). It is safe
+// for concurrent use.
+type Sandbox struct {
+	cfg       Config
+	egress    []Endpoint
+	stateVars []string
+	cg        *cgroups
+	runtime   string
+}
+
+var _ proc.Confiner = (*Sandbox)(nil)
+
+// New returns the sandbox of one adapter's runs. It fails, wrapping
+// ErrUnavailable, when this machine cannot build it (Check).
+func New(cfg Config, p Policy) (*Sandbox, error) {
+	eps, err := ParseEgress(p.Egress)
+	if err != nil {
+		return nil, err
+	}
+	mech, err := Check(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), cg: mech.cg, runtime: mech.runtime}
+	for i, h := range s.cfg.Hidden {
+		if s.cfg.Hidden[i], err = filepath.Abs(h); err != nil {
+			return nil, fmt.Errorf("hidden path %q: %v", h, err)
+		}
+	}
+	return s, nil
+}
+
+// Egress returns the endpoints the sandbox's runs may reach.
+func (s *Sandbox) Egress() []Endpoint { return slices.Clone(s.egress) }
+
+// mount is one step of the init's file system view; Dst is inside.
+type mount struct {
+	Kind string `json:"kind"` // bind, robind, file (a bound file), tmpfs, symlink, write, proc
+	Src  string `json:"src,omitempty"`
+	Dst  string `json:"dst"`
+	Data string `json:"data,omitempty"` // tmpfs options, symlink target, file content
+}
+
+// listener is one egress endpoint inside: Addr listens, Target is what
+// the runner's proxy is asked for.
+type listener struct {
+	Addr   string `json:"addr"`
+	Target string `json:"target"`
+}
+
+// initConfig is what Confine tells its init, on fd 3.
+type initConfig struct {
+	Root     string        `json:"root"`
+	Mounts   []mount       `json:"mounts"`
+	Listen   []listener    `json:"listen,omitempty"`
+	Socket   string        `json:"socket"`
+	Dir      string        `json:"dir"`
+	Path     string        `json:"path"`
+	Args     []string      `json:"args"`
+	Env      []string      `json:"env"`
+	Procs    int           `json:"procs,omitempty"`  // as an rlimit, when no cgroup holds the run
+	Memory   int64         `json:"memory,omitempty"` // as an rlimit, likewise
+	WallTime time.Duration `json:"wall_time,omitempty"`
+}
+
+// Confine rewrites cmd (proc.Confiner) to start the sandbox's init, which
+// builds the run's view and then runs cmd's binary inside it.
+func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
+	env := envMap(cmd.Env)
+	dir := cmd.Dir
+	if dir == "" {
+		dir = "."
+	}
+	ws, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %v", dir, err)
+	}
+	path, err := filepath.Abs(cmd.Path)
+	if err != nil {
+		return nil, fmt.Errorf("binary %q: %v", cmd.Path, err)
+	}
+	v := &view{hidden: s.cfg.Hidden}
+	// The workspace: read-write, unless it is itself a hidden path (the
+	// root of every run's workspace, when the run names none), which the
+	// run gets as an empty directory of its own.
+	if s.hiddenExactly(ws) {
+		v.add(mount{Kind: "tmpfs", Dst: ws, Data: "mode=0755"})
+	} else if err := v.bind(ws, true); err != nil {
+		return nil, err
+	}
+	for _, d := range systemDirs {
+		if err := v.system(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := v.install(path); err != nil {
+		return nil, err
+	}
+	for _, d := range filepath.SplitList(env["PATH"]) {
+		if filepath.IsAbs(d) {
+			if err := v.install(filepath.Join(d, ".")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	v.add(mount{Kind: "tmpfs", Dst: "/etc", Data: "mode=0755"})
+	for _, f := range etcFiles {
+		if err := v.system(filepath.Join("/etc", f)); err != nil {
+			return nil, err
+		}
+	}
+	v.add(mount{Kind: "tmpfs", Dst: "/dev", Data: "mode=0755"})
+	for _, f := range devFiles {
+		if _, err := os.Stat("/dev/" + f); err == nil {
+			v.add(mount{Kind: "file", Src: "/dev/" + f, Dst: "/dev/" + f})
+		}
+	}
+	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
+		v.add(mount{Kind: "symlink", Dst: "/dev/" + name, Data: target})
+	}
+	v.add(mount{Kind: "tmpfs", Dst: "/dev/shm", Data: "mode=1777"})
+	v.add(mount{Kind: "proc", Dst: "/proc"})
+	v.add(mount{Kind: "tmpfs", Dst: "/tmp", Data: "mode=1777"})
+	// The state directories: the runner's own are private and empty
+	// inside; one the adapter set is the CLI's, read-write.
+	for _, name := range append(slices.Clone(stateEnv), s.stateVars...) {
+		d := env[name]
+		if d == "" || !filepath.IsAbs(d) {
+			continue
+		}
+		d = filepath.Clean(d)
+		if own := os.Getenv(name); own != "" && filepath.Clean(own) == d && slices.Contains(stateEnv, name) {
+			v.add(mount{Kind: "tmpfs", Dst: d, Data: "mode=0700"})
+			continue
+		}
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := v.bind(d, true); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	// A private home even when the child's environment names none.
+	if home, err := os.UserHomeDir(); err == nil && env["HOME"] == "" {
+		v.add(mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})
+	}
+
+	run, err := s.newRun()
+	if err != nil {
+		return nil, err
+	}
+	v.add(mount{Kind: "bind", Src: run.sockDir, Dst: insideSocketDir})
+	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
+	cfg := initConfig{Root: run.root, Socket: insideSocketDir + "/egress.sock", Dir: ws, Path: path,
+		Args: slices.Clone(cmd.Args), Env: slices.Clone(cmd.Env), WallTime: s.cfg.WallTime}
+	if len(cfg.Args) == 0 {
+		cfg.Args = []string{path}
+	}
+	for i, e := range s.egress {
+		addr := e.Host
+		if net.ParseIP(e.Host) == nil {
+			addr = fmt.Sprintf("127.0.1.%d", i+1)
+			hosts += addr + "\t" + e.Host + "\n"
+		}
+		cfg.Listen = append(cfg.Listen, listener{Addr: net.JoinHostPort(addr, strconv.Itoa(e.Port)), Target: e.String()})
+	}
+	v.add(mount{Kind: "write", Dst: "/etc/hosts", Data: hosts})
+	v.add(mount{Kind: "write", Dst: "/etc/hostname", Data: "agentmesh-sandbox\n"})
+	if s.cg == nil {
+		cfg.Procs, cfg.Memory = s.cfg.Procs, s.cfg.Memory
+	}
+	cfg.Mounts = v.sorted()
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		run.Release()
+		return nil, fmt.Errorf("config pipe: %v", err)
+	}
+	run.cfg, run.cfgW = cfg, w
+	uid, gid := os.Getuid(), os.Getgid()
+	attr := cmd.SysProcAttr
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
+		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
+	if uid != 0 {
+		// The init keeps what it needs to build the view; the CLI gets none.
+		attr.AmbientCaps = []uintptr{capSysAdmin, capNetAdmin, capNetBindService, capSetpcap, capSysChroot}
+	}
+	cmd.SysProcAttr = attr
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = []string{initName}
+	cmd.Env = []string{}
+	cmd.Dir = "/"
+	cmd.ExtraFiles = []*os.File{r}
+	run.cfgR = r
+	return run, nil
+}
+
+func (s *Sandbox) hiddenExactly(p string) bool {
+	return slices.Contains(s.cfg.Hidden, filepath.Clean(p))
+}
+
+// envMap reads KEY=VALUE pairs; a later one wins.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// view collects a run's mounts.
+type view struct {
+	hidden []string
+	mounts []mount
+	seen   map[string]bool
+}
+
+func (v *view) add(m mount) {
+	if v.seen == nil {
+		v.seen = map[string]bool{}
+	}
+	if v.seen[m.Dst] {
+		return
+	}
+	v.seen[m.Dst] = true
+	v.mounts = append(v.mounts, m)
+}
+
+// covered reports whether p is already visible through a bind of one of
+// its ancestors (each bind is at its own path).
+func (v *view) covered(p string) bool {
+	for _, m := range v.mounts {
+		if (m.Kind == "bind" || m.Kind == "robind") && (p == m.Dst || strings.HasPrefix(p, m.Dst+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
+// exposes names the hidden path a bind of p would show, if any: p
+// itself or one under it.
+func (v *view) exposes(p string) string {
+	for _, h := range v.hidden {
+		if p == h || p == "/" || strings.HasPrefix(h, p+"/") {
+			return h
+		}
+	}
+	return ""
+}
+
+func (v *view) bind(p string, rw bool) error {
+	if h := v.exposes(p); h != "" {
+		return fmt.Errorf("binding %s would expose %s, which no run may see", p, h)
+	}
+	kind := "robind"
+	if rw {
+		kind = "bind"
+	}
+	v.add(mount{Kind: kind, Src: p, Dst: p})
+	return nil
+}
+
+// system adds a system path read-only: a directory or file bound, a
+// symlink (merged /usr) recreated, nothing when it does not exist.
+func (v *view) system(p string) error {
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		return nil
+	case fi.Mode()&os.ModeSymlink != 0:
+		t, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		v.add(mount{Kind: "symlink", Dst: p, Data: t})
+		return nil
+	case fi.IsDir():
+		return v.bind(p, false)
+	case fi.Mode().IsRegular():
+		if h := v.exposes(p); h != "" {
+			return fmt.Errorf("binding %s would expose %s, which no run may see", p, h)
+		}
+		v.add(mount{Kind: "file", Src: p, Dst: p})
+	}
+	return nil
+}
+
+// install adds, read-only, the directory a binary (or a PATH entry) is
+// in and the one its symlinks lead to, each widened to the whole of the
+// node_modules tree it is part of (a package's dependencies sit beside
+// it).
+func (v *view) install(p string) error {
+	var dirs []string
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		dirs = append(dirs, p)
+	} else {
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	if real, err := filepath.EvalSymlinks(p); err == nil {
+		if fi, err := os.Stat(real); err == nil && fi.IsDir() {
+			dirs = append(dirs, real)
+		} else {
+			dirs = append(dirs, filepath.Dir(real))
+		}
+	}
+	for _, d := range dirs {
+		if i := strings.Index(d+"/", "/node_modules/"); i >= 0 {
+			d = d[:i] + "/node_modules"
+		}
+		real, err := filepath.EvalSymlinks(d)
+		if err != nil || real == "/" || v.covered(real) {
+			continue
+		}
+		if err := v.bind(real, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sorted orders the mounts so a directory is mounted before what is
+// mounted under it.
+func (v *view) sorted() []mount {
+	out := slices.Clone(v.mounts)
+	slices.SortStableFunc(out, func(a, b mount) int { return strings.Compare(a.Dst, b.Dst) })
+	return out
+}
+
+// run is one confined child's set-up: its runtime directory, proxy,
+// cgroup and config pipe (a proc.Confinement).
+type run struct {
+	s       *Sandbox
+	dir     string
+	root    string
+	sockDir string
+	ln      net.Listener
+	cfg     initConfig
+	cfgR    *os.File
+	cfgW    *os.File
+	cgDirs  []string
+	timer   *time.Timer
+
+	mu    sync.Mutex
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+	once  sync.Once
+}
+
+func (s *Sandbox) newRun() (*run, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	dir := filepath.Join(s.runtime, hex.EncodeToString(b[:]))
+	r := &run{s: s, dir: dir, root: filepath.Join(dir, "root"), sockDir: filepath.Join(dir, "sock"), conns: map[net.Conn]bool{}}
+	for _, d := range []string{r.root, r.sockDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runtime directory: %v", err)
+		}
+	}
+	ln, err := net.Listen("unix", filepath.Join(r.sockDir, "egress.sock"))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("proxy socket: %v", err)
+	}
+	r.ln = ln
+	r.wg.Add(1)
+	go r.serve()
+	return r, nil
+}
+
+// Started places the init in the run's cgroup, then gives it its config
+// (proc.Confinement).
+func (r *run) Started(pid int) error {
+	r.cfgR.Close()
+	defer r.cfgW.Close()
+	if r.s.cg != nil {
+		dirs, err := r.s.cg.place(filepath.Base(r.dir), pid, r.s.cfg.Limits)
+		r.cgDirs = dirs
+		if err != nil {
+			return err
+		}
+	}
+	if r.s.cfg.WallTime > 0 {
+		// The init ends the run at its wall time; this is the backstop
+		// should it not.
+		r.timer = time.AfterFunc(r.s.cfg.WallTime+5*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	if err := json.NewEncoder(r.cfgW).Encode(r.cfg); err != nil {
+		return fmt.Errorf("send the init its config: %v", err)
+	}
+	return nil
+}
+
+// Release ends the proxy and removes the run's directory and cgroup
+// (proc.Confinement).
+func (r *run) Release() {
+	r.once.Do(func() {
+		if r.cfgR != nil {
+			r.cfgR.Close()
+		}
+		if r.cfgW != nil {
+			r.cfgW.Close()
+		}
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		r.ln.Close()
+		r.mu.Lock()
+		for c := range r.conns {
+			c.Close()
+		}
+		r.conns = nil
+		r.mu.Unlock()
+		r.wg.Wait()
+		removeCgroups(r.cgDirs)
+		_ = os.RemoveAll(r.dir)
+	})
+}
+
+// serve is the run's egress proxy: each connection names the endpoint
+// it wants on its first line, and only the sandbox's are dialled.
+func (r *run) serve() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !r.track(c, true) {
+			c.Close()
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer r.track(c, false)
+			defer c.Close()
+			r.forward(c)
+		}()
+	}
+}
+
+func (r *run) track(c net.Conn, add bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if add {
+		if r.conns == nil {
+			return false
+		}
+		r.conns[c] = true
+	} else {
+		delete(r.conns, c)
+	}
+	return true
+}
+
+func (r *run) forward(c net.Conn) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	target, err := readLine(c, 300)
+	if err != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if !slices.ContainsFunc(r.s.egress, func(e Endpoint) bool { return e.String() == target }) {
+		return // not an endpoint of the run's policy: closed unanswered
+	}
+	up, err := net.DialTimeout("tcp", target, 10*time.Second)
+	if err != nil {
+		return
+	}
+	if !r.track(up, true) {
+		up.Close()
+		return
+	}
+	defer r.track(up, false)
+	defer up.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, c)
+		if tc, ok := up.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		close(done)
+	}()
+	_, _ = io.Copy(c, up)
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.CloseWrite()
+	}
+	<-done
+}
+
+// readLine reads one line of at most max bytes, byte by byte, so nothing
+// after it is consumed.
+func readLine(r io.Reader, max int) (string, error) {
+	var b []byte
+	one := make([]byte, 1)
+	for len(b) <= max {
+		if _, err := io.ReadFull(r, one); err != nil {
+			return "", err
+		}
+		if one[0] == '\n' {
+			return string(b), nil
+		}
+		b = append(b, one[0])
+	}
+	return "", fmt.Errorf("line over %d bytes", max)
+}

@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseEgress(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string // "" for ok, else a part of the error
+	}{
+		{[]string{"api.anthropic.com:443", "127.0.0.1:8080"}, ""},
+		{[]string{"API.Example.COM.:443"}, ""},
+		{[]string{"api.anthropic.com"}, "want host:port"},
+		{[]string{"api.anthropic.com:0"}, "port must be 1-65535"},
+		{[]string{"10.0.0.5:11434"}, "IPv4 loopback"},
+		{[]string{"[::1]:80"}, "IPv4 loopback"},
+		{[]string{"bad_host:80"}, "not a host name"},
+		{[]string{"a.example:1", "A.example:1"}, "named twice"},
+	} {
+		_, err := ParseEgress(tc.in)
+		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("ParseEgress(%q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestEgressOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://api.anthropic.com":            "api.anthropic.com:443",
+		"http://127.0.0.1:4010/v1":             "127.0.0.1:4010",
+		"http://user:pw@proxy.example/x":       "proxy.example:80",
+		"https://generativelanguage.goog:8443": "generativelanguage.goog:8443",
+	} {
+		if got, err := EgressOf(in); err != nil || got != want {
+			t.Errorf("EgressOf(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"api.anthropic.com", "ftp://x.example"} {
+		if _, err := EgressOf(in); err == nil {
+			t.Errorf("EgressOf(%q) took it", in)
+		}
+	}
+}
+
+// TestConfineRefusesAViewThatExposesAHiddenPath: a state directory the
+// child's environment names, which contains a hidden path, fails the run
+// before anything starts.
+func TestConfineRefusesAViewThatExposesAHiddenPath(t *testing.T) {
+	home, ws := t.TempDir(), t.TempDir()
+	secret := filepath.Join(home, "creds")
+	if err := os.WriteFile(secret, []byte("seed"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Hidden: []string{secret}}, Policy{StateVars: []string{"CLI_STATE"}})
+	if errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the sandbox is unavailable here: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/true")
+	cmd.Dir, cmd.Env = ws, []string{"PATH=/usr/bin:/bin", "CLI_STATE=" + home}
+	if _, err := s.Confine(cmd); err == nil || !strings.Contains(err.Error(), "would expose "+secret) {
+		t.Fatalf("Confine = %v, want a refusal naming %s", err, secret)
+	}
+}
+
+// TestWorkspaceRootIsPrivate: a run whose workspace is the hidden root of
+// every workspace gets an empty directory of its own there.
+func TestWorkspaceRootIsPrivate(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "other-run.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Hidden: []string{root}}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "ls -A; touch mine")
+	cmd.Dir, cmd.Env = root, []string{"PATH=/usr/bin:/bin"}
+	c, err := s.Confine(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Started(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if out.String() != "" {
+		t.Errorf("the run saw %q in its private workspace, want nothing", out.String())
+	}
+	if _, err := os.Stat(filepath.Join(root, "mine")); err == nil {
+		t.Error("the run's write reached the workspace root")
+	}
+}
