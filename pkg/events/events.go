@@ -166,6 +166,7 @@ type Writer struct {
 	runner  string // Author's, stamped on each message; "" for none
 	epoch   string
 	attempt string
+	sandbox string // StampSandbox's
 
 	batch  wire.ChunkBatch // the open batch: chunks not handed to NATS yet
 	chunk  wire.Chunk      // the chunk ChunkAsync encodes
@@ -203,6 +204,9 @@ func (w *Writer) msgID(seq uint64) string { return subject.EventMsgID(w.tenant, 
 func (w *Writer) hand(ev wire.Event) (*pending, error) {
 	if err := w.cut(); err != nil {
 		return nil, err
+	}
+	if w.sandbox != "" {
+		ev = stampSandbox(ev, w.sandbox)
 	}
 	ev.V, ev.RunID, ev.Seq, ev.TS = wire.VersionOf(&ev), w.runID, w.seq+1, time.Now().UnixNano()
 	if ev.Kind == wire.KindStatuses {
@@ -583,4 +587,34 @@ func (w *Writer) publishFenced(ctx context.Context, ev wire.Event, terminal bool
 	p.fenced, p.terminal = true, terminal
 	p.msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.last, 10))
 	return w.flush(ctx)
+}
+
+// StampSandbox has every status w publishes from now on carry v as its
+// Sandbox (wire.SandboxOff: the run's CLI runs outside the sandbox),
+// unless the status names one itself.
+func (w *Writer) StampSandbox(v string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sandbox = v
+}
+
+// stampSandbox returns ev with v as the Sandbox of each status it
+// carries that names none, leaving the caller's statuses as they were.
+func stampSandbox(ev wire.Event, v string) wire.Event {
+	if ev.Status != nil && ev.Status.Sandbox == "" {
+		st := *ev.Status
+		st.Sandbox = v
+		ev.Status = &st
+	}
+	if len(ev.Statuses) > 0 {
+		sts := make([]wire.Status, len(ev.Statuses))
+		for i, st := range ev.Statuses {
+			if st.Sandbox == "" {
+				st.Sandbox = v
+			}
+			sts[i] = st
+		}
+		ev.Statuses = sts
+	}
+	return ev
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/safehttp"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.yaml.in/yaml/v3"
@@ -253,9 +254,20 @@ func (p *Profile) check(where string) []error {
 				bad("env", "%q is not an environment variable name", n)
 			}
 		}
+		if _, err := sandbox.ParseEgress(p.Egress); err != nil {
+			bad("egress", "%v", err)
+		}
+		switch p.Network {
+		case "", NetworkNone:
+		default:
+			bad("network", "must be %q or left out, got %q", NetworkNone, p.Network)
+		}
+		if p.Network == NetworkNone && len(p.Egress) > 0 {
+			bad("egress", "network: none allows no egress")
+		}
 	default:
-		if p.Binary != "" || p.InstallHint != "" || len(p.EnvAllow) > 0 || len(p.Env) > 0 {
-			bad("binary", "binary, install_hint, env_allow and env are for subprocess profiles only")
+		if p.Binary != "" || p.InstallHint != "" || len(p.EnvAllow) > 0 || len(p.Env) > 0 || len(p.Egress) > 0 || p.Network != "" {
+			bad("binary", "binary, install_hint, env_allow, env, egress and network are for subprocess profiles only")
 		}
 	}
 	if p.Transport == wire.TransportRemote {

@@ -44,6 +44,11 @@ type Profile struct {
 	InstallHint string            `yaml:"install_hint,omitempty" msgpack:"install_hint"`
 	EnvAllow    []string          `yaml:"env_allow,omitempty" msgpack:"env_allow"`
 	Env         map[string]string `yaml:"env,omitempty" msgpack:"env"`
+	// Egress, when set, are the only endpoints (host:port) a sandboxed
+	// run may reach, in place of the adapter's model API host; Network
+	// "none" cuts a sandboxed run off the network.
+	Egress  []string `yaml:"egress,omitempty" msgpack:"egress,omitempty"`
+	Network string   `yaml:"network,omitempty" msgpack:"network,omitempty"`
 
 	// Remote profiles.
 	BaseURL       string `yaml:"base_url,omitempty" msgpack:"base_url"`
@@ -293,3 +298,7 @@ func (r *Registry) Names() []string {
 
 // Version is the hash over all profiles.
 func (r *Registry) Version() string { return r.all }
+
+// NetworkNone is Profile.Network for a CLI whose sandboxed runs reach no
+// network at all.
+const NetworkNone = "none"

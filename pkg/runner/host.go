@@ -60,6 +60,10 @@ type Config struct {
 	// Metadata is added to the runner's micro service info (the profiles'
 	// registry_version, for one).
 	Metadata map[string]string `ignored:"true"`
+	// Unsandboxed says the operator turned the sandbox off: the statuses
+	// of every run of a subprocess adapter say so (wire.SandboxOff), to a
+	// follower of contract v2 or later.
+	Unsandboxed bool `ignored:"true"`
 	// WorkspaceRoot is the CLI adapters' workspace root (cli.Config's):
 	// a subprocess run whose work names a workspace source, or continues a
 	// conversation that has a head, runs in a fresh directory under its

@@ -187,7 +187,7 @@ func (r *run) claim(ctx context.Context) bool {
 		return false
 	}
 	r.run, r.attempt, r.w = cur, rec.Attempt+1, w
-	w.Author(r.h.cfg.ID, lease.Epoch(), r.attempt)
+	r.author(w, lease.Epoch(), r.attempt)
 	return true
 }
 
@@ -201,7 +201,7 @@ func (r *run) claimFirst(ctx context.Context) (ok, done bool) {
 		return false, false
 	}
 	w := r.h.store.Events().Resume(r.work.Tenant, r.work.RunID, h.Seq, h.StreamSeq)
-	w.Author(r.h.cfg.ID, r.lease.Epoch(), 1)
+	r.author(w, r.lease.Epoch(), 1)
 	pub, stop := r.publishContext(ctx)
 	defer stop()
 	err := w.StatusFenced(pub, wire.Status{State: wire.StateRunning, Attempt: 1})
@@ -688,7 +688,7 @@ func (r *run) end(st wire.Status) {
 		// after it.
 		if w, t, oerr := r.h.store.Events().OpenTail(ctx, r.work.Tenant, r.work.RunID); oerr == nil &&
 			t.Runner == r.h.cfg.ID && t.Epoch == r.lease.Epoch() && t.Attempt == r.attempt {
-			w.Author(r.h.cfg.ID, r.lease.Epoch(), r.attempt)
+			r.author(w, r.lease.Epoch(), r.attempt)
 			r.w = w
 			err = r.h.store.End(ctx, w, r.run, st)
 		}
@@ -720,4 +720,14 @@ func (r *run) end(st wire.Status) {
 		r.h.d.Log.Debug("run ended", append(r.logger(), "state", st.State, "chunks", sum.Chunks)...)
 	}
 	r.d.settle(settleAck, 0)
+}
+
+// author makes w the writer of this attempt (events.Writer.Author) and,
+// when the operator turned the sandbox off, has each status it publishes
+// of a CLI run say so to a follower that reads contract v2.
+func (r *run) author(w *events.Writer, epoch string, attempt int) {
+	w.Author(r.h.cfg.ID, epoch, attempt)
+	if r.h.cfg.Unsandboxed && r.work.V >= 2 && r.a.Capabilities().Transport == wire.TransportSubprocess {
+		w.StampSandbox(wire.SandboxOff)
+	}
 }

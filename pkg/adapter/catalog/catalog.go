@@ -29,6 +29,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -45,6 +46,9 @@ type Dirs struct {
 	// groups (proc.Spec.StateDir), as ReapProcessGroups returns it; empty
 	// records nothing.
 	StateDir string `ignored:"true"`
+	// Sandbox, if set, confines every CLI run (pkg/sandbox) to the
+	// policy its profile and adapter give; nil runs the CLIs unconfined.
+	Sandbox *sandbox.Config `ignored:"true"`
 }
 
 // entry is one adapter of this build: the transport its capabilities
@@ -60,18 +64,10 @@ var entries = map[string]entry{
 	fixture.DefaultName: {wire.TransportInProcess, func(c Dirs, _ *profile.Profile) (adapter.Adapter, error) {
 		return fixture.New(fixture.Config{ScriptsDir: c.FixtureDir})
 	}},
-	claudecode.Name: {wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-		return claudecode.New(c.cliConfig(claudecode.DefaultConfig(), p))
-	}},
-	codex.Name: {wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-		return codex.New(c.cliConfig(codex.DefaultConfig(), p))
-	}},
-	gemini.Name: {wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-		return gemini.New(c.cliConfig(gemini.DefaultConfig(), p))
-	}},
-	pi.Name: {wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-		return pi.New(c.cliConfig(pi.DefaultConfig(), p))
-	}},
+	claudecode.Name: cliEntry(claudecode.DefaultConfig, claudecode.New),
+	codex.Name:      cliEntry(codex.DefaultConfig, codex.New),
+	gemini.Name:     cliEntry(gemini.DefaultConfig, gemini.New),
+	pi.Name:         cliEntry(pi.DefaultConfig, pi.New),
 	openai.Name: remoteEntry(openai.Name, openai.Declaration(), func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
 		var opts openai.Options
 		if p.OmitTemperature {
@@ -117,8 +113,8 @@ func remoteEntry(name string, decl remote.Declaration, build func(remote.Config,
 
 // cliConfig is a CLI adapter's configuration: the adapter's defaults, then
 // what the operator's profile says (binary, install hint, the child's
-// environment), then the workspace root.
-func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) cli.Config {
+// environment, its egress), then the workspace root, and the sandbox.
+func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) (cli.Config, error) {
 	if p != nil {
 		if p.Binary != "" {
 			cfg.Binary = p.Binary
@@ -138,7 +134,24 @@ func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) cli.Config {
 	}
 	cfg.WorkspaceRoot = c.WorkspaceRoot
 	cfg.StateDir = c.StateDir
-	return cfg
+	if c.Sandbox == nil {
+		return cfg, nil
+	}
+	pol, err := cfg.SandboxPolicy()
+	if err != nil {
+		return cfg, err
+	}
+	if p != nil && p.Network == profile.NetworkNone {
+		pol.Egress = nil
+	} else if p != nil && len(p.Egress) > 0 {
+		pol.Egress = slices.Clone(p.Egress)
+	}
+	s, err := sandbox.New(*c.Sandbox, pol)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Confine = s
+	return cfg, nil
 }
 
 // Names returns the names of the adapters this build has whose transport
@@ -289,4 +302,16 @@ func ReapProcessGroups(dir string, log *slog.Logger) (string, error) {
 		log.Warn("ended a process group a dead runner left", "state_dir", dir, "pgid", r.PGID, "binary", r.Binary, "runner_pid", r.Owner, "still_running", r.Left)
 	}
 	return dir, nil
+}
+
+// cliEntry builds a CLI adapter from the package's DefaultConfig and New,
+// configured by cliConfig.
+func cliEntry[R any](defaults func() cli.Config, build func(cli.Config) (*cli.Adapter[R], error)) entry {
+	return entry{wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
+		cfg, err := c.cliConfig(defaults(), p)
+		if err != nil {
+			return nil, err
+		}
+		return build(cfg)
+	}}
 }

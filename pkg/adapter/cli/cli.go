@@ -110,6 +110,13 @@ type Config struct {
 	// StateDir is where each run's process group is recorded while it
 	// lives (proc.Spec.StateDir); empty records nothing.
 	StateDir string
+	// Egress are the endpoints (host:port) the CLI's model API is at by
+	// default, for a sandboxed run's policy (SandboxPolicy); BaseURLVars
+	// name the child variables that move it (a base URL), and StateVars
+	// those naming directories the CLI keeps its state in.
+	Egress, BaseURLVars, StateVars []string
+	// Confine, if set, confines every run's CLI (a *sandbox.Sandbox).
+	Confine proc.Confiner
 }
 
 // Adapter is a CLI adapter. It is safe for concurrent use.
@@ -198,7 +205,7 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 		ps := proc.Spec{
 			Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: inv.Args, Dir: dir,
 			Env: proc.AllowEnv(a.cfg.EnvAllow, set), TailRepair: a.spec.TailRepair, Classify: a.spec.Classify,
-			Grace: a.cfg.Grace, StateDir: a.cfg.StateDir,
+			Grace: a.cfg.Grace, StateDir: a.cfg.StateDir, Confine: a.cfg.Confine,
 		}
 		if inv.Stderr != nil {
 			var refuse context.CancelCauseFunc

@@ -33,6 +33,7 @@ type Config struct {
 	// RunnerStateDir is the host-local directory of the CLI runs'
 	// process-group records (catalog.ReapProcessGroups).
 	RunnerStateDir string `split_words:"true" desc:"host-local directory of the CLI runs' process-group records, which the next runner on the host reaps should this one die (default: <user cache dir>/agentmesh/process-groups)"`
+	SandboxSettings
 }
 
 // Check checks c for a runner that hosts the adapters of transports: the
@@ -68,6 +69,7 @@ func (c Config) Check(transports ...wire.Transport) error {
 			refuse("AGENTMESH_RUNNER_MAX_ACTIVE", n)
 		}
 	}
+	c.SandboxSettings.check(&bad)
 	return errors.Join(bad.Err(), c.Runner.Validate())
 }
 
@@ -88,6 +90,10 @@ func Run(ctx context.Context, name string, transports []wire.Transport, c Config
 	if c.StateDir, err = catalog.ReapProcessGroups(c.RunnerStateDir, log); err != nil {
 		return fmt.Errorf("%w: AGENTMESH_RUNNER_STATE_DIR: %v", service.ErrConfig, err)
 	}
+	enabled, err := c.sandbox(log)
+	if err != nil {
+		return err
+	}
 	adapters, err := c.Registry(profiles, c.RunnerAdapters...)
 	if err != nil {
 		return err
@@ -97,6 +103,9 @@ func Run(ctx context.Context, name string, transports []wire.Transport, c Config
 		return err
 	}
 	defer func() { err = errors.Join(err, infra.Close()) }()
+	if enabled != nil {
+		infra.Deps.Metrics.Register(enabled)
+	}
 	rc := c.Runner
 	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
 	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())

@@ -19,7 +19,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if code, ok := hostileMain(); ok {
+		os.Exit(code)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var cli = []wire.Transport{wire.TransportSubprocess, wire.TransportInProcess}
 

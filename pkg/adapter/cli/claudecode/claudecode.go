@@ -49,6 +49,9 @@ func DefaultConfig() cli.Config {
 		Binary:      Binary,
 		InstallHint: InstallHint,
 		EnvAllow:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"},
+		Egress:      []string{"api.anthropic.com:443"},
+		BaseURLVars: []string{"ANTHROPIC_BASE_URL"},
+		StateVars:   []string{"CLAUDE_CONFIG_DIR"},
 		EnvSet: map[string]string{
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
 			"DISABLE_TELEMETRY":                        "1",

@@ -46,6 +46,9 @@ func DefaultConfig() cli.Config {
 		Binary:      Name,
 		InstallHint: InstallHint,
 		EnvAllow:    []string{EnvCodexHome, EnvAPIKey},
+		Egress:      []string{"api.openai.com:443"},
+		BaseURLVars: []string{"OPENAI_BASE_URL"},
+		StateVars:   []string{EnvCodexHome},
 	}
 }
 

@@ -47,6 +47,8 @@ func DefaultConfig() cli.Config {
 		Binary:      Name,
 		InstallHint: InstallHint,
 		EnvAllow:    []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
+		Egress:      []string{"generativelanguage.googleapis.com:443"},
+		BaseURLVars: []string{"GOOGLE_GEMINI_BASE_URL"},
 		EnvSet:      map[string]string{"GEMINI_TELEMETRY_ENABLED": "false"},
 	}
 }

@@ -56,6 +56,8 @@ func DefaultConfig() cli.Config {
 		Binary:      Binary,
 		InstallHint: InstallHint,
 		EnvAllow:    []string{EnvAgentDir, EnvAPIKey},
+		Egress:      []string{"api.anthropic.com:443"},
+		StateVars:   []string{EnvAgentDir},
 		EnvSet:      map[string]string{EnvOffline: "1", EnvTelemetry: "0"},
 	}
 }
