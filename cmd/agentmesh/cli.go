@@ -119,6 +119,7 @@ var commands = []command{
 	{"keys", "create, list or revoke the HTTP gateway's API keys", cmdKeys},
 	{"artifacts", "list, get or apply a run's artifacts (its patch, its archive of changed files)", cmdArtifacts},
 	{"workspace", "push a directory as a workspace snapshot and print its content address", cmdWorkspace},
+	{"sandbox", "check that this machine can confine the agent CLIs (sandbox check)", cmdSandbox},
 }
 
 func usage(w io.Writer) {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -149,6 +150,22 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	if ac.StateDir, err = catalog.ReapProcessGroups(io.getenv("AGENTMESH_RUNNER_STATE_DIR"), log); err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w: AGENTMESH_RUNNER_STATE_DIR: %w", service.ErrConfig, err)}
 	}
+	// The CLIs run confined only when asked (AGENTMESH_SANDBOX=on): up
+	// runs them under the operator's own HOME, whose CLI configuration a
+	// sandbox keeps private. Unconfined, every CLI run's status says so.
+	sandboxed := io.getenv("AGENTMESH_SANDBOX") == "on"
+	if sandboxed {
+		sc := sandbox.Config{}
+		for _, p := range []string{ac.StateDir, o.workspace, o.profiles, o.dataDir} {
+			if abs, err := filepath.Abs(p); err == nil && p != "" {
+				sc.Hidden = append(sc.Hidden, abs)
+			}
+		}
+		if _, err := sandbox.Check(sc); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("up: AGENTMESH_SANDBOX=on: %w", err)}
+		}
+		ac.Sandbox = &sc
+	}
 	adapters, err := ac.Registry(profiles)
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}
@@ -173,7 +190,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Gateway:  gw,
 		Topology: cfg.Topology(),
-		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil), WorkspaceRoot: o.workspace},
+		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil), WorkspaceRoot: o.workspace, Unsandboxed: !sandboxed},
 		Export:   export,
 		// Each service on its own connection, as its binary would be.
 		Connect: func(name string) (service.Deps, error) {

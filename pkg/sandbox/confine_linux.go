@@ -159,15 +159,16 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	v.add(mount{Kind: "tmpfs", Dst: "/dev/shm", Data: "mode=1777"})
 	v.add(mount{Kind: "proc", Dst: "/proc"})
 	v.add(mount{Kind: "tmpfs", Dst: "/tmp", Data: "mode=1777"})
-	// The state directories: the runner's own are private and empty
-	// inside; one the adapter set is the CLI's, read-write.
+	// The state directories: the runner's own HOME, TMPDIR and XDG
+	// directories are private and empty inside, unless the policy names
+	// the variable; one the adapter set is the CLI's, read-write.
 	for _, name := range append(slices.Clone(stateEnv), s.stateVars...) {
 		d := env[name]
 		if d == "" || !filepath.IsAbs(d) {
 			continue
 		}
 		d = filepath.Clean(d)
-		if own := os.Getenv(name); own != "" && filepath.Clean(own) == d && slices.Contains(stateEnv, name) {
+		if own := os.Getenv(name); own != "" && filepath.Clean(own) == d && !slices.Contains(s.stateVars, name) {
 			v.add(mount{Kind: "tmpfs", Dst: d, Data: "mode=0700"})
 			continue
 		}
@@ -418,7 +419,7 @@ func (s *Sandbox) newRun() (*run, error) {
 func (r *run) Started(pid int) error {
 	r.cfgR.Close()
 	defer r.cfgW.Close()
-	if r.s.cg != nil {
+	if r.s.cg != nil && (r.s.cfg.Memory > 0 || r.s.cfg.Procs > 0) {
 		dirs, err := r.s.cg.place(filepath.Base(r.dir), pid, r.s.cfg.Limits)
 		r.cgDirs = dirs
 		if err != nil {

@@ -66,9 +66,7 @@ func initMain() int {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	args := append([]string{execName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), cfg.Path}, cfg.Args...)
-	pid, err := syscall.ForkExec("/proc/self/exe", args, &syscall.ProcAttr{
-		Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}})
+	pid, err := startCLI(cfg)
 	if err != nil {
 		return fail("start %s: %v", cfg.Path, err)
 	}
@@ -97,6 +95,35 @@ func initMain() int {
 			return ws.ExitStatus()
 		}
 	}
+}
+
+// startCLI starts the CLI without capabilities or new privileges. With
+// rlimits to set, it goes through execMain, so that the limits bind the
+// CLI and not the init. Without, it forks straight from a thread of the
+// init that gives up its capabilities first (they are per thread) and is
+// never used again: its goroutine ends locked, which ends the thread.
+func startCLI(cfg initConfig) (int, error) {
+	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}}
+	if cfg.Procs > 0 || cfg.Memory > 0 {
+		args := append([]string{execName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), cfg.Path}, cfg.Args...)
+		return syscall.ForkExec("/proc/self/exe", args, attr)
+	}
+	type started struct {
+		pid int
+		err error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		if err := dropPrivileges(); err != nil {
+			ch <- started{0, fmt.Errorf("drop privileges: %v", err)}
+			return
+		}
+		pid, err := syscall.ForkExec(cfg.Path, cfg.Args, attr)
+		ch <- started{pid, err}
+	}()
+	s := <-ch
+	return s.pid, s.err
 }
 
 // reap waits for every child of the init (orphans are re-parented to

@@ -84,7 +84,9 @@ type Policy struct {
 	Egress []string
 	// StateVars name the child environment variables whose values are
 	// directories the CLI keeps its state in, bound read-write when set
-	// (on top of HOME, TMPDIR and the XDG base directories).
+	// (on top of HOME, TMPDIR and the XDG base directories, which are
+	// bound only when the adapter set them: the runner's own are private
+	// and empty inside, unless StateVars names them too).
 	StateVars []string
 }
 

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
+)
+
+// cmdSandbox checks the sandbox on this machine as a subprocess runner
+// would build it (AGENTMESH_SANDBOX_CGROUP, AGENTMESH_SANDBOX_RUNTIME_DIR):
+// a confined probe runs, and how runs are limited is printed; exit 1
+// names what is missing.
+func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
+	check := func(_ context.Context, args []string, io *stdio) error {
+		if len(args) > 0 {
+			return usageErr("sandbox check: takes no arguments, got %d", len(args))
+		}
+		cfg := sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR")}
+		m, err := sandbox.Check(cfg)
+		if err != nil {
+			return &exitError{code: exitFail, err: fmt.Errorf("%w\nset AGENTMESH_SANDBOX=off on the subprocess runner to run the CLIs unconfined (README: the sandbox)", err)}
+		}
+		fmt.Fprintln(io.stdout, "sandbox: ok: a confined probe ran in its own user, mount, pid, network, IPC and UTS namespaces, with no capabilities and a read-only root")
+		if m.Cgroup != "" {
+			fmt.Fprintf(io.stdout, "limits: %s, each run a cgroup under %s (memory, processes); wall time by the sandbox's init\n", m.Limits, m.Cgroup)
+		} else {
+			fmt.Fprintln(io.stdout, "limits: rlimits (RLIMIT_NPROC, RLIMIT_DATA; no cgroup this runner may create was found: set AGENTMESH_SANDBOX_CGROUP to a delegated cgroup v2 directory); wall time by the sandbox's init")
+			if os.Getuid() == 0 {
+				fmt.Fprintln(io.stdout, "warning: running as root, RLIMIT_NPROC does not bind: without a cgroup a run's process count is not limited")
+			}
+		}
+		return nil
+	}
+	// run runs a command confined as a CLI run would be, its workspace
+	// the current directory, with no egress: to see what a run sees.
+	runCmd := func(ctx context.Context, args []string, io *stdio) error {
+		if len(args) > 0 && args[0] == "--" {
+			args = args[1:]
+		}
+		if len(args) == 0 {
+			return usageErr("sandbox run: want a command, as sandbox run -- CMD [ARGS]")
+		}
+		s, err := sandbox.New(sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR")}, sandbox.Policy{})
+		if err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		path, err := exec.LookPath(args[0])
+		if err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		cmd := &exec.Cmd{Path: path, Args: args, Env: []string{"PATH=" + io.getenv("PATH")}, Stdin: io.stdin, Stdout: io.stdout, Stderr: io.stderr,
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
+		c, err := s.Confine(cmd)
+		if err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		defer c.Release()
+		if err := cmd.Start(); err != nil {
+			return &exitError{code: exitFail, err: err}
+		}
+		if err := c.Started(cmd.Process.Pid); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return &exitError{code: exitFail, err: err}
+		}
+		if err := cmd.Wait(); err != nil {
+			return &exitError{code: exitFail, err: fmt.Errorf("sandbox run: %s: %w", args[0], err)}
+		}
+		return nil
+	}
+	return subcommand(ctx, "sandbox", args, io, map[string]func(context.Context, []string, *stdio) error{"check": check, "run": runCmd}, "check", "run")
+}
