@@ -17,6 +17,7 @@ package mesh_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +57,9 @@ const (
 	faultTranscriptEnv = "AGENTMESH_TEST_FAULT_TRANSCRIPT"
 	// a grandchild of the CLI, in its process group, that sleeps.
 	faultSleeperEnv = "AGENTMESH_TEST_FAULT_SLEEPER"
+	// the mesh's mark in its CLIs' environments (not an AGENTMESH_
+	// variable: the sandbox passes the profile's environment as it is).
+	faultMarkEnv = "FAULT_MESH_MARK"
 )
 
 // chaosTrialsEnv sets the number of runs of each fault test (and of the
@@ -117,6 +122,9 @@ func runFaultCLI(dir string) int {
 		return 2
 	}
 	id, opts := f[1], f[2:]
+	if slices.Contains(opts, "sandboxed") {
+		return runSandboxedFaultCLI()
+	}
 	var hangBefore, hangAfter, ignore bool
 	grandchildren := 0
 	for _, o := range opts {
@@ -180,9 +188,37 @@ func runFaultCLI(dir string) int {
 	return 0
 }
 
+// runSandboxedFaultCLI is the fake CLI inside the sandbox, where it can
+// record nothing the host sees: it starts a grandchild in its process
+// group and a daemon in a session of its own, all ignoring SIGTERM, and
+// hangs. The host finds them by the mark in their environment.
+func runSandboxedFaultCLI() int {
+	signal.Ignore(syscall.SIGTERM)
+	if _, err := startSleeper(true); err != nil {
+		fmt.Fprintln(os.Stderr, "fake cli: sleeper:", err)
+		return 3
+	}
+	if _, err := startDaemon(); err != nil {
+		fmt.Fprintln(os.Stderr, "fake cli: daemon:", err)
+		return 3
+	}
+	time.Sleep(faultLifetime)
+	return 0
+}
+
+// startDaemon starts a sleeper that ignores SIGTERM in a new session,
+// outside our process group, and returns once it runs.
+func startDaemon() (int, error) {
+	return startSleeperWith(true, &syscall.SysProcAttr{Setsid: true})
+}
+
 // startSleeper starts a grandchild in our process group and returns once
 // it runs.
 func startSleeper(ignore bool) (int, error) {
+	return startSleeperWith(ignore, nil)
+}
+
+func startSleeperWith(ignore bool, attr *syscall.SysProcAttr) (int, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -194,6 +230,7 @@ func startSleeper(ignore bool) (int, error) {
 		mode = "ignore-term"
 	}
 	cmd.Env = append(os.Environ(), faultSleeperEnv+"="+mode)
+	cmd.SysProcAttr = attr
 	cmd.ExtraFiles = []*os.File{w} // fd 3, closed by the sleeper once it runs
 	err = cmd.Start()
 	w.Close()
@@ -260,6 +297,13 @@ type faultMesh struct {
 	logs     string
 	runners  int
 	ackWait  time.Duration
+	// sandbox: the runners confine their CLIs (AGENTMESH_SANDBOX=on),
+	// which the fake CLI's records cannot cross; its runs use the
+	// "sandboxed" option.
+	sandbox bool
+	// mark is in the environment of every process of this mesh's CLIs
+	// (faultMarkEnv), where the host finds them without their records.
+	mark string
 }
 
 const faultAdapter = claudecode.Name
@@ -267,7 +311,7 @@ const faultAdapter = claudecode.Name
 func newFaultMesh(t *testing.T, ackWait, leaseTTL time.Duration) *faultMesh {
 	t.Helper()
 	m := &faultMesh{t: t, srv: natstest.RunJetStream(t), dir: t.TempDir(), profiles: t.TempDir(),
-		state: filepath.Join(t.TempDir(), "groups"), logs: t.TempDir(), ackWait: ackWait}
+		state: filepath.Join(t.TempDir(), "groups"), logs: t.TempDir(), ackWait: ackWait, mark: client.NewRunID()}
 	transcript, err := filepath.Abs("../../testdata/cli/claude-code/S1.stdout.ndjson")
 	if err != nil {
 		t.Fatal(err)
@@ -283,9 +327,10 @@ install_hint: the test binary
 env:
   %s: %q
   %s: %q
+  %s: %q
   GORACE: atexit_sleep_ms=0
 policy: {max_attempts: 3, max_active: %d}
-`, faultAdapter, os.Args[0], faultDirEnv, m.dir, faultTranscriptEnv, transcript, faultBatch)
+`, faultAdapter, os.Args[0], faultDirEnv, m.dir, faultTranscriptEnv, transcript, faultMarkEnv, m.mark, faultBatch)
 	if err := os.WriteFile(filepath.Join(m.profiles, "fault.yaml"), []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +364,10 @@ type faultRunner struct {
 func (m *faultMesh) startRunner() *faultRunner {
 	m.t.Helper()
 	m.runners++
+	mode := "off"
+	if m.sandbox {
+		mode = "on"
+	}
 	return startServiceRunner(m.t, fmt.Sprintf("runner-%d", m.runners), m.logs,
 		"AGENTMESH_NATS_URL="+m.srv.ClientURL(),
 		"AGENTMESH_HTTP_ADDR=127.0.0.1:0",
@@ -330,6 +379,11 @@ func (m *faultMesh) startRunner() *faultRunner {
 		"AGENTMESH_RUNNER_ACK_WAIT="+m.ackWait.String(),
 		"AGENTMESH_RUNNER_DRAIN_TIMEOUT="+proc.DefaultDrainTimeout.String(),
 		"AGENTMESH_RUNNER_STATE_DIR="+m.state,
+		// Most of these tests watch the CLI's process tree from the host
+		// (its pids, its process group, its records in the workspace
+		// root), which the sandbox hides by design; a sandboxed run's
+		// runner SIGKILLed is TestFaultSandboxedRunnerKilled.
+		"AGENTMESH_SANDBOX="+mode,
 	)
 }
 
@@ -670,6 +724,71 @@ func TestFaultRunnerKilledWithGrandchildren(t *testing.T) {
 	var c counts
 	m.killRunner(t, &c, 4*shortestHeartbeat, []string{"hang-before", "grandchildren=2", "ignore-term"}, false, outcome{wire.StateSucceeded, "", 2}, 7*shortestHeartbeat+10*time.Second)
 	c.report(t, "runner_killed_with_grandchildren")
+}
+
+// marked lists the processes on the host whose environment carries the
+// mesh's mark and that run: its CLIs and everything they started, in or
+// out of a sandbox.
+func (m *faultMesh) marked() []int {
+	want := []byte(faultMarkEnv + "=" + m.mark + "\x00")
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && bytes.Contains(env, want) && running(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// A runner SIGKILLed while its sandboxed CLIs run, each with a grandchild
+// and a daemon of its own, all ignoring SIGTERM: every one of them ends
+// with the runner, before any other runner starts: the kernel kills the
+// sandbox's init with its parent (proc's parent-death signal), and with
+// pid 1 gone it kills the rest of the run's pid namespace. A runner
+// started then settles each run at its deadline, as the work comes back
+// after it.
+func TestFaultSandboxedRunnerKilled(t *testing.T) {
+	t.Parallel()
+	m := newFaultMesh(t, shortestHeartbeat, shortestHeartbeat)
+	m.sandbox = true
+	var c counts
+	rounds(t, func(n int) {
+		first := m.startRunner()
+		var ids []string
+		for range n {
+			ids = append(ids, m.submit(shortestHeartbeat/2, "sandboxed"))
+		}
+		// Each run has its CLI, the grandchild and the daemon.
+		natstest.Eventually(t, 30*time.Second, func() error {
+			if got := len(m.marked()); got < 3*n {
+				return fmt.Errorf("%d processes of %d runs, want %d", got, n, 3*n)
+			}
+			return nil
+		})
+		first.kill(t)
+		deadline := time.Now().Add(5 * time.Second)
+		for live := m.marked(); len(live) > 0; live = m.marked() {
+			if time.Now().After(deadline) {
+				c.surviving += len(live)
+				c.note("still running 5s after their runner's SIGKILL: %v", live)
+				for _, pid := range live {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		second := m.startRunner()
+		m.settle(ids, outcome{wire.StateTimedOut, wire.DeadlineExceeded, 0}, 3*shortestHeartbeat+10*time.Second, &c)
+		second.stop(t)
+	})
+	c.report(t, "sandboxed_runner_killed")
 }
 
 // Cancel before and after the first output, with the shortest ack wait
