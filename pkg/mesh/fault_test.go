@@ -619,21 +619,30 @@ func (m *faultMesh) survivors(ids []string, c *counts) {
 	for _, id := range ids {
 		pids = append(pids, readPids(filepath.Join(m.dir, id+".pids"))...)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	gone(c, func() []int {
 		var live []int
 		for _, pid := range pids {
 			if running(pid) {
 				live = append(live, pid)
 			}
 		}
-		if len(live) == 0 {
+		return live
+	})
+}
+
+// gone waits up to 5 s for live to list no process, then counts those
+// it still lists as surviving and kills them.
+func gone(c *counts, live func() []int) {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids := live()
+		if len(pids) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.surviving += len(live)
-			c.note("still running: %v", live)
-			for _, pid := range live {
+			c.surviving += len(pids)
+			c.note("still running: %v", pids)
+			for _, pid := range pids {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 			return
@@ -772,18 +781,7 @@ func TestFaultSandboxedRunnerKilled(t *testing.T) {
 			return nil
 		})
 		first.kill(t)
-		deadline := time.Now().Add(5 * time.Second)
-		for live := m.marked(); len(live) > 0; live = m.marked() {
-			if time.Now().After(deadline) {
-				c.surviving += len(live)
-				c.note("still running 5s after their runner's SIGKILL: %v", live)
-				for _, pid := range live {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		gone(&c, m.marked)
 		second := m.startRunner()
 		m.settle(ids, outcome{wire.StateTimedOut, wire.DeadlineExceeded, 0}, 3*shortestHeartbeat+10*time.Second, &c)
 		second.stop(t)
