@@ -12,9 +12,9 @@ FUZZ_TARGETS := $(shell grep -r --include='*_test.go' --exclude-dir=testdata --e
 
 .PHONY: build run test vet lint bench fuzz check fmt-check chaos
 
-## build: bin/agentmesh and one binary per service (bin/router, bin/subprocess-runner, ...)
+## build: bin/agentmesh, the sandbox's init (bin/agentmesh-sandbox-init) and one binary per service (bin/router, bin/subprocess-runner, ...)
 build:
-	$(GO) build -o bin/ ./cmd/agentmesh ./services/...
+	$(GO) build -o bin/ ./cmd/agentmesh ./cmd/agentmesh-sandbox-init ./services/...
 
 ## run: the whole mesh on an embedded NATS server in ./.agentmesh, with one demo run
 run: build

@@ -11,7 +11,8 @@ import (
 )
 
 // cmdSandbox checks the sandbox on this machine as a subprocess runner
-// would build it (AGENTMESH_SANDBOX_CGROUP, AGENTMESH_SANDBOX_RUNTIME_DIR):
+// would build it (AGENTMESH_SANDBOX_CGROUP, AGENTMESH_SANDBOX_RUNTIME_DIR,
+// AGENTMESH_SANDBOX_INIT):
 // a confined probe runs, and how runs are limited is printed; exit 1
 // names what is missing.
 func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
@@ -19,12 +20,17 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		if len(args) > 0 {
 			return usageErr("sandbox check: takes no arguments, got %d", len(args))
 		}
-		cfg := sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR")}
+		cfg := sandboxConfig(io)
 		m, err := sandbox.Check(cfg)
 		if err != nil {
 			return &exitError{code: exitFail, err: fmt.Errorf("%w\nset AGENTMESH_SANDBOX=off on the subprocess runner to run the CLIs unconfined (README: the sandbox)", err)}
 		}
 		fmt.Fprintln(io.stdout, "sandbox: ok: a confined probe ran in its own user, mount, pid, network, IPC and UTS namespaces, with no capabilities and a read-only root")
+		if cfg.Init != "" {
+			fmt.Fprintf(io.stdout, "init: %s\n", cfg.Init)
+		} else {
+			fmt.Fprintf(io.stdout, "init: this program, re-executed (no %s next to it or on PATH: each run starts about 20 ms slower)\n", sandbox.InitBinary)
+		}
 		if m.Cgroup != "" {
 			fmt.Fprintf(io.stdout, "limits: %s, each run a cgroup under %s (memory, processes); wall time by the sandbox's init\n", m.Limits, m.Cgroup)
 		} else {
@@ -44,7 +50,7 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		if len(args) == 0 {
 			return usageErr("sandbox run: want a command, as sandbox run -- CMD [ARGS]")
 		}
-		s, err := sandbox.New(sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR")}, sandbox.Policy{})
+		s, err := sandbox.New(sandboxConfig(io), sandbox.Policy{})
 		if err != nil {
 			return &exitError{code: exitFail, err: err}
 		}
@@ -73,4 +79,15 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		return nil
 	}
 	return subcommand(ctx, "sandbox", args, io, map[string]func(context.Context, []string, *stdio) error{"check": check, "run": runCmd}, "check", "run")
+}
+
+// sandboxConfig is the sandbox a runner on this machine would build, from
+// the same variables.
+func sandboxConfig(io *stdio) sandbox.Config {
+	cfg := sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR"),
+		Init: io.getenv("AGENTMESH_SANDBOX_INIT")}
+	if cfg.Init == "" {
+		cfg.Init = sandbox.FindInit()
+	}
+	return cfg
 }

@@ -155,7 +155,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	// sandbox keeps private. Unconfined, every CLI run's status says so.
 	sandboxed := io.getenv("AGENTMESH_SANDBOX") == "on"
 	if sandboxed {
-		sc := sandbox.Config{}
+		sc := sandboxConfig(io)
 		for _, p := range []string{ac.StateDir, o.workspace, o.profiles, o.dataDir} {
 			if abs, err := filepath.Abs(p); err == nil && p != "" {
 				sc.Hidden = append(sc.Hidden, abs)

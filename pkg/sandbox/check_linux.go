@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/sandbox/sandboxinit"
 )
 
 // Capability numbers (linux/capability.h) the init keeps.
@@ -48,7 +50,7 @@ var (
 // ErrUnavailable and names what is missing. A result is kept for the
 // life of the process.
 func Check(cfg Config) (Mechanism, error) {
-	key := cfg.RuntimeDir + "\x00" + cfg.Cgroup
+	key := cfg.RuntimeDir + "\x00" + cfg.Cgroup + "\x00" + cfg.Init
 	checkMu.Lock()
 	defer checkMu.Unlock()
 	if m, ok := checked[key]; ok {
@@ -80,19 +82,23 @@ func check(cfg Config) (Mechanism, error) {
 	if cg != nil {
 		m.cg, m.Limits, m.Cgroup = cg, cg.kind, cg.dirs[0]
 	}
-	// The probe: a confined run of this binary that checks it is pid 1's
-	// child in a namespace of its own.
-	s := &Sandbox{cfg: Config{RuntimeDir: rt}, runtime: rt}
+	// The probe: a confined run of the init's binary (the init binary, or
+	// this one) that checks it is pid 1's child in a namespace of its own.
+	s := &Sandbox{cfg: Config{RuntimeDir: rt, Init: cfg.Init}, runtime: rt}
 	ws, err := os.MkdirTemp(rt, "probe-")
 	if err != nil {
 		return m, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	defer os.RemoveAll(ws)
-	self, err := os.Executable()
-	if err != nil {
-		return m, fmt.Errorf("%w: find this program: %v", ErrUnavailable, err)
+	self := cfg.Init
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return m, fmt.Errorf("%w: find this program: %v", ErrUnavailable, err)
+		}
+	} else if fi, err := os.Stat(self); err != nil || !fi.Mode().IsRegular() {
+		return m, fmt.Errorf("%w: the init binary %s: not a file (%v)", ErrUnavailable, self, err)
 	}
-	cmd := &exec.Cmd{Path: self, Args: []string{probeName}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
+	cmd := &exec.Cmd{Path: self, Args: []string{sandboxinit.ProbeName}, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"},
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

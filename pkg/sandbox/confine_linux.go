@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/sandbox/sandboxinit"
 )
 
 // The system's read-only trees a CLI needs, and the files of /etc.
@@ -55,6 +56,9 @@ func New(cfg Config, p Policy) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Init != "" && !filepath.IsAbs(cfg.Init) {
+		return nil, fmt.Errorf("%w: the init binary %q: want an absolute path", ErrUnavailable, cfg.Init)
+	}
 	mech, err := Check(cfg)
 	if err != nil {
 		return nil, err
@@ -70,36 +74,6 @@ func New(cfg Config, p Policy) (*Sandbox, error) {
 
 // Egress returns the endpoints the sandbox's runs may reach.
 func (s *Sandbox) Egress() []Endpoint { return slices.Clone(s.egress) }
-
-// mount is one step of the init's file system view; Dst is inside.
-type mount struct {
-	Kind string `json:"kind"` // bind, robind, file (a bound file), tmpfs, symlink, write, proc
-	Src  string `json:"src,omitempty"`
-	Dst  string `json:"dst"`
-	Data string `json:"data,omitempty"` // tmpfs options, symlink target, file content
-}
-
-// listener is one egress endpoint inside: Addr listens, Target is what
-// the runner's proxy is asked for.
-type listener struct {
-	Addr   string `json:"addr"`
-	Target string `json:"target"`
-}
-
-// initConfig is what Confine tells its init, on fd 3.
-type initConfig struct {
-	Root     string        `json:"root"`
-	Mounts   []mount       `json:"mounts"`
-	Listen   []listener    `json:"listen,omitempty"`
-	Socket   string        `json:"socket"`
-	Dir      string        `json:"dir"`
-	Path     string        `json:"path"`
-	Args     []string      `json:"args"`
-	Env      []string      `json:"env"`
-	Procs    int           `json:"procs,omitempty"`  // as an rlimit, when no cgroup holds the run
-	Memory   int64         `json:"memory,omitempty"` // as an rlimit, likewise
-	WallTime time.Duration `json:"wall_time,omitempty"`
-}
 
 // Confine rewrites cmd (proc.Confiner) to start the sandbox's init, which
 // builds the run's view and then runs cmd's binary inside it.
@@ -122,7 +96,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	// root of every run's workspace, when the run names none), which the
 	// run gets as an empty directory of its own.
 	if s.hiddenExactly(ws) {
-		v.add(mount{Kind: "tmpfs", Dst: ws, Data: "mode=0755"})
+		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: ws, Data: "mode=0755"})
 	} else if err := v.bind(ws, true); err != nil {
 		return nil, err
 	}
@@ -141,24 +115,24 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 			}
 		}
 	}
-	v.add(mount{Kind: "tmpfs", Dst: "/etc", Data: "mode=0755"})
+	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/etc", Data: "mode=0755", RO: true})
 	for _, f := range etcFiles {
 		if err := v.system(filepath.Join("/etc", f)); err != nil {
 			return nil, err
 		}
 	}
-	v.add(mount{Kind: "tmpfs", Dst: "/dev", Data: "mode=0755"})
+	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/dev", Data: "mode=0755", RO: true})
 	for _, f := range devFiles {
 		if _, err := os.Stat("/dev/" + f); err == nil {
-			v.add(mount{Kind: "file", Src: "/dev/" + f, Dst: "/dev/" + f})
+			v.add(sandboxinit.Mount{Kind: "file", Src: "/dev/" + f, Dst: "/dev/" + f})
 		}
 	}
 	for name, target := range map[string]string{"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1", "stderr": "/proc/self/fd/2"} {
-		v.add(mount{Kind: "symlink", Dst: "/dev/" + name, Data: target})
+		v.add(sandboxinit.Mount{Kind: "symlink", Dst: "/dev/" + name, Data: target})
 	}
-	v.add(mount{Kind: "tmpfs", Dst: "/dev/shm", Data: "mode=1777"})
-	v.add(mount{Kind: "proc", Dst: "/proc"})
-	v.add(mount{Kind: "tmpfs", Dst: "/tmp", Data: "mode=1777"})
+	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/dev/shm", Data: "mode=1777"})
+	v.add(sandboxinit.Mount{Kind: "proc", Dst: "/proc"})
+	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/tmp", Data: "mode=1777"})
 	// The state directories: the runner's own HOME, TMPDIR and XDG
 	// directories are private and empty inside, unless the policy names
 	// the variable; one the adapter set is the CLI's, read-write.
@@ -169,7 +143,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 		}
 		d = filepath.Clean(d)
 		if own := os.Getenv(name); own != "" && filepath.Clean(own) == d && !slices.Contains(s.stateVars, name) {
-			v.add(mount{Kind: "tmpfs", Dst: d, Data: "mode=0700"})
+			v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: d, Data: "mode=0700"})
 			continue
 		}
 		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
@@ -181,16 +155,16 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	}
 	// A private home even when the child's environment names none.
 	if home, err := os.UserHomeDir(); err == nil && env["HOME"] == "" {
-		v.add(mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})
+		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})
 	}
 
 	run, err := s.newRun()
 	if err != nil {
 		return nil, err
 	}
-	v.add(mount{Kind: "bind", Src: run.sockDir, Dst: insideSocketDir})
+	v.add(sandboxinit.Mount{Kind: "bind", Src: run.sockDir, Dst: insideSocketDir})
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
-	cfg := initConfig{Root: run.root, Socket: insideSocketDir + "/egress.sock", Dir: ws, Path: path,
+	cfg := sandboxinit.Config{V: sandboxinit.Version, Root: run.root, Socket: insideSocketDir + "/egress.sock", Dir: ws, Path: path,
 		Args: slices.Clone(cmd.Args), Env: slices.Clone(cmd.Env), WallTime: s.cfg.WallTime}
 	if len(cfg.Args) == 0 {
 		cfg.Args = []string{path}
@@ -201,10 +175,10 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 			addr = fmt.Sprintf("127.0.1.%d", i+1)
 			hosts += addr + "\t" + e.Host + "\n"
 		}
-		cfg.Listen = append(cfg.Listen, listener{Addr: net.JoinHostPort(addr, strconv.Itoa(e.Port)), Target: e.String()})
+		cfg.Listen = append(cfg.Listen, sandboxinit.Listener{Addr: net.JoinHostPort(addr, strconv.Itoa(e.Port)), Target: e.String()})
 	}
-	v.add(mount{Kind: "write", Dst: "/etc/hosts", Data: hosts})
-	v.add(mount{Kind: "write", Dst: "/etc/hostname", Data: "agentmesh-sandbox\n"})
+	v.add(sandboxinit.Mount{Kind: "write", Dst: "/etc/hosts", Data: hosts})
+	v.add(sandboxinit.Mount{Kind: "write", Dst: "/etc/hostname", Data: "agentmesh-sandbox\n"})
 	if s.cg == nil {
 		cfg.Procs, cfg.Memory = s.cfg.Procs, s.cfg.Memory
 	}
@@ -231,8 +205,11 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 		attr.AmbientCaps = []uintptr{capSysAdmin, capNetAdmin, capNetBindService, capSetpcap, capSysChroot}
 	}
 	cmd.SysProcAttr = attr
-	cmd.Path = "/proc/self/exe"
-	cmd.Args = []string{initName}
+	cmd.Path = s.cfg.Init
+	if cmd.Path == "" {
+		cmd.Path = "/proc/self/exe"
+	}
+	cmd.Args = []string{sandboxinit.InitName}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
 	cmd.ExtraFiles = []*os.File{r}
@@ -258,11 +235,11 @@ func envMap(env []string) map[string]string {
 // view collects a run's mounts.
 type view struct {
 	hidden []string
-	mounts []mount
+	mounts []sandboxinit.Mount
 	seen   map[string]bool
 }
 
-func (v *view) add(m mount) {
+func (v *view) add(m sandboxinit.Mount) {
 	if v.seen == nil {
 		v.seen = map[string]bool{}
 	}
@@ -303,7 +280,7 @@ func (v *view) bind(p string, rw bool) error {
 	if rw {
 		kind = "bind"
 	}
-	v.add(mount{Kind: kind, Src: p, Dst: p})
+	v.add(sandboxinit.Mount{Kind: kind, Src: p, Dst: p})
 	return nil
 }
 
@@ -319,7 +296,7 @@ func (v *view) system(p string) error {
 		if err != nil {
 			return err
 		}
-		v.add(mount{Kind: "symlink", Dst: p, Data: t})
+		v.add(sandboxinit.Mount{Kind: "symlink", Dst: p, Data: t})
 		return nil
 	case fi.IsDir():
 		return v.bind(p, false)
@@ -327,7 +304,7 @@ func (v *view) system(p string) error {
 		if h := v.exposes(p); h != "" {
 			return fmt.Errorf("binding %s would expose %s, which no run may see", p, h)
 		}
-		v.add(mount{Kind: "file", Src: p, Dst: p})
+		v.add(sandboxinit.Mount{Kind: "file", Src: p, Dst: p})
 	}
 	return nil
 }
@@ -367,9 +344,9 @@ func (v *view) install(p string) error {
 
 // sorted orders the mounts so a directory is mounted before what is
 // mounted under it.
-func (v *view) sorted() []mount {
+func (v *view) sorted() []sandboxinit.Mount {
 	out := slices.Clone(v.mounts)
-	slices.SortStableFunc(out, func(a, b mount) int { return strings.Compare(a.Dst, b.Dst) })
+	slices.SortStableFunc(out, func(a, b sandboxinit.Mount) int { return strings.Compare(a.Dst, b.Dst) })
 	return out
 }
 
@@ -381,7 +358,7 @@ type run struct {
 	root    string
 	sockDir string
 	ln      net.Listener
-	cfg     initConfig
+	cfg     sandboxinit.Config
 	cfgR    *os.File
 	cfgW    *os.File
 	cgDirs  []string

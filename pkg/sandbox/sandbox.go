@@ -1,7 +1,8 @@
 // Package sandbox confines an agent CLI to its own run. A confined child
 // runs in new user, mount, pid, network, IPC and UTS namespaces set up
-// through syscall.SysProcAttr, under an init of ours (the runner's own
-// binary, re-executed) that builds its file system view and stays pid 1:
+// through syscall.SysProcAttr, under an init of ours (package sandboxinit:
+// the small agentmesh-sandbox-init binary, or the runner's own binary
+// re-executed) that builds its file system view and stays pid 1:
 //
 //   - the run's workspace, read-write, at its own path;
 //   - the CLI's install and the system's files it needs (/usr, /lib, the
@@ -24,24 +25,21 @@
 // CLI exits, the init ends, and with it every process left in the pid
 // namespace.
 //
-// Importing the package registers the init: a program that imports it
-// and is started as the init (the argv[0] Confine gives it) runs as the
-// init and nothing else, before its main.
+// Importing the package registers the init (sandboxinit): a program that
+// imports it and is started as the init (the argv[0] Confine gives it)
+// runs as the init and nothing else, before its main.
 package sandbox
 
 import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-)
-
-// The names this package's re-executed init answers to (argv[0]).
-const (
-	initName = "agentmesh-sandbox-init"
-	execName = "agentmesh-sandbox-exec"
 )
 
 // ErrUnavailable is the error Check and New wrap when this machine cannot
@@ -74,6 +72,32 @@ type Config struct {
 	// (a cgroup v2 directory whose subtree_control enables memory and
 	// pids, delegated to the runner); empty finds one (CgroupMechanism).
 	Cgroup string
+	// Init is the agentmesh-sandbox-init binary every run starts as its
+	// pid 1 (FindInit). Empty re-executes this program as the init
+	// instead, which works the same but costs its start-up: every package
+	// initializer of a large binary, about 20 ms a run.
+	Init string
+}
+
+// InitBinary is the name of the init's own small binary
+// (cmd/agentmesh-sandbox-init).
+const InitBinary = "agentmesh-sandbox-init"
+
+// FindInit returns the init binary next to this program's executable,
+// else on PATH, else "" (the program re-executes itself).
+func FindInit() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), InitBinary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(InitBinary); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
 }
 
 // Policy is one adapter's side: what its runs may reach.

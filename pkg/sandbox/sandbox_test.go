@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -84,6 +85,17 @@ func TestWorkspaceRootIsPrivate(t *testing.T) {
 	}
 	cmd := exec.Command("/bin/sh", "-c", "ls -A; touch mine")
 	cmd.Dir, cmd.Env = root, []string{"PATH=/usr/bin:/bin"}
+	if out := confinedOutput(t, s, cmd); out != "" {
+		t.Errorf("the run saw %q in its private workspace, want nothing", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "mine")); err == nil {
+		t.Error("the run's write reached the workspace root")
+	}
+}
+
+// confinedOutput runs cmd confined by s and returns what it printed.
+func confinedOutput(t *testing.T, s *Sandbox, cmd *exec.Cmd) string {
+	t.Helper()
 	c, err := s.Confine(cmd)
 	if err != nil {
 		t.Fatal(err)
@@ -100,10 +112,33 @@ func TestWorkspaceRootIsPrivate(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if out.String() != "" {
-		t.Errorf("the run saw %q in its private workspace, want nothing", out.String())
+	return out.String()
+}
+
+// TestInitBinary: the small agentmesh-sandbox-init binary, built from
+// cmd/agentmesh-sandbox-init, is a run's pid 1 and runs its CLI confined
+// (a binary that did not register the init would print its usage and
+// exit 2); a missing one fails Check and New, naming it.
+func TestInitBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), InitBinary)
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/agentmesh/agentmesh/cmd/agentmesh-sandbox-init")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	if _, err := os.Stat(filepath.Join(root, "mine")); err == nil {
-		t.Error("the run's write reached the workspace root")
+	s, err := New(Config{Init: bin}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", "tr '\\0' ' ' </proc/1/cmdline; echo; echo $PPID")
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
+	if got, want := confinedOutput(t, s, cmd), InitBinary+" \n1\n"; got != want {
+		t.Errorf("confined through %s, the run printed %q, want %q (pid 1 the init, the CLI its child)", bin, got, want)
+	}
+	missing := filepath.Join(t.TempDir(), InitBinary)
+	if _, err := New(Config{Init: missing}, Policy{}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("New with a missing init = %v, want ErrUnavailable naming %s", err, missing)
+	}
+	if _, err := New(Config{Init: InitBinary}, Policy{}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "absolute path") {
+		t.Errorf("New with a relative init = %v, want ErrUnavailable asking for an absolute path", err)
 	}
 }

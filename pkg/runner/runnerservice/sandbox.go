@@ -29,6 +29,7 @@ type SandboxSettings struct {
 	SandboxWallTime   time.Duration `split_words:"true" default:"2h" desc:"how long a sandboxed CLI run may run before it is killed (0: no limit)"`
 	SandboxCgroup     string        `split_words:"true" desc:"a delegated cgroup v2 directory (memory and pids enabled) under which each run gets its own (default: found, else rlimits)"`
 	SandboxRuntimeDir string        `split_words:"true" desc:"directory of the runs' proxy sockets and mount points (default: <temp dir>/agentmesh-sandbox-<uid>)"`
+	SandboxInit       string        `split_words:"true" desc:"the agentmesh-sandbox-init binary each run starts as its pid 1 (default: the one next to this runner's executable, else on PATH, else the runner re-executes itself, about 20 ms slower a run)"`
 }
 
 // check names each bad sandbox variable.
@@ -68,7 +69,12 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	}
 	sc := sandbox.Config{
 		Limits:     sandbox.Limits{Memory: c.SandboxMemory, Procs: c.SandboxProcs, WallTime: c.SandboxWallTime},
-		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup,
+		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup, Init: c.SandboxInit,
+	}
+	if sc.Init == "" {
+		sc.Init = sandbox.FindInit()
+	} else if abs, err := filepath.Abs(sc.Init); err == nil {
+		sc.Init = abs
 	}
 	for _, p := range []string{c.StateDir, c.WorkspaceRoot, c.NatsCreds, c.NatsNkey, c.NatsTLSKey, c.ProfilesDir} {
 		if p == "" {
@@ -84,7 +90,11 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: AGENTMESH_SANDBOX=on: %v; set AGENTMESH_SANDBOX=off to run the CLIs unconfined (README: the sandbox)", service.ErrConfig, err)
 	}
-	log.Info("sandbox on", "limits", m.Limits, "cgroup", m.Cgroup, "memory", c.SandboxMemory, "procs", c.SandboxProcs, "wall_time", c.SandboxWallTime)
+	init := sc.Init
+	if init == "" {
+		init = "this runner, re-executed"
+	}
+	log.Info("sandbox on", "init", init, "limits", m.Limits, "cgroup", m.Cgroup, "memory", c.SandboxMemory, "procs", c.SandboxProcs, "wall_time", c.SandboxWallTime)
 	c.Dirs.Sandbox = &sc
 	enabled.Set(1)
 	return enabled, nil

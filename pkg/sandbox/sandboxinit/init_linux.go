@@ -1,4 +1,4 @@
-package sandbox
+package sandboxinit
 
 import (
 	"encoding/json"
@@ -17,19 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probeName is the argv[0] of Check's probe.
-const probeName = "agentmesh-sandbox-probe"
-
 func init() {
 	if len(os.Args) == 0 {
 		return
 	}
 	switch os.Args[0] {
-	case initName:
+	case InitName:
 		os.Exit(initMain())
-	case execName:
+	case ExecName:
 		os.Exit(execMain())
-	case probeName:
+	case ProbeName:
 		os.Exit(probeMain())
 	}
 }
@@ -46,9 +43,12 @@ func fail(format string, args ...any) int {
 // process left when the CLI exits.
 func initMain() int {
 	f := os.NewFile(3, "config")
-	var cfg initConfig
+	var cfg Config
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
 		return fail("read the config: %v", err)
+	}
+	if cfg.V != Version {
+		return fail("this init reads config version %d and the runner sent %d: install the runner's own agentmesh-sandbox-init", Version, cfg.V)
 	}
 	f.Close()
 	if err := buildView(cfg); err != nil {
@@ -102,10 +102,10 @@ func initMain() int {
 // CLI and not the init. Without, it forks straight from a thread of the
 // init that gives up its capabilities first (they are per thread) and is
 // never used again: its goroutine ends locked, which ends the thread.
-func startCLI(cfg initConfig) (int, error) {
+func startCLI(cfg Config) (int, error) {
 	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}}
 	if cfg.Procs > 0 || cfg.Memory > 0 {
-		args := append([]string{execName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), cfg.Path}, cfg.Args...)
+		args := append([]string{ExecName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), cfg.Path}, cfg.Args...)
 		return syscall.ForkExec("/proc/self/exe", args, attr)
 	}
 	type started struct {
@@ -177,7 +177,7 @@ func relay(ln net.Listener, socket, target string) {
 
 // buildView mounts the run's file system under cfg.Root, then makes it
 // the root, read-only but for the run's own read-write mounts.
-func buildView(cfg initConfig) error {
+func buildView(cfg Config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make the mounts private: %v", err)
 	}
@@ -187,6 +187,13 @@ func buildView(cfg initConfig) error {
 	for _, m := range cfg.Mounts {
 		if err := mountOne(cfg.Root, m); err != nil {
 			return fmt.Errorf("%s %s: %v", m.Kind, m.Dst, err)
+		}
+	}
+	for _, m := range cfg.Mounts {
+		if m.Kind == "tmpfs" && m.RO {
+			if err := unix.Mount("", filepath.Join(cfg.Root, m.Dst), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, m.Data); err != nil {
+				return fmt.Errorf("make %s read-only: %v", m.Dst, err)
+			}
 		}
 	}
 	if err := os.Chdir(cfg.Root); err != nil {
@@ -208,7 +215,7 @@ func buildView(cfg initConfig) error {
 	return nil
 }
 
-func mountOne(root string, m mount) error {
+func mountOne(root string, m Mount) error {
 	dst := filepath.Join(root, m.Dst)
 	switch m.Kind {
 	case "bind", "robind":

@@ -1,0 +1,65 @@
+// Package sandboxinit is the init of pkg/sandbox: pid 1 of a confined
+// run's namespaces, which builds the run's file system view from the
+// Config the runner sends it, relays its egress to the runner's proxy,
+// starts the CLI without capabilities and ends every process left when
+// the CLI exits.
+//
+// It depends on the standard library and golang.org/x/sys only, so that
+// the small agentmesh-sandbox-init binary (cmd/agentmesh-sandbox-init)
+// starts in a few milliseconds. Importing the package registers the init
+// in any program: started with one of the names below as its argv[0],
+// the program runs as the init (or its exec step, or Check's probe) and
+// nothing else, before its main. A runner with no init binary re-executes
+// itself that way.
+package sandboxinit
+
+import "time"
+
+// The names the init answers to (argv[0]).
+const (
+	// InitName starts the init; its Config is on fd 3.
+	InitName = "agentmesh-sandbox-init"
+	// ExecName is the init's last step before a CLI that rlimits bind.
+	ExecName = "agentmesh-sandbox-exec"
+	// ProbeName is pkg/sandbox.Check's probe, run confined.
+	ProbeName = "agentmesh-sandbox-probe"
+)
+
+// Version is the version of Config. The init refuses another, so that an
+// init binary older or newer than its runner fails the run it was given,
+// naming both, rather than building a view it misreads.
+const Version = 2
+
+// A Mount is one step of the init's file system view; Dst is inside.
+type Mount struct {
+	Kind string `json:"kind"` // bind, robind, file (a bound file), tmpfs, symlink, write, proc
+	Src  string `json:"src,omitempty"`
+	Dst  string `json:"dst"`
+	Data string `json:"data,omitempty"` // tmpfs options, symlink target, a write's text
+	// RO remounts a tmpfs read-only once the view is built.
+	RO bool `json:"ro,omitempty"`
+}
+
+// A Listener is one egress endpoint inside: Addr listens, Target is what
+// the runner's proxy is asked for.
+type Listener struct {
+	Addr   string `json:"addr"`
+	Target string `json:"target"`
+}
+
+// Config is what the runner tells its init, as JSON on fd 3. The runner
+// keeps the pipe open until the run is over.
+type Config struct {
+	V        int           `json:"v"`
+	Root     string        `json:"root"`
+	Mounts   []Mount       `json:"mounts"`
+	Listen   []Listener    `json:"listen,omitempty"`
+	Socket   string        `json:"socket"`
+	Dir      string        `json:"dir"`
+	Path     string        `json:"path"`
+	Args     []string      `json:"args"`
+	Env      []string      `json:"env"`
+	Procs    int           `json:"procs,omitempty"`  // as an rlimit, when no cgroup holds the run
+	Memory   int64         `json:"memory,omitempty"` // as an rlimit, likewise
+	WallTime time.Duration `json:"wall_time,omitempty"`
+}
