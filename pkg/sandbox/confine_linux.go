@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/sandbox/sandboxinit"
+	"golang.org/x/sys/unix"
 )
 
 // The system's read-only trees a CLI needs, and the files of /etc.
@@ -189,7 +190,23 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 		run.Release()
 		return nil, fmt.Errorf("config pipe: %v", err)
 	}
-	run.cfg, run.cfgW = cfg, w
+	run.cfgW = w
+	// The config waits in the (empty) pipe for the init, which reads it
+	// as soon as it runs, while Started places it in its cgroup; one too
+	// big for the pipe's buffer goes in Started.
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		run.Release()
+		return nil, fmt.Errorf("the init's config: %v", err)
+	}
+	if size, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(b) < size {
+		if _, err := w.Write(b); err != nil {
+			run.Release()
+			return nil, fmt.Errorf("send the init its config: %v", err)
+		}
+	} else {
+		run.cfgB = b
+	}
 	uid, gid := os.Getuid(), os.Getgid()
 	attr := cmd.SysProcAttr
 	if attr == nil {
@@ -358,7 +375,7 @@ type run struct {
 	root    string
 	sockDir string
 	ln      net.Listener
-	cfg     sandboxinit.Config
+	cfgB    []byte // the config, when Started sends it
 	cfgR    *os.File
 	cfgW    *os.File
 	cgDirs  []string
@@ -391,11 +408,17 @@ func (s *Sandbox) newRun() (*run, error) {
 	return r, nil
 }
 
-// Started places the init in the run's cgroup, then gives it its config
-// (proc.Confinement).
+// Started places the init in the run's cgroup, then lets it start the
+// CLI (proc.Confinement).
 func (r *run) Started(pid int) error {
 	r.cfgR.Close()
 	defer r.cfgW.Close()
+	if r.cfgB != nil {
+		// Too big to have waited in the pipe (Confine).
+		if _, err := r.cfgW.Write(r.cfgB); err != nil {
+			return fmt.Errorf("send the init its config: %v", err)
+		}
+	}
 	if r.s.cg != nil && (r.s.cfg.Memory > 0 || r.s.cfg.Procs > 0) {
 		dirs, err := r.s.cg.place(filepath.Base(r.dir), pid, r.s.cfg.Limits)
 		r.cgDirs = dirs
@@ -408,8 +431,10 @@ func (r *run) Started(pid int) error {
 		// should it not.
 		r.timer = time.AfterFunc(r.s.cfg.WallTime+5*time.Second, func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
 	}
-	if err := json.NewEncoder(r.cfgW).Encode(r.cfg); err != nil {
-		return fmt.Errorf("send the init its config: %v", err)
+	// The init builds the view meanwhile; it starts the CLI only on this
+	// byte, once the run is in its cgroup.
+	if _, err := r.cfgW.Write([]byte{sandboxinit.Go}); err != nil {
+		return fmt.Errorf("tell the init to start the CLI: %v", err)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ const (
 // Version is the version of Config. The init refuses another, so that an
 // init binary older or newer than its runner fails the run it was given,
 // naming both, rather than building a view it misreads.
-const Version = 2
+const Version = 1
 
 // A Mount is one step of the init's file system view; Dst is inside.
 type Mount struct {
@@ -47,8 +47,13 @@ type Listener struct {
 	Target string `json:"target"`
 }
 
-// Config is what the runner tells its init, as JSON on fd 3. The runner
-// keeps the pipe open until the run is over.
+// Go is the byte the runner writes on fd 3 after the Config once the
+// run is in its cgroup: the init builds the view meanwhile, and starts
+// the CLI only then.
+const Go = 'G'
+
+// Config is what the runner tells its init, as JSON on fd 3, followed by
+// Go.
 type Config struct {
 	V        int           `json:"v"`
 	Root     string        `json:"root"`

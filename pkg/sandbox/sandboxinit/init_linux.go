@@ -44,13 +44,14 @@ func fail(format string, args ...any) int {
 func initMain() int {
 	f := os.NewFile(3, "config")
 	var cfg Config
-	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
+	dec := json.NewDecoder(f)
+	if err := dec.Decode(&cfg); err != nil {
 		return fail("read the config: %v", err)
 	}
 	if cfg.V != Version {
 		return fail("this init reads config version %d and the runner sent %d: install the runner's own agentmesh-sandbox-init", Version, cfg.V)
 	}
-	f.Close()
+	goAhead := io.MultiReader(dec.Buffered(), f)
 	if err := buildView(cfg); err != nil {
 		return fail("%v", err)
 	}
@@ -66,6 +67,11 @@ func initMain() int {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	var b [1]byte
+	if _, err := io.ReadFull(goAhead, b[:]); err != nil || b[0] != Go {
+		return fail("the runner did not let the CLI start (%q, %v)", b[:], err)
+	}
+	f.Close()
 	pid, err := startCLI(cfg)
 	if err != nil {
 		return fail("start %s: %v", cfg.Path, err)
