@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -119,7 +118,7 @@ func BenchmarkSandboxStart(b *testing.B) {
 func initBinary(b *testing.B) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), sandbox.InitBinary)
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/agentmesh/agentmesh/cmd/agentmesh-sandbox-init")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentmesh/agentmesh/cmd/agentmesh-sandbox-init")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}

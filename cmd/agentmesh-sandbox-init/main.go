@@ -7,14 +7,13 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/agentmesh/agentmesh/pkg/sandbox/sandboxinit"
 )
 
 func main() {
-	fmt.Fprintf(os.Stderr, "%s: the subprocess runner's sandbox starts this program as a run's init (argv[0] %s); it does nothing started by hand\n",
-		sandboxinit.InitName, sandboxinit.InitName)
+	_, _ = os.Stderr.WriteString(sandboxinit.InitName + ": the subprocess runner's sandbox starts this program as a run's init (argv[0] " +
+		sandboxinit.InitName + "); it does nothing started by hand\n")
 	os.Exit(2)
 }

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -44,6 +43,7 @@ type Sandbox struct {
 	cfg       Config
 	egress    []Endpoint
 	stateVars []string
+	roVars    []string
 	cg        *cgroups
 	runtime   string
 }
@@ -64,7 +64,7 @@ func New(cfg Config, p Policy) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), cg: mech.cg, runtime: mech.runtime}
+	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), roVars: slices.Clone(p.ReadOnlyVars), cg: mech.cg, runtime: mech.runtime}
 	for i, h := range s.cfg.Hidden {
 		if s.cfg.Hidden[i], err = filepath.Abs(h); err != nil {
 			return nil, fmt.Errorf("hidden path %q: %v", h, err)
@@ -154,6 +154,16 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	// What the adapter gives the run to read (a settings file), read-only.
+	for _, name := range s.roVars {
+		p := env[name]
+		if p == "" || !filepath.IsAbs(p) {
+			continue
+		}
+		if err := v.system(filepath.Clean(p)); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
 	// A private home even when the child's environment names none.
 	if home, err := os.UserHomeDir(); err == nil && env["HOME"] == "" {
 		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})
@@ -194,11 +204,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	// The config waits in the (empty) pipe for the init, which reads it
 	// as soon as it runs, while Started places it in its cgroup; one too
 	// big for the pipe's buffer goes in Started.
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		run.Release()
-		return nil, fmt.Errorf("the init's config: %v", err)
-	}
+	b := sandboxinit.Encode(cfg)
 	if size, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0); err == nil && len(b) < size {
 		if _, err := w.Write(b); err != nil {
 			run.Release()

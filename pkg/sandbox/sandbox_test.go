@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -121,7 +120,7 @@ func confinedOutput(t *testing.T, s *Sandbox, cmd *exec.Cmd) string {
 // exit 2); a missing one fails Check and New, naming it.
 func TestInitBinary(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), InitBinary)
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/agentmesh/agentmesh/cmd/agentmesh-sandbox-init")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentmesh/agentmesh/cmd/agentmesh-sandbox-init")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

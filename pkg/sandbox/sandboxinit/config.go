@@ -32,19 +32,19 @@ const Version = 1
 
 // A Mount is one step of the init's file system view; Dst is inside.
 type Mount struct {
-	Kind string `json:"kind"` // bind, robind, file (a bound file), tmpfs, symlink, write, proc
-	Src  string `json:"src,omitempty"`
-	Dst  string `json:"dst"`
-	Data string `json:"data,omitempty"` // tmpfs options, symlink target, a write's text
+	Kind string // bind, robind, file (a bound file), tmpfs, symlink, write, proc
+	Src  string
+	Dst  string
+	Data string // tmpfs options, symlink target, a write's text
 	// RO remounts a tmpfs read-only once the view is built.
-	RO bool `json:"ro,omitempty"`
+	RO bool
 }
 
 // A Listener is one egress endpoint inside: Addr listens, Target is what
 // the runner's proxy is asked for.
 type Listener struct {
-	Addr   string `json:"addr"`
-	Target string `json:"target"`
+	Addr   string
+	Target string
 }
 
 // Go is the byte the runner writes on fd 3 after the Config once the
@@ -52,19 +52,19 @@ type Listener struct {
 // the CLI only then.
 const Go = 'G'
 
-// Config is what the runner tells its init, as JSON on fd 3, followed by
-// Go.
+// Config is what the runner tells its init on fd 3, as a frame (Encode),
+// followed by Go.
 type Config struct {
-	V        int           `json:"v"`
-	Root     string        `json:"root"`
-	Mounts   []Mount       `json:"mounts"`
-	Listen   []Listener    `json:"listen,omitempty"`
-	Socket   string        `json:"socket"`
-	Dir      string        `json:"dir"`
-	Path     string        `json:"path"`
-	Args     []string      `json:"args"`
-	Env      []string      `json:"env"`
-	Procs    int           `json:"procs,omitempty"`  // as an rlimit, when no cgroup holds the run
-	Memory   int64         `json:"memory,omitempty"` // as an rlimit, likewise
-	WallTime time.Duration `json:"wall_time,omitempty"`
+	V        int
+	Root     string
+	Mounts   []Mount
+	Listen   []Listener
+	Socket   string
+	Dir      string
+	Path     string
+	Args     []string
+	Env      []string
+	Procs    int   // as an rlimit, when no cgroup holds the run
+	Memory   int64 // as an rlimit, likewise
+	WallTime time.Duration
 }

@@ -1,21 +1,23 @@
 package sandboxinit
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// The init imports no fmt, encoding/json or net: each costs its start-up
+// (their initializers, and the pages of a larger binary) on every run.
 
 func init() {
 	if len(os.Args) == 0 {
@@ -33,48 +35,66 @@ func init() {
 
 // fail reports an init failure on the run's stderr, where the runner's
 // error tail shows it.
-func fail(format string, args ...any) int {
-	fmt.Fprintf(os.Stderr, "agentmesh-sandbox: "+format+"\n", args...)
+func fail(parts ...string) int {
+	_, _ = os.Stderr.WriteString("agentmesh-sandbox: " + strings.Join(parts, "") + "\n")
 	return 125
 }
+
+// errf is an error of its parts, the last one's cause kept.
+func errf(cause error, parts ...string) error {
+	return &initError{msg: strings.Join(parts, ""), cause: cause}
+}
+
+type initError struct {
+	msg   string
+	cause error
+}
+
+func (e *initError) Error() string {
+	if e.cause == nil {
+		return e.msg
+	}
+	return e.msg + ": " + e.cause.Error()
+}
+
+func (e *initError) Unwrap() error { return e.cause }
 
 // initMain is pid 1 of a run's namespaces: it builds the view, starts
 // the egress listeners, runs the CLI (through execMain) and ends every
 // process left when the CLI exits.
 func initMain() int {
 	f := os.NewFile(3, "config")
-	var cfg Config
-	dec := json.NewDecoder(f)
-	if err := dec.Decode(&cfg); err != nil {
-		return fail("read the config: %v", err)
+	cfg, err := ReadConfig(f)
+	if err != nil {
+		return fail("read the config: ", err.Error())
 	}
 	if cfg.V != Version {
-		return fail("this init reads config version %d and the runner sent %d: install the runner's own agentmesh-sandbox-init", Version, cfg.V)
+		return fail("this init reads config version ", strconv.Itoa(Version), " and the runner sent ", strconv.Itoa(cfg.V),
+			": install the runner's own agentmesh-sandbox-init")
 	}
-	goAhead := io.MultiReader(dec.Buffered(), f)
 	if err := buildView(cfg); err != nil {
-		return fail("%v", err)
+		return fail(err.Error())
 	}
 	if err := loopbackUp(); err != nil {
-		return fail("loopback: %v", err)
+		return fail("loopback: ", err.Error())
 	}
 	for _, l := range cfg.Listen {
-		ln, err := net.Listen("tcp", l.Addr)
+		fd, err := listenTCP(l.Addr)
 		if err != nil {
-			return fail("egress listener %s: %v", l.Addr, err)
+			return fail("egress listener ", l.Addr, ": ", err.Error())
 		}
-		go relay(ln, cfg.Socket, l.Target)
+		go relay(fd, cfg.Socket, l.Target)
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
 	var b [1]byte
-	if _, err := io.ReadFull(goAhead, b[:]); err != nil || b[0] != Go {
-		return fail("the runner did not let the CLI start (%q, %v)", b[:], err)
+	if _, err := io.ReadFull(f, b[:]); err != nil || b[0] != Go {
+		return fail("the runner did not let the CLI start (", strconv.Quote(string(b[:])), ", ", errString(err), ")")
 	}
 	f.Close()
 	pid, err := startCLI(cfg)
 	if err != nil {
-		return fail("start %s: %v", cfg.Path, err)
+		return fail("start ", cfg.Path, ": ", err.Error())
 	}
 	exited := make(chan syscall.WaitStatus, 1)
 	go reap(pid, exited)
@@ -89,7 +109,7 @@ func initMain() int {
 		case s := <-sigs:
 			_ = syscall.Kill(-1, s.(syscall.Signal))
 		case <-wall:
-			fmt.Fprintf(os.Stderr, "agentmesh-sandbox: the run reached its wall time (%s) and was killed\n", cfg.WallTime)
+			_, _ = os.Stderr.WriteString("agentmesh-sandbox: the run reached its wall time (" + cfg.WallTime.String() + ") and was killed\n")
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 			wall = nil
 		case ws := <-exited:
@@ -122,7 +142,7 @@ func startCLI(cfg Config) (int, error) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
 		if err := dropPrivileges(); err != nil {
-			ch <- started{0, fmt.Errorf("drop privileges: %v", err)}
+			ch <- started{0, errf(err, "drop privileges")}
 			return
 		}
 		pid, err := syscall.ForkExec(cfg.Path, cfg.Args, attr)
@@ -150,55 +170,114 @@ func reap(cli int, exited chan<- syscall.WaitStatus) {
 	}
 }
 
-// relay forwards each connection to ln through the runner's proxy,
-// asking it for target.
-func relay(ln net.Listener, socket, target string) {
+func errString(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
+}
+
+// listenTCP listens on addr, an IPv4 address and port.
+func listenTCP(addr string) (int, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return -1, errf(err, "not an IPv4 address and port")
+	}
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	if err := syscall.Listen(fd, 128); err != nil {
+		syscall.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// relay forwards each connection to the listening socket ln through the
+// runner's proxy, asking it for target. Accept blocks one thread; each
+// connection's two sockets are non-blocking, on the runtime's poller.
+func relay(ln int, socket, target string) {
 	for {
-		c, err := ln.Accept()
+		c, _, err := syscall.Accept4(ln, syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK)
+		if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.ECONNABORTED) {
+			continue
+		}
 		if err != nil {
 			return
 		}
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("unix", socket)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			if _, err := io.WriteString(up, target+"\n"); err != nil {
-				return
-			}
-			done := make(chan struct{})
-			go func() {
-				_, _ = io.Copy(up, c)
-				_ = up.(*net.UnixConn).CloseWrite()
-				close(done)
-			}()
-			_, _ = io.Copy(c, up)
-			_ = c.(*net.TCPConn).CloseWrite()
-			<-done
-		}()
+		go forward(c, socket, target)
 	}
+}
+
+// forward copies between the connection c and the runner's proxy, each
+// way until its end of file, which it passes on.
+func forward(c int, socket, target string) {
+	conn := os.NewFile(uintptr(c), "egress")
+	defer conn.Close()
+	u, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	if err := syscall.Connect(u, &syscall.SockaddrUnix{Name: socket}); err != nil {
+		syscall.Close(u)
+		return
+	}
+	if err := syscall.SetNonblock(u, true); err != nil {
+		syscall.Close(u)
+		return
+	}
+	up := os.NewFile(uintptr(u), "proxy")
+	defer up.Close()
+	if _, err := io.WriteString(up, target+"\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, conn)
+		shutWrite(up)
+		close(done)
+	}()
+	_, _ = io.Copy(conn, up)
+	shutWrite(conn)
+	<-done
+}
+
+// shutWrite sends f's socket's end of file.
+func shutWrite(f *os.File) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_WR) })
 }
 
 // buildView mounts the run's file system under cfg.Root, then makes it
 // the root, read-only but for the run's own read-write mounts.
 func buildView(cfg Config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("make the mounts private: %v", err)
+		return errf(err, "make the mounts private")
 	}
 	if err := unix.Mount("tmpfs", cfg.Root, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=16m"); err != nil {
-		return fmt.Errorf("root tmpfs: %v", err)
+		return errf(err, "root tmpfs")
 	}
 	for _, m := range cfg.Mounts {
 		if err := mountOne(cfg.Root, m); err != nil {
-			return fmt.Errorf("%s %s: %v", m.Kind, m.Dst, err)
+			return errf(err, m.Kind, " ", m.Dst)
 		}
 	}
 	for _, m := range cfg.Mounts {
 		if m.Kind == "tmpfs" && m.RO {
 			if err := unix.Mount("", filepath.Join(cfg.Root, m.Dst), "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, m.Data); err != nil {
-				return fmt.Errorf("make %s read-only: %v", m.Dst, err)
+				return errf(err, "make ", m.Dst, " read-only")
 			}
 		}
 	}
@@ -206,16 +285,16 @@ func buildView(cfg Config) error {
 		return err
 	}
 	if err := unix.PivotRoot(".", "."); err != nil {
-		return fmt.Errorf("pivot_root: %v", err)
+		return errf(err, "pivot_root")
 	}
 	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("detach the old root: %v", err)
+		return errf(err, "detach the old root")
 	}
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("make the root read-only: %v", err)
+		return errf(err, "make the root read-only")
 	}
 	_ = unix.Sethostname([]byte("agentmesh-sandbox"))
 	return nil
@@ -274,7 +353,7 @@ func mountOne(root string, m Mount) error {
 		}
 		return unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	}
-	return fmt.Errorf("unknown mount kind %q", m.Kind)
+	return errf(nil, "unknown mount kind ", strconv.Quote(m.Kind))
 }
 
 // mkdirAll makes a mount point; one that exists (in a bound tree) is
@@ -335,33 +414,33 @@ func execMain() int {
 	runtime.LockOSThread() // capabilities are per thread: drop them on the one that executes
 	if procs > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(procs), Max: uint64(procs)}); err != nil {
-			return fail("RLIMIT_NPROC: %v", err)
+			return fail("RLIMIT_NPROC: ", err.Error())
 		}
 	}
 	if memory > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_DATA, &unix.Rlimit{Cur: uint64(memory), Max: uint64(memory)}); err != nil {
-			return fail("RLIMIT_DATA: %v", err)
+			return fail("RLIMIT_DATA: ", err.Error())
 		}
 	}
 	if err := dropPrivileges(); err != nil {
-		return fail("drop privileges: %v", err)
+		return fail("drop privileges: ", err.Error())
 	}
 	err := syscall.Exec(path, args, os.Environ())
-	return fail("exec %s: %v", path, err)
+	return fail("exec ", path, ": ", err.Error())
 }
 
 // dropPrivileges clears the calling thread's capabilities (bounding,
 // ambient, and the sets themselves) and sets no_new_privs.
 func dropPrivileges() error {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("no_new_privs: %v", err)
+		return errf(err, "no_new_privs")
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("clear the ambient capabilities: %v", err)
+		return errf(err, "clear the ambient capabilities")
 	}
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("drop capability %d from the bounding set: %v", c, err)
+			return errf(err, "drop capability ", strconv.Itoa(c), " from the bounding set")
 		}
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -373,10 +452,10 @@ func dropPrivileges() error {
 // of its own, see no host process, and have no capabilities.
 func probeMain() int {
 	if os.Getppid() != 1 {
-		return fail("probe: not under the sandbox's init (parent pid %d)", os.Getppid())
+		return fail("probe: not under the sandbox's init (parent pid ", strconv.Itoa(os.Getppid()), ")")
 	}
 	if _, err := os.Stat("/proc/self"); err != nil {
-		return fail("probe: no /proc: %v", err)
+		return fail("probe: no /proc: ", err.Error())
 	}
 	if err := os.WriteFile("/agentmesh-probe", nil, 0o600); err == nil {
 		return fail("probe: the root is writable")
@@ -384,7 +463,7 @@ func probeMain() int {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil || data[0].Effective != 0 || data[0].Permitted != 0 {
-		return fail("probe: capabilities are left (%v)", err)
+		return fail("probe: capabilities are left (", errString(err), ")")
 	}
 	return 0
 }
