@@ -112,6 +112,11 @@ type Policy struct {
 	// bound only when the adapter set them: the runner's own are private
 	// and empty inside, unless StateVars names them too).
 	StateVars []string
+	// ReadOnlyVars name the child environment variables whose values are
+	// files or directories the CLI reads but may not change (a settings
+	// file the adapter writes for the run), bound read-only at their own
+	// path when set; a hidden path is refused as any other.
+	ReadOnlyVars []string
 }
 
 // An Endpoint is one allowed egress destination.
