@@ -32,6 +32,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,9 @@ type cliEnv struct {
 	// codexKeyVar is the variable Codex's provider reads its key from
 	// (env_key); the transcripts use FAKE_OPENAI_API_KEY.
 	codexKeyVar string
+	// ownHome: home is the runner's own HOME too, which the sandbox binds
+	// only when the policy names it; used by TestCLIGeminiTempHome.
+	ownHome bool
 }
 
 // base is the environment every CLI gets on top of its adapter's own:
@@ -99,11 +103,33 @@ type cliCase struct {
 
 // adapter configures the CLI under e and returns its adapter: the
 // package's DefaultConfig, the workspace root, and the CLI's variables set
-// for the child.
+// for the child. Every run is confined to the sandbox as the subprocess
+// runner confines it by default: its one egress the fake model API, the
+// root of every workspace hidden.
 func (c cliCase) adapter(t *testing.T, e cliEnv) (adapter.Adapter, error) {
 	cfg := c.defaults()
 	cfg.WorkspaceRoot = e.workRoot
 	cfg.EnvSet = merge(cfg.EnvSet, e.base(), c.configure(t, e))
+	fake, err := sandbox.EgressOf(e.fakeURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Egress = []string{fake} // Codex and Pi name their base URL in a file
+	pol, err := cfg.SandboxPolicy()
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(pol.Egress, cfg.Egress) {
+		return nil, fmt.Errorf("%s: sandbox egress %v, want only the fake at %s", c.name, pol.Egress, fake)
+	}
+	if e.ownHome {
+		pol.StateVars = append(pol.StateVars, "HOME")
+	}
+	s, err := sandbox.New(sandbox.Config{Hidden: []string{e.workRoot}}, pol)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Confine = s
 	return c.build(cfg)
 }
 
@@ -384,7 +410,7 @@ func TestCLIGeminiTempHome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fake.Close() })
-	e := cliEnv{home: home, tmp: mkdir(t, root, "tmp"), workRoot: mkdir(t, root, "work"), fakeURL: fake.URL(), tag: tag + "/" + c.name}
+	e := cliEnv{home: home, tmp: mkdir(t, root, "tmp"), workRoot: mkdir(t, root, "work"), fakeURL: fake.URL(), tag: tag + "/" + c.name, ownHome: true}
 	mkdir(t, e.workRoot, c.name)
 	a, err := c.adapter(t, e)
 	if err != nil {

@@ -112,9 +112,11 @@ type Config struct {
 	StateDir string
 	// Egress are the endpoints (host:port) the CLI's model API is at by
 	// default, for a sandboxed run's policy (SandboxPolicy); BaseURLVars
-	// name the child variables that move it (a base URL), and StateVars
-	// those naming directories the CLI keeps its state in.
-	Egress, BaseURLVars, StateVars []string
+	// name the child variables that move it (a base URL), StateVars
+	// those naming directories the CLI keeps its state in, and
+	// ReadOnlyVars those naming files or directories the adapter gives
+	// the CLI to read but not change (a settings file).
+	Egress, BaseURLVars, StateVars, ReadOnlyVars []string
 	// Confine, if set, confines every run's CLI (a *sandbox.Sandbox).
 	Confine proc.Confiner
 }

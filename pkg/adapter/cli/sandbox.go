@@ -11,9 +11,10 @@ import (
 // SandboxPolicy is what a sandboxed run of the CLI may reach: the
 // endpoint of each base URL its child environment sets (BaseURLVars,
 // from EnvSet or, when allowed, the runner's environment) or, when it
-// sets none, the CLI's default Egress; and its state directories.
+// sets none, the CLI's default Egress; its state directories; and what
+// it reads but may not change.
 func (c Config) SandboxPolicy() (sandbox.Policy, error) {
-	p := sandbox.Policy{StateVars: slices.Clone(c.StateVars)}
+	p := sandbox.Policy{StateVars: slices.Clone(c.StateVars), ReadOnlyVars: slices.Clone(c.ReadOnlyVars)}
 	for _, name := range c.BaseURLVars {
 		v, ok := c.EnvSet[name]
 		if !ok && slices.Contains(c.EnvAllow, name) {

@@ -81,7 +81,7 @@ func spec(cfg cli.Config) cli.Spec[Request] {
 		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke: func(req Request, call adapter.Call, dir string) (cli.Invocation, error) {
-			return invoke(req, call, dir, h.provider())
+			return invoke(req, call, dir, h.provider(), cfg.Confine != nil)
 		},
 		NewParser: func(req Request, call adapter.Call) cli.Parser {
 			p := NewParser(modelOf(req, call), req.ResumeThreadID)

@@ -45,7 +45,17 @@
 //	resume_thread_id         string  optional UUID: codex exec resume <id> (the resume field)
 //
 // danger-full-access is refused: the model's tools would escape the
-// workspace the runner contains. On resume Codex keeps the instructions the
+// workspace the runner contains. A run the runner's sandbox confines
+// (cli.Config.Confine, pkg/sandbox) passes it for workspace-write
+// nonetheless, as Codex documents for an externally sandboxed
+// environment: Codex's own Linux sandbox (bubblewrap) cannot be built
+// inside the runner's when the runner is root (the CLI is uid 0 there
+// without CAP_SETFCAP, which a user namespace mapping uid 0 needs), and
+// the runner's sandbox is the boundary: the workspace and the CLI's state
+// directories ($CODEX_HOME included) writable, egress only to the model
+// API. read-only keeps Codex's sandbox, so a runner that is root runs a
+// read-only run's commands not at all rather than with the workspace
+// writable. On resume Codex keeps the instructions the
 // thread started with and ignores new ones, so the two instruction fields
 // are not passed then.
 //

@@ -26,21 +26,20 @@ type flags struct {
 }
 
 // invoke builds one attempt's command line. provider is the config.toml
-// provider that takes the retry overrides, or "" for none.
+// provider that takes the retry overrides, or "" for none; confined says
+// the run is in the runner's sandbox (cli.Config.Confine), which is then
+// the boundary of a workspace-write run (see sandboxMode).
 //
 // The prompt is the last element, after "--": without it a prompt that
 // starts with "-" would be read as an option and one that is exactly
 // "resume" or "review" as a subcommand.
-func invoke(req Request, call adapter.Call, dir, provider string) (cli.Invocation, error) {
+func invoke(req Request, call adapter.Call, dir, provider string, confined bool) (cli.Invocation, error) {
 	var inv cli.Invocation
 	model := modelOf(req, call)
 	if model != "" && !modelRE.MatchString(model) {
 		return inv, wire.Errorf(wire.AgenticRequestValidationError, "%s: model %q is not a model name %s", Name, model, modelRE)
 	}
-	sandbox := req.Sandbox
-	if sandbox == "" {
-		sandbox = DefaultSandbox
-	}
+	sandbox := sandboxMode(req.Sandbox, confined)
 	f := flags{JSON: true, SkipGitRepoCheck: true, Model: model}
 	args := []string{"exec"}
 	if req.ResumeThreadID != "" {
@@ -70,6 +69,28 @@ func invoke(req Request, call adapter.Call, dir, provider string) (cli.Invocatio
 	}
 	inv.Args = append(args, "--", req.Prompt)
 	return inv, nil
+}
+
+// sandboxMode is the Codex sandbox mode a run's commands get for the
+// request's sandbox. Confined, a workspace-write run gets
+// danger-full-access: Codex's own Linux sandbox (bubblewrap) cannot be
+// built inside the runner's when the runner is root, since the CLI is uid
+// 0 there without CAP_SETFCAP and the kernel lets no such process map uid
+// 0 into a user namespace ("bwrap: setting up uid map: Operation not
+// permitted", every command failing), and the runner's sandbox already
+// confines what workspace-write is for: writes to the workspace and the
+// CLI's state, egress only to the model API. A read-only run keeps
+// Codex's sandbox, the only one that can keep the workspace read-only:
+// its commands fail rather than write where a runner that is root
+// cannot build it.
+func sandboxMode(requested string, confined bool) string {
+	if requested == "" {
+		requested = DefaultSandbox
+	}
+	if confined && requested == SandboxWorkspaceWrite {
+		return sandboxFullAccess
+	}
+	return requested
 }
 
 // retries is the CLI's stream_max_retries for an attempt policy; a policy

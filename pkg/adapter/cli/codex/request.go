@@ -20,6 +20,11 @@ const (
 	SandboxReadOnly       = "read-only"
 )
 
+// sandboxFullAccess is Codex's mode without its own sandbox, which a
+// request may not ask for: the adapter passes it only for a run the
+// runner's sandbox confines (sandboxMode).
+const sandboxFullAccess = "danger-full-access"
+
 // DefaultSandbox is the sandbox of a request that names none: the model
 // may write inside the run's workspace and nowhere else.
 const DefaultSandbox = SandboxWorkspaceWrite
@@ -78,7 +83,7 @@ func read(d *reqfield.Decoder) Request {
 	}
 	switch req.Sandbox {
 	case "", SandboxWorkspaceWrite, SandboxReadOnly:
-	case "danger-full-access":
+	case sandboxFullAccess:
 		d.Bad("sandbox", `"danger-full-access" is not allowed: the model's tools would escape the workspace`)
 	default:
 		d.Bad("sandbox", `%q is not one of "workspace-write", "read-only"`, req.Sandbox)

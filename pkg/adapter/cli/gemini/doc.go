@@ -94,7 +94,11 @@
 // content-addressed (one per value), written atomically, replaced when
 // their content or mode is wrong and never modified in place, so
 // concurrent runs and runners share them safely and nothing is left per
-// run.
+// run. A sandboxed run (pkg/sandbox) sees none of those directories, so
+// DefaultConfig names EnvSystemSettingsPath in ReadOnlyVars: the file is
+// bound read-only at its own path, owned by root inside as outside when
+// the runner is root (a runner that is not root sees it owned by nobody,
+// and the CLI refuses it as above).
 //
 // So a root runner works with any home, including one in the temp dir (the
 // first candidate fails, SharedSettingsDir passes). A runner that is not
