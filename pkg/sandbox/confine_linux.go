@@ -98,7 +98,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	// run gets as an empty directory of its own.
 	if s.hiddenExactly(ws) {
 		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: ws, Data: "mode=0755"})
-	} else if err := v.bind(ws, true); err != nil {
+	} else if err := v.bindWorkspace(ws); err != nil {
 		return nil, err
 	}
 	for _, d := range systemDirs {
@@ -285,14 +285,38 @@ func (v *view) covered(p string) bool {
 }
 
 // exposes names the hidden path a bind of p would show, if any: p
-// itself or one under it.
+// itself, one under it, or one it is under (only the run's own workspace
+// may lie under a hidden path, the workspace root: bindWorkspace).
 func (v *view) exposes(p string) string {
+	if h := v.contains(p); h != "" {
+		return h
+	}
+	for _, h := range v.hidden {
+		if strings.HasPrefix(p, h+"/") {
+			return h
+		}
+	}
+	return ""
+}
+
+// contains names a hidden path that is p or under it, if any.
+func (v *view) contains(p string) string {
 	for _, h := range v.hidden {
 		if p == h || p == "/" || strings.HasPrefix(h, p+"/") {
 			return h
 		}
 	}
 	return ""
+}
+
+// bindWorkspace binds the run's workspace read-write: it may be under a
+// hidden path (the workspace root), but may not contain one.
+func (v *view) bindWorkspace(p string) error {
+	if h := v.contains(p); h != "" {
+		return fmt.Errorf("binding the workspace %s would expose %s, which no run may see", p, h)
+	}
+	v.add(sandboxinit.Mount{Kind: "bind", Src: p, Dst: p})
+	return nil
 }
 
 func (v *view) bind(p string, rw bool) error {

@@ -141,3 +141,35 @@ func TestInitBinary(t *testing.T) {
 		t.Errorf("New with a relative init = %v, want ErrUnavailable asking for an absolute path", err)
 	}
 }
+
+// TestReadOnlyVars: a file a policy's read-only variable names is there
+// inside at its own path and cannot be changed; one that is hidden, or
+// under a hidden path, fails the run before it starts.
+func TestReadOnlyVars(t *testing.T) {
+	dir := t.TempDir()
+	settings := filepath.Join(dir, "settings.json")
+	if err := os.WriteFile(settings, []byte(`{"maxAttempts":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{}, Policy{ReadOnlyVars: []string{"CLI_SETTINGS"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `cat "$CLI_SETTINGS"; echo; { echo changed >"$CLI_SETTINGS"; } 2>/dev/null || echo refused`)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin", "CLI_SETTINGS=" + settings}
+	if got, want := confinedOutput(t, s, cmd), "{\"maxAttempts\":1}\nrefused\n"; got != want {
+		t.Errorf("the run printed %q, want %q", got, want)
+	}
+	if b, _ := os.ReadFile(settings); string(b) != `{"maxAttempts":1}` {
+		t.Errorf("the settings file is now %q", b)
+	}
+	hidden, err := New(Config{Hidden: []string{dir}}, Policy{ReadOnlyVars: []string{"CLI_SETTINGS"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("/bin/true")
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin", "CLI_SETTINGS=" + settings}
+	if _, err := hidden.Confine(cmd); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Confine of a read-only variable under a hidden path = %v, want a refusal naming %s", err, dir)
+	}
+}
