@@ -379,11 +379,22 @@ func (v *view) install(p string) error {
 			d = d[:i] + "/node_modules"
 		}
 		real, err := filepath.EvalSymlinks(d)
-		if err != nil || real == "/" || v.covered(real) {
+		if err != nil || real == "/" {
 			continue
 		}
-		if err := v.bind(real, false); err != nil {
-			return err
+		if !v.covered(real) {
+			if err := v.bind(real, false); err != nil {
+				return err
+			}
+		}
+		// A path through a symlinked directory (a checkout's .cache
+		// linked elsewhere) is the one the child is started by: it is
+		// there too, the same tree.
+		if d != real && !v.covered(d) {
+			if h := v.exposes(d); h != "" {
+				return fmt.Errorf("binding %s would expose %s, which no run may see", d, h)
+			}
+			v.add(sandboxinit.Mount{Kind: "robind", Src: real, Dst: d})
 		}
 	}
 	return nil

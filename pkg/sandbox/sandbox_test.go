@@ -173,3 +173,29 @@ func TestReadOnlyVars(t *testing.T) {
 		t.Errorf("Confine of a read-only variable under a hidden path = %v, want a refusal naming %s", err, dir)
 	}
 }
+
+// TestInstallThroughASymlinkedDirectory: a CLI started by a path that
+// goes through a symlinked directory (a checkout whose .cache links to
+// another disk) runs, at that path.
+func TestInstallThroughASymlinkedDirectory(t *testing.T) {
+	real, link := filepath.Join(t.TempDir(), "cache"), filepath.Join(t.TempDir(), "cache")
+	if err := os.MkdirAll(filepath.Join(real, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(real, "bin", "cli"), []byte("#!/bin/sh\necho ran \"$0\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(link, "bin", "cli")
+	cmd := exec.Command(bin)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
+	if got, want := confinedOutput(t, s, cmd), "ran "+bin+"\n"; got != want {
+		t.Errorf("the run printed %q, want %q", got, want)
+	}
+}
