@@ -44,26 +44,23 @@ func BenchmarkSandboxStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := sandbox.New(sandbox.Config{Hidden: []string{root}, Limits: sandbox.Limits{Memory: 1 << 30, Procs: 256, WallTime: time.Minute},
-		Init: initBinary(b)}, sandbox.Policy{Egress: []string{"api.anthropic.com:443"}})
-	if err != nil {
-		b.Fatal(err)
+	// confined is the adapter confined to the sandbox whose init is init
+	// ("": this test binary, re-executed).
+	confined := func(init string) adapter.Adapter {
+		s, err := sandbox.New(sandbox.Config{Hidden: []string{root}, Limits: sandbox.Limits{Memory: 1 << 30, Procs: 256, WallTime: time.Minute},
+			Init: init}, sandbox.Policy{Egress: []string{"api.anthropic.com:443"}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := cfg
+		c.Confine = s
+		a, err := claudecode.New(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
 	}
-	cfg.Confine = s
-	boxed, err := claudecode.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	self, err := sandbox.New(sandbox.Config{Hidden: []string{root}, Limits: sandbox.Limits{Memory: 1 << 30, Procs: 256, WallTime: time.Minute}},
-		sandbox.Policy{Egress: []string{"api.anthropic.com:443"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.Confine = self
-	reexec, err := claudecode.New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	boxed, reexec := confined(initBinary(b)), confined("")
 	// once runs the CLI and returns its start-up (the call to its first
 	// text chunk) and the whole run (to the end of its stream, the
 	// teardown included).

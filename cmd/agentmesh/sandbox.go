@@ -84,10 +84,6 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 // sandboxConfig is the sandbox a runner on this machine would build, from
 // the same variables.
 func sandboxConfig(io *stdio) sandbox.Config {
-	cfg := sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR"),
-		Init: io.getenv("AGENTMESH_SANDBOX_INIT")}
-	if cfg.Init == "" {
-		cfg.Init = sandbox.FindInit()
-	}
-	return cfg
+	return sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR"),
+		Init: sandbox.InitPath(io.getenv("AGENTMESH_SANDBOX_INIT"))}
 }

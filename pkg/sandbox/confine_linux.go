@@ -320,14 +320,20 @@ func (v *view) bindWorkspace(p string) error {
 }
 
 func (v *view) bind(p string, rw bool) error {
-	if h := v.exposes(p); h != "" {
-		return fmt.Errorf("binding %s would expose %s, which no run may see", p, h)
-	}
 	kind := "robind"
 	if rw {
 		kind = "bind"
 	}
-	v.add(sandboxinit.Mount{Kind: kind, Src: p, Dst: p})
+	return v.addVisible(sandboxinit.Mount{Kind: kind, Src: p, Dst: p})
+}
+
+// addVisible adds a mount that shows m.Dst, unless that would expose a
+// hidden path.
+func (v *view) addVisible(m sandboxinit.Mount) error {
+	if h := v.exposes(m.Dst); h != "" {
+		return fmt.Errorf("binding %s would expose %s, which no run may see", m.Dst, h)
+	}
+	v.add(m)
 	return nil
 }
 
@@ -348,10 +354,7 @@ func (v *view) system(p string) error {
 	case fi.IsDir():
 		return v.bind(p, false)
 	case fi.Mode().IsRegular():
-		if h := v.exposes(p); h != "" {
-			return fmt.Errorf("binding %s would expose %s, which no run may see", p, h)
-		}
-		v.add(sandboxinit.Mount{Kind: "file", Src: p, Dst: p})
+		return v.addVisible(sandboxinit.Mount{Kind: "file", Src: p, Dst: p})
 	}
 	return nil
 }
@@ -391,10 +394,9 @@ func (v *view) install(p string) error {
 		// linked elsewhere) is the one the child is started by: it is
 		// there too, the same tree.
 		if d != real && !v.covered(d) {
-			if h := v.exposes(d); h != "" {
-				return fmt.Errorf("binding %s would expose %s, which no run may see", d, h)
+			if err := v.addVisible(sandboxinit.Mount{Kind: "robind", Src: real, Dst: d}); err != nil {
+				return err
 			}
-			v.add(sandboxinit.Mount{Kind: "robind", Src: real, Dst: d})
 		}
 	}
 	return nil

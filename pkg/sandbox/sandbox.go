@@ -83,6 +83,18 @@ type Config struct {
 // (cmd/agentmesh-sandbox-init).
 const InitBinary = "agentmesh-sandbox-init"
 
+// InitPath is the init binary an operator's setting names (made
+// absolute), or when it names none FindInit's.
+func InitPath(named string) string {
+	if named == "" {
+		return FindInit()
+	}
+	if abs, err := filepath.Abs(named); err == nil {
+		return abs
+	}
+	return named
+}
+
 // FindInit returns the init binary next to this program's executable,
 // else on PATH, else "" (the program re-executes itself).
 func FindInit() string {

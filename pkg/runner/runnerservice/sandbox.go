@@ -69,12 +69,7 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	}
 	sc := sandbox.Config{
 		Limits:     sandbox.Limits{Memory: c.SandboxMemory, Procs: c.SandboxProcs, WallTime: c.SandboxWallTime},
-		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup, Init: c.SandboxInit,
-	}
-	if sc.Init == "" {
-		sc.Init = sandbox.FindInit()
-	} else if abs, err := filepath.Abs(sc.Init); err == nil {
-		sc.Init = abs
+		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup, Init: sandbox.InitPath(c.SandboxInit),
 	}
 	for _, p := range []string{c.StateDir, c.WorkspaceRoot, c.NatsCreds, c.NatsNkey, c.NatsTLSKey, c.ProfilesDir} {
 		if p == "" {
