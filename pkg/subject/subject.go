@@ -185,6 +185,35 @@ func (n Names) RunnerCancel(runnerID string) string {
 	return n.subj("agentmesh.runner." + runnerID + ".cancel")
 }
 
+// Input is the request/reply subject that sends a follow-up prompt to a
+// session: a live run of an interactive adapter (docs/contract.md §6.1).
+func (n Names) Input(tenant, runID string) string {
+	return n.subj("agentmesh.control." + tenant + "." + runID + ".input")
+}
+
+// InputAll matches every follow-up prompt.
+func (n Names) InputAll() string { return n.subj("agentmesh.control.*.*.input") }
+
+// Permission is the request/reply subject that answers a session's
+// permission request (docs/contract.md §6.2).
+func (n Names) Permission(tenant, runID string) string {
+	return n.subj("agentmesh.control." + tenant + "." + runID + ".permission")
+}
+
+// PermissionAll matches every permission answer.
+func (n Names) PermissionAll() string { return n.subj("agentmesh.control.*.*.permission") }
+
+// RunnerInput and RunnerPermission are where the control responder
+// forwards a follow-up prompt and a permission answer to the runner
+// process that owns the session.
+func (n Names) RunnerInput(runnerID string) string {
+	return n.subj("agentmesh.runner." + runnerID + ".input")
+}
+
+func (n Names) RunnerPermission(runnerID string) string {
+	return n.subj("agentmesh.runner." + runnerID + ".permission")
+}
+
 // RunKey is a run's key in the runs, leases and exports buckets, and the
 // tenant-scoped identity of a run everywhere else: run ids are unique per
 // tenant only.

@@ -46,6 +46,15 @@ func TestNames(t *testing.T) {
 	if got := p.RunsBucket(); got != "acme_agentmesh_runs" {
 		t.Errorf("prefixed bucket = %q", got)
 	}
+	for got, want := range map[string]string{
+		n.Input("t", "r"): "agentmesh.control.t.r.input", n.InputAll(): "agentmesh.control.*.*.input",
+		n.Permission("t", "r"): "agentmesh.control.t.r.permission", n.PermissionAll(): "agentmesh.control.*.*.permission",
+		n.RunnerInput("x"): "agentmesh.runner.x.input", n.RunnerPermission("x"): "agentmesh.runner.x.permission",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
 	if got := n.Cancel("t", "r"); got != "agentmesh.control.t.r.cancel" {
 		t.Errorf("Cancel = %q", got)
 	}
