@@ -270,6 +270,12 @@ func (p *Profile) check(where string) []error {
 			bad("binary", "binary, install_hint, env_allow, env, egress and network are for subprocess profiles only")
 		}
 	}
+	if len(p.Args) > 0 && p.Transport != wire.TransportSubprocess {
+		bad("args", "for subprocess profiles only")
+	}
+	if ss := p.Session; ss != nil {
+		checkSession(ss, bad)
+	}
 	if p.Transport == wire.TransportRemote {
 		checkBaseURL(p, bad)
 		if p.CredentialEnv != "" && !isEnvName(p.CredentialEnv) {
@@ -279,6 +285,43 @@ func (p *Profile) check(where string) []error {
 		bad("base_url", "base_url, allow_loopback, credential_env and omit_temperature are for remote profiles only")
 	}
 	return errs
+}
+
+// checkSession judges a profile's session settings.
+func checkSession(ss *Session, bad func(field, format string, args ...any)) {
+	switch ss.PermissionPolicy {
+	case "", PermissionAsk, PermissionAllowReadOnly, PermissionDeny:
+	default:
+		bad("session.permission_policy", "must be %s, %s or %s, got %q", PermissionAsk, PermissionAllowReadOnly, PermissionDeny, ss.PermissionPolicy)
+	}
+	if ss.PermissionTimeout != 0 && ss.PermissionTimeout < MinSessionTimeout {
+		bad("session.permission_timeout", "must be at least %s, got %s", MinSessionTimeout, ss.PermissionTimeout)
+	}
+	if ss.IdleTimeout != 0 && ss.IdleTimeout < MinSessionTimeout {
+		bad("session.idle_timeout", "must be at least %s, got %s", MinSessionTimeout, ss.IdleTimeout)
+	}
+	for name, m := range ss.MCPServers {
+		field := "session.mcp_servers." + name
+		if err := subject.ValidToken("name", name); err != nil {
+			bad(field, "%v", err)
+		}
+		switch {
+		case m.Command != "" && (m.URL != "" || m.Type != "" || len(m.Headers) > 0):
+			bad(field, "a command (stdio) or a url (type http or sse), not both")
+		case m.Command != "":
+		case m.URL == "":
+			bad(field, "needs a command or a url")
+		case m.Type != "http" && m.Type != "sse":
+			bad(field+".type", "must be http or sse with a url, got %q", m.Type)
+		case len(m.Args) > 0 || len(m.Env) > 0:
+			bad(field, "args and env are for a command")
+		}
+		for n := range m.Env {
+			if !isEnvName(n) {
+				bad(field+".env", "%q is not an environment variable name", n)
+			}
+		}
+	}
 }
 
 // checkBaseURL judges a remote profile's base_url by the policy its

@@ -60,6 +60,13 @@ type Profile struct {
 
 	Policy Policy `yaml:"policy,omitempty" msgpack:"policy"`
 
+	// Args follow the binary of an adapter that takes them from its
+	// profile (acp: an ACP agent's command line, say --experimental-acp).
+	Args []string `yaml:"args,omitempty" msgpack:"args,omitempty"`
+	// Session sets an interactive adapter's sessions (docs/contract.md
+	// §6.1): permission policy and timeout, idle timeout, MCP allowlist.
+	Session *Session `yaml:"session,omitempty" msgpack:"session,omitempty"`
+
 	// MaxAttempts is Policy.MaxAttempts, kept for profiles built in code.
 	MaxAttempts int `yaml:"-" msgpack:"-"`
 
@@ -70,6 +77,49 @@ type Profile struct {
 // Capabilities is a profile's statement of its adapter's capability
 // declaration (wire.Capabilities without the transport, which the profile
 // states on its own). A field left out of the document is false, or empty.
+// Session is a profile's session settings (docs/contract.md §6.1).
+type Session struct {
+	// PermissionPolicy decides the agent's permission requests: ask (a
+	// permission_requested event a client answers), allow_read_only
+	// (allow the tool kinds read, search, fetch and think, deny the rest)
+	// or deny. Default ask.
+	PermissionPolicy string `yaml:"permission_policy,omitempty" msgpack:"permission_policy,omitempty"`
+	// PermissionTimeout is how long an asked request waits for an answer
+	// before it is denied (default 60s, at least 1s).
+	PermissionTimeout time.Duration `yaml:"permission_timeout,omitempty" msgpack:"permission_timeout,omitempty"`
+	// IdleTimeout ends a session that waited this long for its next
+	// prompt (default 10m, at least 1s).
+	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty" msgpack:"idle_timeout,omitempty"`
+	// MCPServers is the operator's allowlist: the MCP servers a request
+	// may name, by name, for its session's session/new.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers,omitempty" msgpack:"mcp_servers,omitempty"`
+}
+
+// MCPServer is one MCP server of a profile's allowlist: a command the
+// agent starts (stdio), or a URL it reaches (type http or sse).
+type MCPServer struct {
+	Command string            `yaml:"command,omitempty" msgpack:"command,omitempty"`
+	Args    []string          `yaml:"args,omitempty" msgpack:"args,omitempty"`
+	Env     map[string]string `yaml:"env,omitempty" msgpack:"env,omitempty"`
+	Type    string            `yaml:"type,omitempty" msgpack:"type,omitempty"`
+	URL     string            `yaml:"url,omitempty" msgpack:"url,omitempty"`
+	Headers map[string]string `yaml:"headers,omitempty" msgpack:"headers,omitempty"`
+}
+
+// The permission policies of Session.PermissionPolicy.
+const (
+	PermissionAsk           = "ask"
+	PermissionAllowReadOnly = "allow_read_only"
+	PermissionDeny          = "deny"
+)
+
+// The session defaults and least values.
+const (
+	DefaultPermissionTimeout = 60 * time.Second
+	DefaultIdleTimeout       = 10 * time.Minute
+	MinSessionTimeout        = time.Second
+)
+
 type Capabilities struct {
 	Resumable       bool   `yaml:"resumable" msgpack:"resumable"`
 	ResumeField     string `yaml:"resume_field,omitempty" msgpack:"resume_field"`

@@ -215,7 +215,7 @@ func TestUndecodableSubmissionsEndRejected(t *testing.T) {
 		in   func(id string) []byte
 	}{
 		{"unknown top-level field", func(id string) []byte { return with(id, "priority", 9) }},
-		{"version 3", func(id string) []byte { return with(id, "v", 3) }},
+		{"version 4", func(id string) []byte { return with(id, "v", 4) }},
 		{"no version", func(id string) []byte { m := good(id); delete(m, "v"); return enc(m) }},
 		{"JSON instead of msgpack", func(id string) []byte { b, _ := json.Marshal(good(id)); return b }},
 		{"empty body", func(string) []byte { return nil }},

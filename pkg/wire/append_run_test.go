@@ -289,8 +289,8 @@ func TestDecodeRunRequestSameAsReflective(t *testing.T) {
 			t.Fatalf("Decode = %+v, %v; want %+v", got, err, q)
 		}
 	}
-	if _, err := Decode[RunRequest]([]byte{0x81, 0xa1, 'v', 0x03}); !errors.Is(err, ErrVersion) {
-		t.Fatalf("Decode of v=3 = %v, want ErrVersion", err)
+	if _, err := Decode[RunRequest]([]byte{0x81, 0xa1, 'v', 0x04}); !errors.Is(err, ErrVersion) {
+		t.Fatalf("Decode of v=4 = %v, want ErrVersion", err)
 	}
 	// Hand-made variants: a repeated field, an unknown one, nil in each
 	// kind of field, a bin string, a signed deadline, an empty label map,

@@ -78,7 +78,7 @@ func marshalValue(v any) ([]byte, error) {
 // Versioned is a message with a schema version.
 type Versioned interface {
 	RunRequest | Work | Event | RunRecord | Lease | CancelReply | Checkpoint | Consent | ExportRecord | RedactionRules |
-		SpendEntry | SpendRollup | Budget | Quota | InFlight
+		SpendEntry | SpendRollup | Budget | Quota | InFlight | Input | InputReply | PermissionAnswer | PermissionReply
 }
 
 // Decode strictly decodes one message of type T from b: b must hold exactly
@@ -189,7 +189,17 @@ func needs(m any) (int, string) {
 		if m.Workspace != nil {
 			return 2, "workspace"
 		}
+	case *Input, *InputReply, *PermissionAnswer, *PermissionReply:
+		return 3, "(a session control message)"
 	case *Event:
+		if m.Chunk != nil && m.Chunk.Type.Version() == 3 {
+			return 3, "chunk.type " + string(m.Chunk.Type)
+		}
+		for i := range m.Chunks {
+			if m.Chunks[i].Type.Version() == 3 {
+				return 3, "chunks.type " + string(m.Chunks[i].Type)
+			}
+		}
 		if f := m.Status.v2Field(); f != "" {
 			return 2, f
 		}
@@ -246,6 +256,14 @@ func version(m any) int {
 	case *Quota:
 		return m.V
 	case *InFlight:
+		return m.V
+	case *Input:
+		return m.V
+	case *InputReply:
+		return m.V
+	case *PermissionAnswer:
+		return m.V
+	case *PermissionReply:
 		return m.V
 	}
 	return -1

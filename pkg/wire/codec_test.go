@@ -338,7 +338,7 @@ func TestDecodeErrors(t *testing.T) {
 		{name: "ext32 claims 2^32-1", in: withField(t, lease, "x", append(header(0xc9, huge, 4), 1, 0)), wantErr: ErrMalformed},
 		{name: "str8 truncated", in: withField(t, lease, "x", []byte{0xd9, 10, 'a'}), wantErr: ErrMalformed},
 		{name: "length header truncated", in: []byte{0x81, 0xa1, 'v', 0xdb, 0x00}, wantErr: ErrMalformed},
-		{name: "version 3", in: mustMarshal(t, map[string]any{"v": 3, "run_id": "r", "tenant": "t", "owner": "o"}), wantErr: ErrVersion},
+		{name: "version 4", in: mustMarshal(t, map[string]any{"v": 4, "run_id": "r", "tenant": "t", "owner": "o"}), wantErr: ErrVersion},
 		{name: "version missing", in: mustMarshal(t, map[string]any{"run_id": "r", "tenant": "t", "owner": "o"}), wantErr: ErrVersion},
 		{name: "version 0", in: mustMarshal(t, map[string]any{"v": 0}), wantErr: ErrVersion},
 		{name: "unknown field", in: withField(t, lease, "color", mustMarshal(t, "red")), wantErr: ErrMalformed},

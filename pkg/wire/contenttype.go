@@ -71,6 +71,11 @@ const (
 	TypeBudget      MessageType = "budget"
 	TypeQuota       MessageType = "quota"
 	TypeInFlight    MessageType = "in-flight"
+	// The session control messages (contract v3, docs/contract.md §6.1).
+	TypeInput            MessageType = "input"
+	TypeInputReply       MessageType = "input-reply"
+	TypePermissionAnswer MessageType = "permission-answer"
+	TypePermissionReply  MessageType = "permission-reply"
 )
 
 // ErrUnknownType is returned for a message type, a Content-Type or a body
@@ -132,6 +137,10 @@ var messageTypes = []messageType{
 	typeOf[Budget](TypeBudget),
 	typeOf[Quota](TypeQuota),
 	typeOf[InFlight](TypeInFlight),
+	typeOf[Input](TypeInput),
+	typeOf[InputReply](TypeInputReply),
+	typeOf[PermissionAnswer](TypePermissionAnswer),
+	typeOf[PermissionReply](TypePermissionReply),
 }
 
 func lookup(t MessageType) (*messageType, bool) {

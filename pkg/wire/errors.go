@@ -38,6 +38,19 @@ const (
 	ProfileError        Class = "ProfileError"
 	PinMismatch         Class = "PinMismatch"
 	ProviderUnavailable Class = "ProviderUnavailable"
+
+	// The classes of sessions (contract v3, docs/contract.md §6.1).
+
+	// SessionEnded: a follow-up prompt or a permission answer for a run
+	// that has ended, or was never a session.
+	SessionEnded Class = "SessionEnded"
+	// SessionLost: the session's runner died and its agent cannot load
+	// the conversation elsewhere (no session/load); the mesh never starts
+	// a fresh conversation in its place.
+	SessionLost Class = "SessionLost"
+	// PermissionTimeout: nobody answered a permission request within the
+	// profile's permission timeout, so it was denied.
+	PermissionTimeout Class = "PermissionTimeout"
 )
 
 var parents = map[Class]Class{
@@ -56,6 +69,7 @@ var roots = map[Class]bool{
 	ProviderError: true, AgenticRequestValidationError: true, AgenticHandlerError: true,
 	AgenticOperationUnsupported: true, AdmissionRejected: true, BudgetExceeded: true, DeadlineExceeded: true,
 	ProfileError: true, PinMismatch: true, ProviderUnavailable: true,
+	SessionEnded: true, SessionLost: true, PermissionTimeout: true,
 }
 
 // Known reports whether c is one of the classes of docs/contract.md §1.5.

@@ -56,9 +56,15 @@ func jsonSamples(t testing.TB) map[string]any {
 			"alice": {Total: SpendSum{Runs: 2, Usage: Usage{InputTokens: 2400, OutputTokens: 68}, Cost: "0.00822"},
 				Profiles: map[string]SpendSum{"openai": {Runs: 2, Usage: Usage{InputTokens: 2400, OutputTokens: 68}, Cost: "0.00822"}},
 				Labels:   map[string]SpendSum{"team=search": {Runs: 1, Usage: Usage{InputTokens: 1200, OutputTokens: 34}, Cost: "0.00411"}}}}},
-		"budget":                Budget{V: Version, Tenant: "acme", Principal: "alice", Amount: "12.50", Period: PeriodMonth, Updated: 1700000000000},
-		"quota":                 Quota{V: Version, Tenant: "acme", MaxRunning: 20, Updated: 1700000000000},
-		"in-flight":             InFlight{V: Version, Tenant: "acme", Runs: map[string]int64{"run-1": 1700000000000}},
+		"budget":            Budget{V: Version, Tenant: "acme", Principal: "alice", Amount: "12.50", Period: PeriodMonth, Updated: 1700000000000},
+		"quota":             Quota{V: Version, Tenant: "acme", MaxRunning: 20, Updated: 1700000000000},
+		"in-flight":         InFlight{V: Version, Tenant: "acme", Runs: map[string]int64{"run-1": 1700000000000}},
+		"input":             Input{V: 3, RunID: "run-1", Prompt: "and now the tests"},
+		"input-reply":       InputReply{V: 3, RunID: "run-1", Turn: 2, Queued: 0},
+		"permission-answer": PermissionAnswer{V: 3, RunID: "run-1", RequestID: "p1", Allow: true},
+		"permission-reply":  PermissionReply{V: 3, RunID: "run-1", RequestID: "p1", OptionID: "allow_once"},
+		"event-chunk-permission": Event{V: 3, RunID: "run-1", Seq: 4, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkPermissionRequested, ToolID: "p1", ToolName: "Run ls",
+			ToolInput: map[string]any{"tool_call_id": "call_1", "kind": "execute", "options": []any{map[string]any{"option_id": "allow_once", "name": "Allow", "kind": "allow_once"}}}}},
 		"event-chunk-nan-float": Event{V: Version, RunID: "run-1", Seq: 3, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkToolUse, ToolName: "f", ToolID: "t", ToolInput: map[string]any{"x": math.Inf(-1)}}},
 	}
 }
@@ -66,11 +72,15 @@ func jsonSamples(t testing.TB) map[string]any {
 // typeOfName is the message type a golden's name starts with.
 func typeOfName(t *testing.T, name string) MessageType {
 	t.Helper()
+	var best MessageType // the longest: input-reply is not an input
 	for _, mt := range MessageTypes() {
-		if name == string(mt) || strings.HasPrefix(name, string(mt)+"-") {
+		if (name == string(mt) || strings.HasPrefix(name, string(mt)+"-")) && len(mt) > len(best) {
 			// run-request-minimal is a run-request, not a "run" type.
-			return mt
+			best = mt
 		}
+	}
+	if best != "" {
+		return best
 	}
 	t.Fatalf("golden %s: no message type", name)
 	return ""
@@ -191,7 +201,7 @@ func TestJSONRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v3 := bytes.Replace(ev, []byte{0xa1, 'v', 0x01}, []byte{0xa1, 'v', 0x03}, 1)
+	v3 := bytes.Replace(ev, []byte{0xa1, 'v', 0x01}, []byte{0xa1, 'v', 0x04}, 1)
 	tests := []struct {
 		name    string
 		typ     MessageType

@@ -13,10 +13,13 @@ const Version = 1
 
 // MaxVersion is the newest contract version this build reads and writes.
 // Version 2 adds a RunRequest's and a Work's workspace, and a Status's
-// artifacts and sandbox. A message is written in the lowest version whose
-// fields it uses (VersionOf), and a submitter's RunRequest.V is the newest
-// version it reads: a run's events never use a field above it.
-const MaxVersion = 2
+// artifacts and sandbox. Version 3 adds the chunk types of sessions
+// (input, turn_end, plan, permission_requested, permission_resolved) and
+// the session control messages. A message is written in the lowest
+// version whose fields it uses (VersionOf), and a submitter's RunRequest.V
+// is the newest version it reads: a run's events never use a field or a
+// chunk type above it.
+const MaxVersion = 3
 
 // ChunkType is the type of a Chunk.
 type ChunkType string
@@ -30,15 +33,48 @@ const (
 	ChunkToolResult ChunkType = "tool_result"
 	ChunkResult     ChunkType = "result"
 	ChunkError      ChunkType = "error"
+
+	// The chunk types of a session (contract v3, docs/contract.md §6.1),
+	// written only in the runs of a submitter that reads v3.
+
+	// ChunkInput is a follow-up prompt the session took as its next turn:
+	// content is the prompt, metadata.num_turns the turn's number (2 for
+	// the first follow-up).
+	ChunkInput ChunkType = "input"
+	// ChunkTurnEnd closes a turn: metadata.num_turns is its number,
+	// stop_reason why it ended (end_turn, cancelled, max_tokens, ...),
+	// usage the turn's tokens and cost their price.
+	ChunkTurnEnd ChunkType = "turn_end"
+	// ChunkPlan is the agent's plan, whole each time it changes:
+	// tool_output is its entries, [{content, priority, status}].
+	ChunkPlan ChunkType = "plan"
+	// ChunkPermissionRequested is the agent asking to run a tool: tool_id
+	// is the request's id, the one an answer names; tool_name the tool
+	// call's title; tool_input {tool_call_id, kind, options: [{option_id,
+	// name, kind}]}.
+	ChunkPermissionRequested ChunkType = "permission_requested"
+	// ChunkPermissionResolved is the answer the agent got: tool_id the
+	// request's id, content the option chosen ("" when none was: the turn
+	// was cancelled), tool_output {outcome: allowed|denied|cancelled, by:
+	// client|policy|timeout}; metadata.error_class is PermissionTimeout
+	// when nobody answered in time.
+	ChunkPermissionResolved ChunkType = "permission_resolved"
 )
 
-// Valid reports whether t is one of the seven chunk types.
-func (t ChunkType) Valid() bool {
+// Valid reports whether t is one of the chunk types of any contract
+// version this build reads.
+func (t ChunkType) Valid() bool { return t.Version() > 0 }
+
+// Version is the contract version that introduced t, 0 for an unknown
+// type.
+func (t ChunkType) Version() int {
 	switch t {
 	case ChunkSystem, ChunkThinking, ChunkText, ChunkToolUse, ChunkToolResult, ChunkResult, ChunkError:
-		return true
+		return 1
+	case ChunkInput, ChunkTurnEnd, ChunkPlan, ChunkPermissionRequested, ChunkPermissionResolved:
+		return 3
 	}
-	return false
+	return 0
 }
 
 // Chunk is the only public stream item. An empty Content, ToolName or ToolID
@@ -445,6 +481,59 @@ type CancelReply struct {
 	// Ended is true when the run had already ended before the request.
 	Ended bool   `msgpack:"ended" json:"ended"`
 	Error *Error `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// Input is a request on agentmesh.control.<tenant>.<run_id>.input (contract
+// v3): a follow-up prompt for a session, or an interrupt of its turn in
+// progress. The control responder forwards it to the session's runner
+// with RunKey set.
+type Input struct {
+	V     int    `msgpack:"v" json:"v"`
+	RunID string `msgpack:"run_id" json:"run_id"`
+	// Prompt is the next turn's prompt; empty with Interrupt.
+	Prompt string `msgpack:"prompt,omitempty" json:"prompt,omitempty"`
+	// Interrupt cancels the turn in progress (ACP's session/cancel): the
+	// session stays live and takes the next prompt.
+	Interrupt bool `msgpack:"interrupt,omitempty" json:"interrupt,omitempty"`
+	// RunKey is <tenant>.<run_id>, set by the control responder only.
+	RunKey string `msgpack:"run_key,omitempty" json:"-"`
+}
+
+// InputReply answers an Input.
+type InputReply struct {
+	V     int    `msgpack:"v" json:"v"`
+	RunID string `msgpack:"run_id" json:"run_id"`
+	// Turn is the turn the prompt was queued as (2 for the first
+	// follow-up); 0 for an interrupt.
+	Turn int `msgpack:"turn" json:"turn"`
+	// Queued is the number of prompts ahead of this one.
+	Queued int    `msgpack:"queued" json:"queued"`
+	Error  *Error `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// PermissionAnswer is a request on
+// agentmesh.control.<tenant>.<run_id>.permission (contract v3): the answer
+// to one of a session's permission requests.
+type PermissionAnswer struct {
+	V         int    `msgpack:"v" json:"v"`
+	RunID     string `msgpack:"run_id" json:"run_id"`
+	RequestID string `msgpack:"request_id" json:"request_id"`
+	// Allow picks the request's first allowing option (allow_once before
+	// allow_always), false its first rejecting one; OptionID, when set,
+	// names the option itself and must agree with Allow.
+	Allow    bool   `msgpack:"allow" json:"allow"`
+	OptionID string `msgpack:"option_id,omitempty" json:"option_id,omitempty"`
+	RunKey   string `msgpack:"run_key,omitempty" json:"-"`
+}
+
+// PermissionReply answers a PermissionAnswer: the option the agent got.
+type PermissionReply struct {
+	V         int    `msgpack:"v" json:"v"`
+	RunID     string `msgpack:"run_id" json:"run_id"`
+	RequestID string `msgpack:"request_id" json:"request_id"`
+	// OptionID is empty with Error.
+	OptionID string `msgpack:"option_id" json:"option_id"`
+	Error    *Error `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 // Checkpoint is a conversation's entry in agentmesh_checkpoints under

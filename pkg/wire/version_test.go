@@ -62,3 +62,36 @@ func TestContractVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionChunksNeedV3: an event carrying a chunk type of sessions,
+// alone or in a batch, is written in v3, and one that claims an earlier
+// version is refused; the chunk types of v1 stay v1.
+func TestSessionChunksNeedV3(t *testing.T) {
+	for _, typ := range []ChunkType{ChunkInput, ChunkTurnEnd, ChunkPlan, ChunkPermissionRequested, ChunkPermissionResolved} {
+		one := Event{RunID: "r", Seq: 1, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: typ}}
+		batch := Event{RunID: "r", Seq: 1, Last: 2, TS: 1, Kind: KindChunks, Chunks: []Chunk{{Type: ChunkText, Content: "a"}, {Type: typ}}}
+		for _, ev := range []Event{one, batch} {
+			if got := VersionOf(&ev); got != 3 {
+				t.Errorf("%s in a %s event: VersionOf = %d, want 3", typ, ev.Kind, got)
+			}
+			ev.V = 2
+			b, err := Marshal(&ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decode[Event](b); !errors.Is(err, ErrVersion) {
+				t.Errorf("%s in a v2 %s event: Decode = %v, want ErrVersion", typ, ev.Kind, err)
+			}
+		}
+		if !typ.Valid() || typ.Version() != 3 {
+			t.Errorf("%s: Valid %t, Version %d", typ, typ.Valid(), typ.Version())
+		}
+	}
+	ev := Event{RunID: "r", Seq: 1, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkText, Content: "a"}}
+	if got := VersionOf(&ev); got != Version {
+		t.Errorf("a text chunk event: VersionOf = %d, want %d", got, Version)
+	}
+	if ChunkType("plan2").Valid() {
+		t.Error("an unknown chunk type is valid")
+	}
+}
