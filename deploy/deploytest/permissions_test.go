@@ -157,27 +157,35 @@ func startServer(t *testing.T) *mesh {
 
 // observer is a user the test adds to the mesh's account, with no
 // permission limits, to watch subjects no service of the mesh subscribes
-// to (another tenant's submit subject) and to inspect consumers. It is not
-// part of deploy/nats; every other user is the file's, unchanged.
-const observer = "observer"
+// to (another tenant's submit subject) and to inspect consumers.
+// tenantObserver is one it adds to tenant acme's account, with no
+// permission limits either, to see what the account's imports alone let
+// through. Neither is part of deploy/nats; every other user is the
+// file's, unchanged.
+const (
+	observer       = "observer"
+	tenantObserver = "tenant-observer"
+)
 
 func addObserver(t *testing.T, m *mesh, opts *server.Options) {
 	t.Helper()
-	var acc *server.Account
-	for _, a := range opts.Accounts {
-		if a.Name == "AGENTMESH" {
-			acc = a
+	for user, account := range map[string]string{observer: "AGENTMESH", tenantObserver: "TENANT_" + strings.ToUpper(tenant)} {
+		var acc *server.Account
+		for _, a := range opts.Accounts {
+			if a.Name == account {
+				acc = a
+			}
 		}
+		if acc == nil {
+			t.Fatalf("%s: no account %s", clusterConf, account)
+		}
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		m.passwords[user] = hex.EncodeToString(b)
+		opts.Users = append(opts.Users, &server.User{Username: user, Password: m.passwords[user], Account: acc})
 	}
-	if acc == nil {
-		t.Fatalf("%s: no account AGENTMESH", clusterConf)
-	}
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	m.passwords[observer] = hex.EncodeToString(b)
-	opts.Users = append(opts.Users, &server.User{Username: observer, Password: m.passwords[observer], Account: acc})
 }
 
 // url is the server's client URL carrying user's credentials, the form
@@ -1636,6 +1644,8 @@ func TestDeployPermissions(t *testing.T) {
 		deniedPublish(t, nc, errs, "$JS.API.CONSUMER.MSG.NEXT.AGENTMESH_SUBMIT.router")
 		deniedSubscribe(t, nc, errs, "agentmesh.submit.*")
 		deniedSubscribe(t, nc, errs, "agentmesh.control.*.*.cancel")
+		deniedSubscribe(t, nc, errs, "agentmesh.control.*.*.input")
+		deniedSubscribe(t, nc, errs, "agentmesh.control.*.*.permission")
 		// Keys are written and listed by ops only; run records and events
 		// by the services that run the runs.
 		deniedPublish(t, nc, errs, "$KV.agentmesh_apikeys.x")
@@ -1662,6 +1672,8 @@ func TestDeployPermissions(t *testing.T) {
 		})
 		deniedPublish(t, nc, errs, "agentmesh.submit.other")
 		deniedPublish(t, nc, errs, "agentmesh.control.acme.r1.cancel")
+		deniedPublish(t, nc, errs, "agentmesh.control.acme.r1.input")
+		deniedPublish(t, nc, errs, "agentmesh.control.acme.r1.permission")
 		denied(t, errs, "$JS.API.STREAM.DELETE.AGENTMESH_SUBMIT", func(ctx context.Context) error {
 			return js.DeleteStream(ctx, "AGENTMESH_SUBMIT")
 		})
