@@ -40,6 +40,9 @@ type Call struct {
 	// retries on its own (the agent CLIs) maps it onto that retry switch,
 	// so the mesh's policy, not a hidden inner loop, bounds the attempts.
 	MaxAttempts int
+	// Session is the live side of a session run (Interactive adapters
+	// only, for a submitter that reads contract v3); nil runs one turn.
+	Session *Session
 }
 
 // RunModel is the model the call runs on: its pinned Model, else, when the

@@ -105,7 +105,7 @@ func check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending, p
 	var thinking []string
 	for i, c := range chunks {
 		if !c.Type.Valid() {
-			at(i, "type %q is not one of the seven chunk types", c.Type)
+			at(i, "type %q is not a chunk type of the contract (§1.1, §6.1)", c.Type)
 		}
 		// type=="error" iff is_error; a tool result may also fail.
 		switch {
@@ -146,8 +146,23 @@ func check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending, p
 			if ec := c.Metadata.ErrorClass; ec != "" && (!ec.Known() || !ec.IsA(wire.ProviderError)) {
 				at(i, "metadata.error_class %q is not a ProviderError class", ec)
 			}
+		case wire.ChunkInput, wire.ChunkTurnEnd:
+			if n := c.Metadata.NumTurns; n == nil || *n < 1 || (c.Type == wire.ChunkInput && *n < 2) {
+				at(i, "a %s chunk without the turn's number in metadata.num_turns", c.Type)
+			}
+			if c.Type == wire.ChunkInput && c.Content == "" {
+				at(i, "an input chunk without its prompt")
+			}
+		case wire.ChunkPermissionRequested:
+			if _, ok := c.ToolInput["options"].([]any); !ok || c.ToolID == "" {
+				at(i, "a permission_requested chunk without its request id (tool_id) or options (tool_input.options)")
+			}
+		case wire.ChunkPermissionResolved:
+			if ec := c.Metadata.ErrorClass; c.ToolID == "" || (ec != "" && ec != wire.PermissionTimeout) {
+				at(i, "a permission_resolved chunk without its request id, or with error_class %q (only PermissionTimeout)", ec)
+			}
 		}
-		if c.Type != wire.ChunkError && c.Metadata.ErrorClass != "" {
+		if c.Type != wire.ChunkError && c.Type != wire.ChunkPermissionResolved && c.Metadata.ErrorClass != "" {
 			at(i, "metadata.error_class on a %s chunk", c.Type)
 		}
 

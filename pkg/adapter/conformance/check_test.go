@@ -45,7 +45,7 @@ func TestCheck(t *testing.T) {
 		{name: "conforming cancel", in: []wire.Chunk{sys}, err: context.Canceled, end: conformance.Cancelled},
 		{name: "conforming deadline", in: []wire.Chunk{sys}, err: wire.Errorf(wire.DeadlineExceeded, "late"), end: conformance.TimedOut},
 		{name: "conforming close", in: []wire.Chunk{sys}, end: conformance.Closed},
-		{name: "unknown type", in: []wire.Chunk{{Type: "raw_event"}}, wantErr: "not one of the seven"},
+		{name: "unknown type", in: []wire.Chunk{{Type: "raw_event"}}, wantErr: "not a chunk type of the contract"},
 		{name: "error without is_error", in: []wire.Chunk{{Type: wire.ChunkError, Content: "x"}}, wantErr: "must have is_error=true"},
 		{name: "text with is_error", in: []wire.Chunk{{Type: wire.ChunkText, Content: "x", IsError: true}}, wantErr: "is_error=true on a text chunk"},
 		{name: "system with text", in: []wire.Chunk{{Type: wire.ChunkSystem, Content: "hello"}}, wantErr: "system chunk carries text"},

@@ -390,3 +390,14 @@ func RetriedStatus(c string) bool {
 	code, err := strconv.Atoi(digits)
 	return err == nil && (code == http.StatusTooManyRequests || code == 529 || code >= 500)
 }
+
+// Text is the text of chunks' text chunks, concatenated in order.
+func Text(chunks []wire.Chunk) string {
+	var sb strings.Builder
+	for _, c := range chunks {
+		if c.Type == wire.ChunkText {
+			sb.WriteString(c.Content)
+		}
+	}
+	return sb.String()
+}
