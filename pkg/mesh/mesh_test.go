@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"io"
 	"log/slog"
 	"os"
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	if url := os.Getenv(childRunnerEnv); url != "" {
 		os.Exit(runChildRunner(url))
+	}
+	if os.Getenv(acpFakeEnv) != "" {
+		acpfake.Main()
 	}
 	if log := os.Getenv(fakeCLILog); log != "" {
 		os.Exit(runFakeCLI(log))

@@ -215,9 +215,11 @@ func (r *Router) Run(ctx context.Context) (err error) {
 	depth := newQueueDepth(r)
 	r.d.Metrics.Register(depth)
 	defer r.d.Metrics.Unregister(depth)
-	svc, err := service.RegisterCounting(r.d.NC, "agentmesh-router", "routes run requests and answers cancel and tenants' consumer create requests",
+	svc, err := service.RegisterCounting(r.d.NC, "agentmesh-router", "routes run requests and answers cancel, sessions' input and permission answers, and tenants' consumer create requests",
 		map[string]string{"registry_version": r.profiles.Version()}, &r.tally,
 		service.Endpoint{Name: "cancel", Subject: r.d.Names.CancelAll(), QueueGroup: "agentmesh-control", Handler: r.cancelHandler(ctx, &wg)},
+		service.Endpoint{Name: "input", Subject: r.d.Names.InputAll(), QueueGroup: "agentmesh-control", Handler: r.sessionHandler(ctx, &wg, inputRequest)},
+		service.Endpoint{Name: "permission", Subject: r.d.Names.PermissionAll(), QueueGroup: "agentmesh-control", Handler: r.sessionHandler(ctx, &wg, permissionRequest)},
 		service.Endpoint{Name: "consumer-create", Subject: proxy.Subject(), QueueGroup: "agentmesh-consumers", Handler: proxy.Handler(ctx, &wg)})
 	if err != nil {
 		return err

@@ -339,7 +339,9 @@ func (h *Host) Run(ctx context.Context) error {
 	defer wg.Wait()
 
 	svc, err := service.RegisterCounting(h.d.NC, "agentmesh-runner", "executes runs for its adapters", h.microMetadata(), &h.tally,
-		service.Endpoint{Name: "cancel", Subject: h.d.Names.RunnerCancel(h.cfg.ID), Handler: h.cancelHandler(&wg)})
+		service.Endpoint{Name: "cancel", Subject: h.d.Names.RunnerCancel(h.cfg.ID), Handler: h.cancelHandler(&wg)},
+		service.Endpoint{Name: "input", Subject: h.d.Names.RunnerInput(h.cfg.ID), Handler: h.inputHandler()},
+		service.Endpoint{Name: "permission", Subject: h.d.Names.RunnerPermission(h.cfg.ID), Handler: h.permissionHandler()})
 	if err != nil {
 		return err
 	}

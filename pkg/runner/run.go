@@ -75,6 +75,8 @@ type run struct {
 	cancel    context.CancelCauseFunc
 	stopCause error // requested before the run had a context (stop)
 
+	sess *adapter.Session // a session run's live side (session.go), under mu
+
 	done  chan struct{} // closed when the run has been handled
 	final wire.State    // the terminal state this runner published, if any
 }
@@ -246,8 +248,13 @@ func (r *run) orphaned(ctx context.Context, t events.Tail) {
 		}
 	}
 	ended, err := r.h.store.EndOrphaned(ctx, r.work.Tenant, r.work.RunID, func(rec wire.RunRecord) wire.Status {
-		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
-			Error: wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)}
+		we := wire.Errorf(wire.ProviderTransportError, "the runner of run %s stopped after its first output", rec.RunID)
+		if r.isSession() {
+			// The live agent is gone with its runner; a run on the
+			// conversation loads the session where its agent can.
+			we = wire.Errorf(wire.SessionLost, "the runner of session %s stopped; a run on its conversation resumes it through session/load where the agent supports it", rec.RunID)
+		}
+		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt, Error: we}
 	})
 	if err != nil {
 		r.h.d.Log.Warn("end run whose runner stopped after its first output", append(r.logger(), "err", err)...)
@@ -379,6 +386,8 @@ func (r *run) exec(parent context.Context) {
 		call.Checkpoint = state
 		call.SaveCheckpoint = func(b []byte) { r.checkpoint = bytes.Clone(b) }
 	}
+	r.openSession(ctx, &call)
+	defer r.closeSession()
 	defer r.closeWorkspace()
 	if err := r.prepareWorkspace(ctx, &call); err != nil {
 		r.conclude(ctx, err, nil)
@@ -421,6 +430,11 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 	if stall := time.Duration(r.work.Policy.StallAfterMS) * time.Millisecond; stall > 0 {
 		var watchdog *time.Timer
 		watchdog = time.AfterFunc(stall, func() {
+			if s := r.liveSession(); s != nil && s.Waiting() {
+				// A session between turns waits for its client, not its
+				// transport.
+				last.Store(time.Now().UnixNano())
+			}
 			if idle := time.Since(time.Unix(0, last.Load())); idle < stall {
 				watchdog.Reset(stall - idle)
 				return

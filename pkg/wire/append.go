@@ -184,10 +184,11 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 }
 
 // appendEventHead appends the fields every event starts with, v, run_id,
-// seq, ts and kind, after the header of a map of n fields in all.
-func appendEventHead(dst []byte, n int, runID string, seq uint64, ts int64, kind EventKind) []byte {
+// seq, ts and kind, after the header of a map of n fields in all; v is
+// the event's version (VersionOf).
+func appendEventHead(dst []byte, n, v int, runID string, seq uint64, ts int64, kind EventKind) []byte {
 	dst = appendMapHeader(dst, n)
-	dst = appendInt(appendStr(dst, "v"), Version)
+	dst = appendInt(appendStr(dst, "v"), int64(v))
 	dst = appendKeyStr(dst, "run_id", runID)
 	dst = appendUint(appendStr(dst, "seq"), seq)
 	dst = appendInt(appendStr(dst, "ts"), ts)

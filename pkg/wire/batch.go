@@ -17,6 +17,9 @@ type ChunkBatch struct {
 	end  int // where the batch's chunks end in buf; the held chunk, if any, follows
 	n    int
 	held bool
+	// v is the newest contract version a chunk of the batch's type needs
+	// (ChunkType.Version), heldV the held chunk's.
+	v, heldV int
 }
 
 // batchHeadroom is the longest msgpack array header: 0xdd and 4 bytes.
@@ -42,10 +45,10 @@ func (b *ChunkBatch) Add(c *Chunk, limit int) (added bool, err error) {
 	size := len(grown) - len(b.buf)
 	b.buf = grown
 	if b.n > 0 && b.Size()+size > limit {
-		b.held = true
+		b.held, b.heldV = true, c.Type.Version()
 		return false, nil
 	}
-	b.end, b.n = len(b.buf), b.n+1
+	b.end, b.n, b.v = len(b.buf), b.n+1, max(b.v, c.Type.Version())
 	return true, nil
 }
 
@@ -60,9 +63,10 @@ func (b *ChunkBatch) Size() int { return max(b.end-batchHeadroom, 0) }
 // becomes its first chunk.
 func (b *ChunkBatch) Reset() {
 	if !b.held {
-		b.buf, b.end, b.n = b.buf[:0], 0, 0
+		b.buf, b.end, b.n, b.v = b.buf[:0], 0, 0, 0
 		return
 	}
+	b.v, b.heldV = b.heldV, 0
 	k := copy(b.buf[batchHeadroom:], b.buf[b.end:])
 	b.buf = b.buf[:batchHeadroom+k]
 	b.end, b.n, b.held = len(b.buf), 1, false
@@ -86,11 +90,11 @@ func (b *ChunkBatch) Encode(runID string, first uint64, ts int64) ([]byte, error
 	// of field names and numbers besides the run id and the chunks.
 	room := 64 + len(runID) + b.end - batchHeadroom
 	if b.n == 1 {
-		out = appendEventHead(make([]byte, 0, room), 6, runID, first, ts, KindChunk)
+		out = appendEventHead(make([]byte, 0, room), 6, max(b.v, Version), runID, first, ts, KindChunk)
 		out = append(appendStr(out, "chunk"), b.buf[batchHeadroom:b.end]...)
 	} else {
 		h := arrayHeader(b.buf[:batchHeadroom], b.n)
-		out = appendEventHead(make([]byte, 0, room+h), 7, runID, first, ts, KindChunks)
+		out = appendEventHead(make([]byte, 0, room+h), 7, max(b.v, Version), runID, first, ts, KindChunks)
 		out = appendUint(appendStr(out, "last"), first+uint64(b.n)-1)
 		out = append(appendStr(out, "chunks"), b.buf[batchHeadroom-h:b.end]...)
 	}

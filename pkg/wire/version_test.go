@@ -87,6 +87,31 @@ func TestSessionChunksNeedV3(t *testing.T) {
 			t.Errorf("%s: Valid %t, Version %d", typ, typ.Valid(), typ.Version())
 		}
 	}
+	// The batch encoder stamps the version its chunks need, the held
+	// chunk's carried to the next batch.
+	var b ChunkBatch
+	for _, c := range []Chunk{{Type: ChunkText, Content: "a"}, {Type: ChunkTurnEnd}} {
+		if _, err := b.Add(&c, 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc, err := b.Encode("r", 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := Decode[Event](enc); err != nil || ev.V != 3 {
+		t.Errorf("a batch with a turn_end: v=%d, %v", ev.V, err)
+	}
+	b.Reset()
+	if _, err := b.Add(&Chunk{Type: ChunkText, Content: "b"}, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if enc, err = b.Encode("r", 3, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := Decode[Event](enc); err != nil || ev.V != Version {
+		t.Errorf("a text batch after it: v=%d, %v", ev.V, err)
+	}
 	ev := Event{RunID: "r", Seq: 1, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkText, Content: "a"}}
 	if got := VersionOf(&ev); got != Version {
 		t.Errorf("a text chunk event: VersionOf = %d, want %d", got, Version)

@@ -460,6 +460,13 @@ func (r *agentRun) turn(g *adapter.Guard, prompt string) (sdk.PromptResponse, bo
 				_ = r.conn.Cancel(r.ctx, sdk.CancelNotification{SessionId: r.sid})
 			}
 		case res := <-done:
+			var re *sdk.RequestError
+			if res.err != nil && errors.As(res.err, &re) && r.ctx.Err() == nil && !r.disconnected() {
+				// The agent declared the turn failed (its model API's
+				// error): the one error chunk.
+				g.Emit(wire.Chunk{Type: wire.ChunkError, Content: message(re), IsError: true, Metadata: wire.Metadata{ErrorClass: classify(re)}})
+				return res.resp, false
+			}
 			if res.err != nil {
 				g.Fail(r.fail("session/prompt", res.err))
 				return res.resp, false
@@ -467,6 +474,52 @@ func (r *agentRun) turn(g *adapter.Guard, prompt string) (sdk.PromptResponse, bo
 			return res.resp, true
 		}
 	}
+}
+
+// disconnected reports whether the agent's stdout has ended.
+func (r *agentRun) disconnected() bool {
+	select {
+	case <-r.conn.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// message is an agent's error as the error chunk says it: its message and
+// the detail it attached, bounded.
+func message(re *sdk.RequestError) string {
+	m := re.Message
+	if d, ok := re.Data.(map[string]any); ok {
+		for _, k := range []string{"details", "message", "error"} {
+			if v, ok := d[k].(string); ok && v != "" && v != m {
+				m += ": " + v
+				break
+			}
+		}
+	}
+	if len(m) > 1024 {
+		m = m[:1024]
+	}
+	if m == "" {
+		m = fmt.Sprintf("the agent failed the turn (JSON-RPC error %d)", re.Code)
+	}
+	return m
+}
+
+// classify types an agent-declared failure: auth_required, a rate limit
+// or quota, a context overflow, else ProviderError.
+func classify(re *sdk.RequestError) wire.Class {
+	m := strings.ToLower(message(re))
+	switch {
+	case re.Code == -32000 || strings.Contains(m, "authentication") || strings.Contains(m, "401"):
+		return wire.ProviderAuthError
+	case strings.Contains(m, "429") || strings.Contains(m, "rate limit") || strings.Contains(m, "quota"):
+		return wire.ProviderQuotaError
+	case strings.Contains(m, "context window") || strings.Contains(m, "context length") || strings.Contains(m, "too long"):
+		return wire.ProviderContextError
+	}
+	return wire.ProviderError
 }
 
 func (r *agentRun) setLoading(v bool) {

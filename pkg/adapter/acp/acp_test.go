@@ -383,3 +383,35 @@ func TestCancel(t *testing.T) {
 		t.Errorf("after cancel: last %+v, err %v", last, err)
 	}
 }
+
+// TestConformance runs the conformance suite over adapter acp, its
+// streams scripted by their prompts against the fake agent.
+func TestConformance(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := func(p string) map[string]any { return map[string]any{"prompt": p} }
+	conformance.Run(t, conformance.Subject{
+		Name: acp.Name,
+		New: func(cfg cli.Config) (adapter.Adapter, error) {
+			return acp.New(acp.Config{Config: cfg, PermissionTimeout: time.Second, IdleTimeout: time.Second})
+		},
+		Config:   cli.Config{Binary: exe, InstallHint: "(the test binary)", EnvSet: map[string]string{beFake: "1"}},
+		Scripted: true,
+		Model:    "fake",
+		Request:  prompt,
+		Streams: []conformance.Stream{
+			{Name: "happy", Request: prompt("What is the answer?")},
+			{Name: "tool", Request: prompt("read it [tool] [plan]")},
+			{Name: "permission", Request: prompt("clean [permission]")},
+			{Name: "quota", Request: prompt("[quota]")},
+			{Name: "server_error", Request: prompt("[server_error]")},
+		},
+		Happy:        "happy",
+		Errors:       []string{"quota", "server_error"},
+		ServerErrors: []string{"server_error"},
+		Slow:         conformance.Stream{Name: "paced", Request: prompt("count [paced]")},
+		Reasoning:    "considering turn",
+	})
+}

@@ -9,12 +9,14 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	acpsdk "github.com/coder/acp-go-sdk"
 	"log/slog"
 	"maps"
 	"slices"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/acp"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
@@ -68,6 +70,7 @@ var entries = map[string]entry{
 	codex.Name:      cliEntry(codex.DefaultConfig, codex.New),
 	gemini.Name:     cliEntry(gemini.DefaultConfig, gemini.New),
 	pi.Name:         cliEntry(pi.DefaultConfig, pi.New),
+	acp.Name:        {wire.TransportSubprocess, acpAdapter},
 	openai.Name: remoteEntry(openai.Name, openai.Declaration(), func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
 		var opts openai.Options
 		if p.OmitTemperature {
@@ -306,6 +309,52 @@ func ReapProcessGroups(dir string, log *slog.Logger) (string, error) {
 
 // cliEntry builds a CLI adapter from the package's DefaultConfig and New,
 // configured by cliConfig.
+// acpAdapter builds an ACP agent from its profile: the process as a CLI's
+// (binary, environment, sandbox), its args, and its session settings,
+// the MCP allowlist turned into ACP's server definitions. Without a
+// profile it is an agent named acp on PATH, for the declaration only.
+func acpAdapter(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
+	cfg, err := c.cliConfig(cli.Config{Binary: acp.Name, InstallHint: "an ACP agent (profiles/SCHEMA.md, adapter acp)"}, p)
+	if err != nil {
+		return nil, err
+	}
+	ac := acp.Config{Config: cfg}
+	if p != nil {
+		ac.Args = p.Args
+		if ss := p.Session; ss != nil {
+			ac.Policy, ac.PermissionTimeout, ac.IdleTimeout = ss.PermissionPolicy, ss.PermissionTimeout, ss.IdleTimeout
+			ac.MCPServers = map[string]acpsdk.McpServer{}
+			for name, m := range ss.MCPServers {
+				ac.MCPServers[name] = mcpServer(name, m)
+			}
+		}
+	}
+	return acp.New(ac)
+}
+
+// mcpServer is a profile's MCP server as session/new takes it.
+func mcpServer(name string, m profile.MCPServer) acpsdk.McpServer {
+	switch {
+	case m.Command != "":
+		env := []acpsdk.EnvVariable{}
+		for _, k := range slices.Sorted(maps.Keys(m.Env)) {
+			env = append(env, acpsdk.EnvVariable{Name: k, Value: m.Env[k]})
+		}
+		return acpsdk.McpServer{Stdio: &acpsdk.McpServerStdio{Name: name, Command: m.Command, Args: append([]string{}, m.Args...), Env: env}}
+	case m.Type == "sse":
+		return acpsdk.McpServer{Sse: &acpsdk.McpServerSseInline{Name: name, Url: m.URL, Headers: headers(m.Headers), Type: "sse"}}
+	}
+	return acpsdk.McpServer{Http: &acpsdk.McpServerHttpInline{Name: name, Url: m.URL, Headers: headers(m.Headers), Type: "http"}}
+}
+
+func headers(h map[string]string) []acpsdk.HttpHeader {
+	out := []acpsdk.HttpHeader{}
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		out = append(out, acpsdk.HttpHeader{Name: k, Value: h[k]})
+	}
+	return out
+}
+
 func cliEntry[R any](defaults func() cli.Config, build func(cli.Config) (*cli.Adapter[R], error)) entry {
 	return entry{wire.TransportSubprocess, func(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
 		cfg, err := c.cliConfig(defaults(), p)

@@ -238,10 +238,10 @@ func TestEachProfileHasItsOwnInstance(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	ac, profiles, reg := build(t, "../../../profiles")
-	if got := strings.Join(reg.Names(), ","); got != "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi" {
+	if got := strings.Join(reg.Names(), ","); got != "acp,anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi" {
 		t.Errorf("Registry() names = %s, want every shipped profile's adapter", got)
 	}
-	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`) {
+	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: acp, anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`) {
 		t.Errorf("Registry(fixture, nope) = %v, want an unknown adapter error listing the known ones", err)
 	}
 	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 {
@@ -280,8 +280,8 @@ func TestTransports(t *testing.T) {
 		in   []wire.Transport
 		want string
 	}{
-		{nil, "anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi"},
-		{[]wire.Transport{wire.TransportSubprocess}, "claude-code,codex,gemini,pi"},
+		{nil, "acp,anthropic,claude-code,codex,fixture,gemini,nlip,ollama,openai,pi"},
+		{[]wire.Transport{wire.TransportSubprocess}, "acp,claude-code,codex,gemini,pi"},
 		{[]wire.Transport{wire.TransportRemote}, "anthropic,nlip,ollama,openai"},
 		{[]wire.Transport{wire.TransportRemote, wire.TransportInProcess}, "anthropic,fixture,nlip,ollama,openai"},
 	} {

@@ -176,7 +176,7 @@ func checkReasoning(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) 
 			inThinking = true
 		}
 	}
-	if (inRaw || caps.Transport != wire.TransportSubprocess) && !inThinking {
+	if (inRaw || caps.Transport != wire.TransportSubprocess || s.Scripted) && !inThinking {
 		t.Errorf("no stream surfaces the reasoning %q as thinking", s.Reasoning)
 	}
 }
@@ -230,7 +230,7 @@ func checkSessions(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {
 			}
 		}
 	})
-	if caps.Transport != wire.TransportSubprocess {
+	if caps.Transport != wire.TransportSubprocess || s.Scripted {
 		return
 	}
 	t.Run("never_invented", func(t *testing.T) {
@@ -352,7 +352,7 @@ func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 // deadline, and a subprocess adapter's whole process group is gone when
 // the stream returns.
 func checkCancellation(t *testing.T, s Subject, caps wire.Capabilities, c *corpus) {
-	sub := caps.Transport == wire.TransportSubprocess
+	sub := caps.Transport == wire.TransportSubprocess && !s.Scripted
 	var ref outcome
 	var long func(t *testing.T) (*harness, Stream)
 	// deadline is the first deadline tried: long enough for a subprocess

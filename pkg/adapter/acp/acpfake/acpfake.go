@@ -10,6 +10,9 @@
 //     (options allow_once, reject_once); allowed it completes, rejected it
 //     fails;
 //   - [slow]: text every 20 ms for up to 10 s, until the turn is cancelled;
+//   - [paced]: text every 20 ms, 40 times;
+//   - [server_error], [quota]: the turn fails as a model API's 500 or 429
+//     would (a JSON-RPC error);
 //   - [plan]: a two-entry plan;
 //   - [mcp]: the reply names the MCP servers session/new gave it;
 //   - [exit]: the process exits at once, mid-turn.
@@ -93,7 +96,13 @@ func (a *agent) NewSession(_ context.Context, p sdk.NewSessionRequest) (sdk.NewS
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.next++
-	id := sdk.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.next))
+	// Without a state dir the ids repeat from process to process, so
+	// that two runs of one script stream the same chunks; with one they
+	// are unique, for session/load.
+	id := sdk.SessionId(fmt.Sprintf("fake-%d", a.next))
+	if a.state != "" {
+		id = sdk.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.next))
+	}
 	a.sessions[id] = &session{MCP: serverNames(p.McpServers)}
 	return sdk.NewSessionResponse{SessionId: id}, nil
 }
@@ -201,10 +210,16 @@ func (a *agent) Prompt(parent context.Context, p sdk.PromptRequest) (sdk.PromptR
 			_ = a.update(ctx, id, sdk.UpdateAgentMessageText("I was not allowed to run it. "))
 		}
 	}
-	if strings.Contains(prompt, "[slow]") {
+	switch {
+	case strings.Contains(prompt, "[server_error]"):
+		return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "API Error: 500 Internal Server Error"}}
+	case strings.Contains(prompt, "[quota]"):
+		return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "API Error: 429 rate limit exceeded"}}
+	}
+	if ticks := map[bool]int{true: 500}[strings.Contains(prompt, "[slow]")] + map[bool]int{true: 40}[strings.Contains(prompt, "[paced]")]; ticks > 0 {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < 500; i++ {
+		for i := 0; i < ticks; i++ {
 			select {
 			case <-ctx.Done():
 				return sdk.PromptResponse{StopReason: sdk.StopReasonCancelled}, nil
