@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"os"
 	"reflect"
 	"strings"
@@ -17,6 +18,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(acpFakeEnv) == "1" {
+		acpfake.Main() // the test binary as an ACP agent (session_test.go)
+	}
 	if os.Getenv(asMainEnv) == "1" {
 		main() // the test binary as the agentmesh command, with its real signal handling
 	}

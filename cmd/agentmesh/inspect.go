@@ -39,6 +39,11 @@ func withRun(ctx context.Context, fs *flag.FlagSet, f *clientFlags, args []strin
 	if err := subject.ValidToken("run_id", runID); err != nil {
 		return usageErr("%s: %v", fs.Name(), err)
 	}
+	return withClient(ctx, f, func(ctx context.Context, c *client.Client) error { return do(ctx, c, runID) })
+}
+
+// withClient connects with f and calls do under a request timeout.
+func withClient(ctx context.Context, f *clientFlags, do func(ctx context.Context, c *client.Client) error) error {
 	nc, c, err := f.connect()
 	if err != nil {
 		return err
@@ -46,7 +51,7 @@ func withRun(ctx context.Context, fs *flag.FlagSet, f *clientFlags, args []strin
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	return do(ctx, c, runID)
+	return do(ctx, c)
 }
 
 // cmdStatus prints a run's record: exit 0 when found, 1 when not.

@@ -195,9 +195,33 @@ func (p *humanPrinter) chunk(c *wire.Chunk) {
 			class = "error"
 		}
 		p.line(styleRed, fmt.Sprintf("[error %s] %s", class, c.Content))
+	case wire.ChunkInput:
+		p.line(styleDim, fmt.Sprintf("[turn %s] %s", turn(c.Metadata), c.Content))
+	case wire.ChunkTurnEnd:
+		p.line(styleDim, "[turn end"+metadata(c.Metadata)+"]")
+	case wire.ChunkPlan:
+		p.line(styleDim, "[plan "+compactJSON(c.ToolOutput)+"]")
+	case wire.ChunkPermissionRequested:
+		p.line(styleRed, fmt.Sprintf("[permission requested %s] %s %s: answer with agentmesh approve|deny <run_id> %s",
+			c.ToolID, c.ToolName, compactJSON(c.ToolInput["options"]), c.ToolID))
+	case wire.ChunkPermissionResolved:
+		out, _ := c.ToolOutput.(map[string]any)
+		line := fmt.Sprintf("[permission %s %v (%s) by %v", c.ToolID, out["outcome"], c.Content, out["by"])
+		if c.Metadata.ErrorClass != "" {
+			line += " " + string(c.Metadata.ErrorClass)
+		}
+		p.line(styleDim, line+"]")
 	default:
 		p.line(styleDim, fmt.Sprintf("[%s %s]", c.Type, c.Content))
 	}
+}
+
+// turn is a session chunk's turn number, "?" without one.
+func turn(m wire.Metadata) string {
+	if m.NumTurns == nil {
+		return "?"
+	}
+	return fmt.Sprint(*m.NumTurns)
 }
 
 // metadata renders the metadata keys worth showing, each as " key=value".
