@@ -109,6 +109,7 @@ var commands = []command{
 	{"send", "send a follow-up prompt to a session run, or interrupt its turn", cmdSend},
 	{"approve", "allow a session's permission request", cmdApprove},
 	{"deny", "deny a session's permission request", cmdDeny},
+	{"acp", "speak the Agent Client Protocol on stdin/stdout, as an editor's agent, on the mesh's pool", cmdACP},
 	{"profiles", "list, show or validate the profile documents (no mesh needed)", cmdProfiles},
 	{"consent", "grant, withdraw or show a principal's trajectory export consent", cmdConsent},
 	{"redaction", "set, show or check (offline) a tenant's redaction rules", cmdRedaction},

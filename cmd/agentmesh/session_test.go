@@ -30,10 +30,10 @@ model: fake
 pricing: {input: "1", output: "2", cache_read: "0", cache_write: "0", reasoning: "2"}
 binary: %s
 install_hint: the test binary
-env: {%s: "1", GORACE: "atexit_sleep_ms=0"}
+env: {%s: "1", GORACE: "atexit_sleep_ms=0", ACPFAKE_STATE: %q}
 session: {permission_timeout: 20s, idle_timeout: 1s}
 policy: {max_attempts: 1, max_active: 2}
-`, os.Args[0], acpFakeEnv)
+`, os.Args[0], acpFakeEnv, t.TempDir())
 	if err := os.WriteFile(filepath.Join(dir, "acp-fake.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}

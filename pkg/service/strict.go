@@ -44,7 +44,7 @@ var KnownVariables = []string{
 	// The operator's export settings (exports.LoadSettings).
 	"AGENT_TRAJECTORY_EXPORT_ENABLED", "AGENT_ARTIFACT_ROOT", "AGENT_TRAJECTORY_RETENTION",
 	// The agentmesh command's client commands.
-	"AGENTMESH_TENANT", "AGENTMESH_PRINCIPAL", "AGENTMESH_INBOX_PREFIX", "AGENTMESH_JS_API_PREFIX",
+	"AGENTMESH_TENANT", "AGENTMESH_PRINCIPAL", "AGENTMESH_INBOX_PREFIX", "AGENTMESH_JS_API_PREFIX", "AGENTMESH_PROFILE",
 }
 
 // HarnessVariables are the AGENTMESH_* variables the repository's own

@@ -265,7 +265,7 @@ func (a *Adapter) start(parent context.Context, dir string) (*agentRun, error) {
 		}
 		_ = outW.CloseWithError(io.EOF)
 	}()
-	r.conn = sdk.NewClientSideConnection(client{r}, inW, outR)
+	r.conn = sdk.NewClientSideConnection(client{r: r}, inW, outR)
 	r.conn.SetLogger(quiet) // a closed connection is the run's end, not news
 	return r, nil
 }

@@ -16,7 +16,10 @@ import (
 // session/update notifications to chunks and decides its permission
 // requests. It offers the agent no file system and no terminal (the
 // agent uses its own, inside the run's workspace and sandbox).
-type client struct{ r *agentRun }
+type client struct {
+	NoTools
+	r *agentRun
+}
 
 // SessionUpdate maps one notification to its chunks (Map) and hands them
 // to the stream; during session/load the replayed history is not new
@@ -246,33 +249,35 @@ func (c client) RequestPermission(ctx context.Context, p sdk.RequestPermissionRe
 	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}, nil
 }
 
-// The file system and terminal methods: not offered (the initialize
-// request declares neither capability).
+// NoTools is the client side's file system and terminal methods for a
+// client that offers neither (its initialize request declares neither
+// capability): each is method-not-found. Embed it in an sdk.Client.
+type NoTools struct{}
 
-func (client) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+func (NoTools) ReadTextFile(context.Context, sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
 	return sdk.ReadTextFileResponse{}, sdk.NewMethodNotFound("fs/read_text_file")
 }
 
-func (client) WriteTextFile(context.Context, sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+func (NoTools) WriteTextFile(context.Context, sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
 	return sdk.WriteTextFileResponse{}, sdk.NewMethodNotFound("fs/write_text_file")
 }
 
-func (client) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+func (NoTools) CreateTerminal(context.Context, sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
 	return sdk.CreateTerminalResponse{}, sdk.NewMethodNotFound("terminal/create")
 }
 
-func (client) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
+func (NoTools) KillTerminal(context.Context, sdk.KillTerminalRequest) (sdk.KillTerminalResponse, error) {
 	return sdk.KillTerminalResponse{}, sdk.NewMethodNotFound("terminal/kill")
 }
 
-func (client) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
+func (NoTools) TerminalOutput(context.Context, sdk.TerminalOutputRequest) (sdk.TerminalOutputResponse, error) {
 	return sdk.TerminalOutputResponse{}, sdk.NewMethodNotFound("terminal/output")
 }
 
-func (client) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
+func (NoTools) ReleaseTerminal(context.Context, sdk.ReleaseTerminalRequest) (sdk.ReleaseTerminalResponse, error) {
 	return sdk.ReleaseTerminalResponse{}, sdk.NewMethodNotFound("terminal/release")
 }
 
-func (client) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
+func (NoTools) WaitForTerminalExit(context.Context, sdk.WaitForTerminalExitRequest) (sdk.WaitForTerminalExitResponse, error) {
 	return sdk.WaitForTerminalExitResponse{}, sdk.NewMethodNotFound("terminal/wait_for_exit")
 }
