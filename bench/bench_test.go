@@ -9,18 +9,23 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/bench"
+	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"go.uber.org/goleak"
 )
 
 // The test binary doubles as the fake CLI of the CLI measurements (STYLE
 // item 9): with FakeCLIEnv set it writes its stream-json and exits, before
-// any test machinery (or goleak) starts. With NATSServerEnv set it is the
-// JetStream server of a measurement that keeps the server out of its own
-// process (StartServerProcess).
+// any test machinery (or goleak) starts; with ACPFakeEnv set it is the
+// fake ACP agent of the session measurement (acpfake.Main). With
+// NATSServerEnv set it is the JetStream server of a measurement that keeps
+// the server out of its own process (StartServerProcess).
 func TestMain(m *testing.M) {
 	if os.Getenv(bench.FakeCLIEnv) != "" {
 		os.Exit(bench.FakeCLI(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	if os.Getenv(bench.ACPFakeEnv) != "" {
+		acpfake.Main() // exits when its stdin closes
 	}
 	if dir := os.Getenv(bench.NATSServerEnv); dir != "" {
 		os.Exit(bench.ServeNATS(dir, os.Stdin, os.Stdout, os.Stderr))
