@@ -3,11 +3,17 @@ package mesh_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/acp"
 	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
@@ -16,9 +22,12 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/runner"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	sdk "github.com/coder/acp-go-sdk"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // acpFakeEnv makes this test binary the fake ACP agent (acpfake).
@@ -191,3 +200,180 @@ func TestFollowUpToARunThatIsNotASession(t *testing.T) {
 	_, _ = c.Cancel(ctx, tenant, id)
 }
 
+// The test binary doubles as a runner process hosting adapter acp over
+// the fake agent, its sessions' state in the given dir, against the NATS
+// URL, until killed.
+const (
+	acpRunnerEnv   = "AGENTMESH_TEST_ACP_RUNNER_URL"
+	acpRunnerID    = "AGENTMESH_TEST_ACP_RUNNER_ID"
+	acpRunnerState = "AGENTMESH_TEST_ACP_RUNNER_STATE"
+)
+
+// acpGrace is the grace of the fake agent's teardown in these tests;
+// the runner's ack wait and the lease TTL must be above its bound.
+const acpGrace = 300 * time.Millisecond
+
+func acpAdapter(state, root string) (*acp.Adapter, error) {
+	return acp.New(acp.Config{
+		Config: cli.Config{Binary: os.Args[0], InstallHint: "the test binary", WorkspaceRoot: root, Grace: acpGrace,
+			EnvSet: map[string]string{acpFakeEnv: "1", acpfake.StateEnv: state, "GORACE": "atexit_sleep_ms=0"}},
+		PermissionTimeout: profile.MinSessionTimeout, IdleTimeout: 5 * time.Second,
+	})
+}
+
+func runACPRunner(url string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	nc, js, err := service.Connect(url, "acp-runner", log)
+	if err != nil {
+		log.Error("connect", "err", err)
+		return 1
+	}
+	defer nc.Close()
+	root, err := os.MkdirTemp("", "acp-runner")
+	if err != nil {
+		log.Error("workspace root", "err", err)
+		return 1
+	}
+	defer os.RemoveAll(root)
+	a, err := acpAdapter(os.Getenv(acpRunnerState), root)
+	if err != nil {
+		log.Error("adapter", "err", err)
+		return 1
+	}
+	adapters, err := adapter.NewRegistry(a)
+	if err != nil {
+		log.Error("registry", "err", err)
+		return 1
+	}
+	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
+	h, err := runner.New(ctx, d, adapters, runner.Config{ID: os.Getenv(acpRunnerID), AckWait: 6 * time.Second})
+	if err != nil {
+		log.Error("runner", "err", err)
+		return 1
+	}
+	if err := h.Run(ctx); err != nil {
+		log.Error("run", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func startACPRunner(t *testing.T, srv *server.Server, id, state string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), acpRunnerEnv+"="+srv.ClientURL(), acpRunnerID+"="+id, acpRunnerState+"="+state)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-waited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+	})
+	return cmd
+}
+
+// untilTurnEnd reads events until the turn_end of turn n, returning the
+// text said on the way.
+func untilTurnEnd(t *testing.T, events func(func(wire.Event, error) bool), n int) string {
+	t.Helper()
+	var text strings.Builder
+	for ev, err := range events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Kind == wire.KindStatus && ev.Status.State.Terminal() {
+			t.Fatalf("the run ended %s (%v) before turn %d ended", ev.Status.State, ev.Status.Error, n)
+		}
+		if ev.Kind != wire.KindChunk {
+			continue
+		}
+		switch ev.Chunk.Type {
+		case wire.ChunkText:
+			text.WriteString(ev.Chunk.Content)
+		case wire.ChunkTurnEnd:
+			if *ev.Chunk.Metadata.NumTurns == n {
+				return text.String()
+			}
+		}
+	}
+	t.Fatalf("the events ended before turn %d did", n)
+	return ""
+}
+
+// The session's runner is SIGKILLed between two turns: a follow-up to it
+// is refused with SessionLost (never queued anywhere else), and the next
+// run on its conversation, taken by a second runner, loads the agent's
+// session (session/load) from the checkpoint and goes on with the history
+// (turn 2), not a fresh conversation. The lost run ends failed, never
+// attempted again.
+func TestACPSessionResumesOnAnotherRunnerAfterSIGKILL(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	cfg := mesh.Config{WithoutRunner: true}
+	cfg.Topology.LeaseTTL = 6 * time.Second
+	state := t.TempDir()
+	a, err := acpAdapter(state, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := profile.New(profile.Profile{Name: "acp-fake", Adapter: acp.Name, Transport: wire.TransportSubprocess,
+		Model: "fake", Binary: os.Args[0], InstallHint: "the test binary",
+		Pricing: map[string]string{"input": "1", "output": "2", "cache_read": "0", "cache_write": "0", "reasoning": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNodeWith(t, srv, cfg, profiles, a)
+	c := newClient(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	doomed := startACPRunner(t, srv, "doomed", state)
+	req := acpRun(t, map[string]any{"prompt": "first"})
+	req.Conversation = "conv-1"
+	id, events, err := c.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := untilTurnEnd(t, events, 1); got != "echo: first (turn 1)" {
+		t.Fatalf("turn 1 said %q", got)
+	}
+	kill(t, doomed)
+	startACPRunner(t, srv, "second", state)
+
+	if _, err := c.Send(ctx, tenant, id, "second"); !errors.Is(err, wire.SessionLost) {
+		t.Fatalf("Send to the session whose runner died = %v, want SessionLost", err)
+	}
+	next := acpRun(t, map[string]any{"prompt": "second"})
+	next.Conversation = "conv-1"
+	id2, events2, err := c.Start(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := untilTurnEnd(t, events2, 1); got != "echo: second (turn 2)" {
+		t.Fatalf("the resumed session said %q, want its turn 2 (the history loaded)", got)
+	}
+	if _, err := c.Cancel(ctx, tenant, id2); err != nil {
+		t.Fatal(err)
+	}
+	lost := collect(t, c, id)
+	if st := last(lost); st.State != wire.StateFailed {
+		t.Fatalf("the lost session ended %s: %s", st.State, describe(lost))
+	}
+	for _, ev := range lost {
+		if ev.Kind == wire.KindStatus && ev.Status.State == wire.StateRunning && ev.Status.Attempt != 1 {
+			t.Fatalf("the lost session was attempted again: %s", describe(lost))
+		}
+	}
+}

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(childRunnerEnv); url != "" {
 		os.Exit(runChildRunner(url))
 	}
+	if url := os.Getenv(acpRunnerEnv); url != "" {
+		os.Exit(runACPRunner(url))
+	}
 	if os.Getenv(acpFakeEnv) != "" {
 		acpfake.Main()
 	}

@@ -146,7 +146,14 @@ func (r *Router) session(ctx context.Context, kind sessionRequest, subj string, 
 	if err != nil {
 		return nil, wire.Errorf(wire.AgenticRequestValidationError, "%s: %v", kind.verb, err)
 	}
-	msg, err := r.d.NC.RequestMsg(&nats.Msg{Subject: kind.forward(r.d.Names, t.Runner), Data: body}, sessionForwardTimeout)
+	forward := &nats.Msg{Subject: kind.forward(r.d.Names, t.Runner), Data: body}
+	msg, err := r.d.NC.RequestMsg(forward, sessionForwardTimeout)
+	if errors.Is(err, nats.ErrTimeout) {
+		// A runner killed a moment ago may still have had its
+		// subscription when the request went out, and the request died
+		// with it: once more, by when the server knows it is gone.
+		msg, err = r.d.NC.RequestMsg(forward, sessionForwardTimeout)
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, wire.Errorf(wire.SessionLost, "%s: the runner of session %s is gone; a run on its conversation resumes it through session/load where the agent supports it", kind.verb, runID)
