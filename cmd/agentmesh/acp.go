@@ -76,10 +76,9 @@ type acpAgent struct {
 type acpSession struct {
 	id sdk.SessionId
 
-	mu      sync.Mutex
-	run     *acpRun // the live run; nil before the first prompt and after it ended
-	busy    bool    // a prompt is in progress
-	stopRun context.CancelFunc
+	mu   sync.Mutex
+	run  *acpRun // the live run; nil before the first prompt and after it ended
+	busy bool    // a prompt is in progress
 }
 
 // acpRun is one session run as the server follows it.
@@ -279,7 +278,7 @@ func (a *acpAgent) start(s *acpSession, prompt string) (*acpRun, error) {
 	}
 	run := &acpRun{id: id, ends: make(chan turnEnd, 64), done: make(chan struct{})}
 	s.mu.Lock()
-	s.run, s.stopRun = run, stop
+	s.run = run
 	s.mu.Unlock()
 	a.wg.Go(func() {
 		defer stop()

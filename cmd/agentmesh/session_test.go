@@ -50,7 +50,9 @@ func TestSessionFromTheCommandLine(t *testing.T) {
 	defer cancel()
 	io, out, errOut := testIO(nil)
 	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"run", "--server", m.url, "-p", "acp-fake", "clean up [permission]"}, io) }()
+	go func() {
+		code <- run(ctx, []string{"run", "--server", m.url, "-p", "acp-fake", "clean up [permission]"}, io)
+	}()
 	wait := func(s string) {
 		t.Helper()
 		natstest.Eventually(t, 20*time.Second, func() error {

@@ -60,7 +60,7 @@ var inputRequest = sessionRequest{
 		}
 		return rep.Error
 	},
-	reply: wire.TypeInputReply,
+	reply:   wire.TypeInputReply,
 	forward: subject.Names.RunnerInput,
 }
 
@@ -89,7 +89,7 @@ var permissionRequest = sessionRequest{
 		}
 		return rep.Error
 	},
-	reply: wire.TypePermissionReply,
+	reply:   wire.TypePermissionReply,
 	forward: subject.Names.RunnerPermission,
 }
 

@@ -343,7 +343,6 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 	for _, n := range req.MCPServers {
 		servers = append(servers, r.a.cfg.MCPServers[n])
 	}
-	resumed := false
 	if len(c.Checkpoint) > 0 {
 		// A session's next run on its conversation: load the agent's own
 		// session when it can, else refuse rather than start afresh.
@@ -361,7 +360,6 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 			g.Fail(wire.Errorf(wire.SessionLost, "acp: session/load of %s: %v", r.sid, err))
 			return
 		}
-		resumed = true
 	} else {
 		ns, err := call(r, "session/new", handshakeTimeout, func(ctx context.Context) (sdk.NewSessionResponse, error) {
 			return r.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: dir, McpServers: servers})
@@ -379,7 +377,6 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 	if !g.Emit(sys) {
 		return
 	}
-	_ = resumed
 	var total wire.Usage
 	prompt, turn, stopReason := req.Prompt, 1, ""
 	for {
