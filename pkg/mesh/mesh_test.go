@@ -337,8 +337,8 @@ func TestServicesRegisterWithMicro(t *testing.T) {
 	for _, ep := range stats.Endpoints {
 		requests[ep.Name] = ep.NumRequests
 	}
-	if len(requests) != 2 || requests["cancel"] != 1 || requests["consumer-create"] != 0 {
-		t.Fatalf("router endpoints = %v, want cancel with one request and consumer-create (tenants' consumers) with none", requests)
+	if len(requests) != 4 || requests["cancel"] != 1 || requests["consumer-create"] != 0 || requests["input"] != 0 || requests["permission"] != 0 {
+		t.Fatalf("router endpoints = %v, want cancel with one request and consumer-create (tenants' consumers), input and permission (sessions') with none", requests)
 	}
 }
 

@@ -45,10 +45,10 @@ func TestCheck(t *testing.T) {
 		{"every API", []wire.Transport{wire.TransportRemote}, func(c *runnerservice.Config) {
 			c.RunnerAdapters, c.Runner.MaxActive = []string{"openai", "anthropic", "ollama", "nlip"}, nil
 		}, ""},
-		{"no adapters", cli, func(c *runnerservice.Config) { c.RunnerAdapters = nil }, "AGENTMESH_RUNNER_ADAPTERS: name at least one adapter (known: claude-code, codex, fixture, gemini, pi)"},
-		{"unknown", cli, func(c *runnerservice.Config) { c.RunnerAdapters = []string{"nope"} }, `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: claude-code, codex, fixture, gemini, pi)`},
+		{"no adapters", cli, func(c *runnerservice.Config) { c.RunnerAdapters = nil }, "AGENTMESH_RUNNER_ADAPTERS: name at least one adapter (known: acp, claude-code, codex, fixture, gemini, pi)"},
+		{"unknown", cli, func(c *runnerservice.Config) { c.RunnerAdapters = []string{"nope"} }, `AGENTMESH_RUNNER_ADAPTERS: unknown adapter "nope" (known: acp, claude-code, codex, fixture, gemini, pi)`},
 		{"another transport", cli, func(c *runnerservice.Config) { c.RunnerAdapters = []string{"fixture", "openai"} },
-			`AGENTMESH_RUNNER_ADAPTERS: adapter "openai" has transport remote, which this runner does not host (it hosts: claude-code, codex, fixture, gemini, pi)`},
+			`AGENTMESH_RUNNER_ADAPTERS: adapter "openai" has transport remote, which this runner does not host (it hosts: acp, claude-code, codex, fixture, gemini, pi)`},
 		{"twice", cli, func(c *runnerservice.Config) { c.RunnerAdapters = []string{"fixture", "fixture"} }, "AGENTMESH_RUNNER_ADAPTERS: adapter \"fixture\" is named twice"},
 		{"max active unknown", cli, func(c *runnerservice.Config) { c.Runner.MaxActive = map[string]int{"nope": 1} }, "AGENTMESH_RUNNER_MAX_ACTIVE"},
 		{"max active of another transport", []wire.Transport{wire.TransportRemote}, func(c *runnerservice.Config) { c.RunnerAdapters = []string{"openai"} },
