@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -17,6 +18,9 @@ type APIError struct {
 	Type    string  `json:"type"`
 	Param   *string `json:"param"`
 	Code    *string `json:"code"`
+	// RetryAfter, when above 0, is sent as the Retry-After header, in
+	// seconds.
+	RetryAfter int `json:"-"`
 }
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Type, e.Message) }
@@ -55,11 +59,15 @@ func invalid(param, format string, args ...any) *APIError {
 //	ProviderAuthError                       401 authentication_error
 //	ProviderQuotaError                      429 rate_limit_error
 //	AdmissionRejected                       429 rate_limit_error, code admission_rejected
+//	                                        (retryable: Retry-After, its retry_after_ms or 1 s)
 //	BudgetExceeded                          402 insufficient_quota, code budget_exceeded
 //	AgenticRequestValidationError           400 invalid_request_error
 //	AgenticOperationUnsupported             400 invalid_request_error, code unsupported
 //	ProviderContextError                    400 invalid_request_error, code context_length_exceeded
 //	PinMismatch                             409 invalid_request_error, code pin_mismatch
+//	SessionEnded                            409 invalid_request_error, code session_ended
+//	PermissionTimeout                       409 invalid_request_error, code permission_timeout
+//	SessionLost                             410 invalid_request_error, code session_lost
 //	ProviderUnavailable, ProfileError       503 service_unavailable
 //	DeadlineExceeded                        504 server_error, code timeout
 //	any other ProviderError, anything else  502 server_error, code provider_error
@@ -80,7 +88,11 @@ func Status(we *wire.Error) *APIError {
 	case c.IsA(wire.ProviderQuotaError):
 		return e(http.StatusTooManyRequests, typeRateLimit, "rate_limit_exceeded")
 	case c == wire.AdmissionRejected:
-		return e(http.StatusTooManyRequests, typeRateLimit, "admission_rejected")
+		ae := e(http.StatusTooManyRequests, typeRateLimit, "admission_rejected")
+		if we.Retryable {
+			ae.RetryAfter = max(1, int((we.RetryAfterMS+999)/1000))
+		}
+		return ae
 	case c == wire.BudgetExceeded:
 		return e(http.StatusPaymentRequired, typeQuota, "budget_exceeded")
 	case c == wire.AgenticRequestValidationError:
@@ -91,6 +103,12 @@ func Status(we *wire.Error) *APIError {
 		return e(http.StatusBadRequest, typeInvalidRequest, "context_length_exceeded")
 	case c == wire.PinMismatch:
 		return e(http.StatusConflict, typeInvalidRequest, "pin_mismatch")
+	case c == wire.SessionEnded:
+		return e(http.StatusConflict, typeInvalidRequest, "session_ended")
+	case c == wire.PermissionTimeout:
+		return e(http.StatusConflict, typeInvalidRequest, "permission_timeout")
+	case c == wire.SessionLost:
+		return e(http.StatusGone, typeInvalidRequest, "session_lost")
 	case c == wire.ProviderUnavailable || c == wire.ProfileError:
 		return e(http.StatusServiceUnavailable, typeUnavailable, "provider_unavailable")
 	case c == wire.DeadlineExceeded:
@@ -123,6 +141,9 @@ func errorBody(e *APIError) []byte {
 
 // writeError answers with e.
 func writeError(w http.ResponseWriter, e *APIError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(append(errorBody(e), '\n'))

@@ -23,6 +23,9 @@ func TestStatus(t *testing.T) {
 		{wire.AgenticOperationUnsupported, http.StatusBadRequest, "invalid_request_error", "unsupported"},
 		{wire.ProviderContextError, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded"},
 		{wire.PinMismatch, http.StatusConflict, "invalid_request_error", "pin_mismatch"},
+		{wire.SessionEnded, http.StatusConflict, "invalid_request_error", "session_ended"},
+		{wire.PermissionTimeout, http.StatusConflict, "invalid_request_error", "permission_timeout"},
+		{wire.SessionLost, http.StatusGone, "invalid_request_error", "session_lost"},
 		{wire.ProviderUnavailable, http.StatusServiceUnavailable, "service_unavailable", "provider_unavailable"},
 		{wire.ProfileError, http.StatusServiceUnavailable, "service_unavailable", "provider_unavailable"},
 		{wire.DeadlineExceeded, http.StatusGatewayTimeout, "server_error", "timeout"},
@@ -40,5 +43,23 @@ func TestStatus(t *testing.T) {
 				t.Errorf("Status(%s) message = %q, want the mesh's", tt.in, got.Message)
 			}
 		})
+	}
+}
+
+// A retryable admission refusal says when to come back: its
+// retry_after_ms rounded up to seconds, else 1 s; a final one does not.
+func TestStatusRetryAfter(t *testing.T) {
+	for _, tt := range []struct {
+		in   *wire.Error
+		want int
+	}{
+		{wire.Errorf(wire.AdmissionRejected, "queued").Retry(), 1},
+		{&wire.Error{Class: wire.AdmissionRejected, Message: "busy", Retryable: true, RetryAfterMS: 2500}, 3},
+		{wire.Errorf(wire.AdmissionRejected, "full"), 0},
+		{wire.Errorf(wire.SessionEnded, "ended").Retry(), 0},
+	} {
+		if got := gateway.Status(tt.in); got.RetryAfter != tt.want {
+			t.Errorf("Status(%+v).RetryAfter = %d, want %d", tt.in, got.RetryAfter, tt.want)
+		}
 	}
 }
