@@ -135,6 +135,8 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 	g.route("GET /v1/runs/{id}", g.getRun)
 	g.route("GET /v1/runs/{id}/events", g.runEvents)
 	g.route("POST /v1/runs/{id}/cancel", g.cancelRun)
+	g.route("POST /v1/runs/{id}/input", g.sessionInput)
+	g.route("POST /v1/runs/{id}/permissions/{request}", g.answerPermission)
 	g.route("GET /v1/runs/{id}/artifacts", g.listArtifacts)
 	g.route("GET /v1/runs/{id}/artifacts/{name}", g.getArtifact)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

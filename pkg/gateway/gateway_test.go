@@ -84,7 +84,7 @@ func startWith(t *testing.T, cfg gateway.Config, profiles *profile.Registry) *en
 			t.Fatal(err)
 		}
 	}
-	adapters, err := catalog.Dirs{FixtureDir: dir}.Registry(profiles)
+	adapters, err := catalog.Dirs{FixtureDir: dir, WorkspaceRoot: t.TempDir()}.Registry(profiles)
 	if err != nil {
 		t.Fatal(err)
 	}

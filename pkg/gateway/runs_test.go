@@ -39,6 +39,29 @@ func (e *env) open(t *testing.T, key, method, path, body string, hdr map[string]
 	return resp
 }
 
+// submit posts body to /v1/runs as key's tenant and waits until the
+// gateway finds the run; it returns the run's id.
+func (e *env) submit(t *testing.T, key, body string) string {
+	t.Helper()
+	code, got := e.do(t, key, "POST", "/v1/runs", body, nil)
+	if code != http.StatusAccepted {
+		t.Fatalf("POST /v1/runs: %d %s", code, got)
+	}
+	var sub struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal([]byte(got), &sub); err != nil || sub.RunID == "" {
+		t.Fatalf("POST /v1/runs: %s: %v", got, err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if code, got := e.do(t, key, "GET", "/v1/runs/"+sub.RunID, "", nil); code != http.StatusOK {
+			return fmt.Errorf("GET /v1/runs/%s: %d %s", sub.RunID, code, got)
+		}
+		return nil
+	})
+	return sub.RunID
+}
+
 // sseEvent is one server-sent event of the runs API.
 type sseEvent struct {
 	id    uint64
@@ -83,23 +106,7 @@ func readEvents(t *testing.T, body io.Reader, stop func([]sseEvent) bool) []sseE
 // with Last-Event-ID gets every later event exactly once.
 func TestRunsResume(t *testing.T) {
 	e := start(t, gateway.Config{})
-	code, body := e.do(t, e.keyA, "POST", "/v1/runs", `{"profile":"fixture","request":{"prompt":"resume me","delay_ms":20},"labels":{"team":"x"}}`, nil)
-	if code != http.StatusAccepted {
-		t.Fatalf("POST /v1/runs: %d %s", code, body)
-	}
-	var sub struct {
-		RunID string `json:"run_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &sub); err != nil || sub.RunID == "" {
-		t.Fatalf("POST /v1/runs: %s: %v", body, err)
-	}
-	id := sub.RunID
-	natstest.Eventually(t, 10*time.Second, func() error {
-		if code, body := e.do(t, e.keyA, "GET", "/v1/runs/"+id, "", nil); code != http.StatusOK {
-			return fmt.Errorf("GET /v1/runs/%s: %d %s", id, code, body)
-		}
-		return nil
-	})
+	id := e.submit(t, e.keyA, `{"profile":"fixture","request":{"prompt":"resume me","delay_ms":20},"labels":{"team":"x"}}`)
 
 	resp := e.open(t, e.keyA, "GET", "/v1/runs/"+id+"/events", "", nil)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -136,7 +143,7 @@ func TestRunsResume(t *testing.T) {
 	}
 
 	// Submitting the same run id again is the same run.
-	code, body = e.do(t, e.keyA, "POST", "/v1/runs", `{"run_id":"`+id+`","profile":"fixture","request":{"prompt":"resume me","delay_ms":20},"labels":{"team":"x"}}`, nil)
+	code, body := e.do(t, e.keyA, "POST", "/v1/runs", `{"run_id":"`+id+`","profile":"fixture","request":{"prompt":"resume me","delay_ms":20},"labels":{"team":"x"}}`, nil)
 	if code != http.StatusAccepted || !strings.Contains(body, id) {
 		t.Errorf("resubmit: %d %s", code, body)
 	}
@@ -166,21 +173,7 @@ func ids(evs []sseEvent) []uint64 {
 // submit for tenant A's run.
 func TestRunsIsolation(t *testing.T) {
 	e := start(t, gateway.Config{})
-	code, body := e.do(t, e.keyA, "POST", "/v1/runs", `{"profile":"fixture","request":{"prompt":"secret"}}`, nil)
-	if code != http.StatusAccepted {
-		t.Fatalf("POST /v1/runs: %d %s", code, body)
-	}
-	var sub struct {
-		RunID string `json:"run_id"`
-	}
-	_ = json.Unmarshal([]byte(body), &sub)
-	id := sub.RunID
-	natstest.Eventually(t, 10*time.Second, func() error {
-		if code, body := e.do(t, e.keyA, "GET", "/v1/runs/"+id, "", nil); code != http.StatusOK {
-			return fmt.Errorf("A's own run: %d %s", code, body)
-		}
-		return nil
-	})
+	id := e.submit(t, e.keyA, `{"profile":"fixture","request":{"prompt":"secret"}}`)
 	for _, tt := range []struct{ method, path string }{
 		{"GET", "/v1/runs/" + id},
 		{"GET", "/v1/runs/" + id + "/events"},
