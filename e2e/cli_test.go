@@ -159,29 +159,7 @@ var clis = []cliCase{
 		model: "gpt-5.5", shell: "exec_command", printsThinking: true,
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			home := mkdir(t, e.home, ".codex")
-			write(t, filepath.Join(home, "config.toml"), fmt.Sprintf(`model = "gpt-5.5"
-model_provider = "fake"
-check_for_update_on_startup = false
-
-[model_providers.fake]
-name = "fake"
-base_url = "%s/v1"
-env_key = %q
-wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false
-remote_plugin = false
-apps = false
-`, e.fakeURL, e.codexKeyVar))
+			write(t, filepath.Join(home, "config.toml"), codexConfig(e.fakeURL, e.codexKeyVar))
 			return map[string]string{codex.EnvCodexHome: home, e.codexKeyVar: "sk-fake-0000"}
 		},
 		defaults: codex.DefaultConfig,
@@ -232,6 +210,35 @@ apps = false
 			return map[string]any{"prompt": prompt, "provider": "fake"}
 		},
 	},
+}
+
+// codexConfig is the e2e $CODEX_HOME/config.toml (testdata/acp/README.md
+// names it too): the fake model API as the provider, whose key is read
+// from keyVar, with every retry, update check, analytics and plugin off.
+func codexConfig(fakeURL, keyVar string) string {
+	return fmt.Sprintf(`model = "gpt-5.5"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "fake"
+base_url = "%s/v1"
+env_key = %q
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+`, fakeURL, keyVar)
 }
 
 // Compile-time checks that the CLI adapters are mesh adapters.
@@ -604,7 +611,13 @@ func (r run) text() string {
 // prompt is a prompt unique to one run, so the fake's requests for it can
 // be found.
 func prompt(c cliCase, text, label string, sc fakemodel.Scenario) string {
-	p := fmt.Sprintf("%s (e2e %s %s %d)", text, c.name, label, time.Now().UnixNano())
+	return uniquePrompt(c.name, text, label, sc)
+}
+
+// uniquePrompt is text, tagged with the agent's name, label and the time,
+// then the scenario's marker unless it is the plain answer.
+func uniquePrompt(name, text, label string, sc fakemodel.Scenario) string {
+	p := fmt.Sprintf("%s (e2e %s %s %d)", text, name, label, time.Now().UnixNano())
 	if sc != fakemodel.Answer {
 		p += " " + fakemodel.Marker(sc)
 	}
@@ -613,8 +626,13 @@ func prompt(c cliCase, text, label string, sc fakemodel.Scenario) string {
 
 // requestsFor returns the fake's requests whose current user turn holds p.
 func (h *harness) requestsFor(p string) []fakemodel.Request {
+	return requestsHolding(h.fake, p)
+}
+
+// requestsHolding returns f's requests whose current user turn holds p.
+func requestsHolding(f *fakemodel.Server, p string) []fakemodel.Request {
 	var out []fakemodel.Request
-	for _, r := range h.fake.Requests() {
+	for _, r := range f.Requests() {
 		if strings.Contains(r.LatestUserText(), p) {
 			out = append(out, r)
 		}

@@ -200,11 +200,5 @@ func environ(vars map[string]string) []string {
 }
 
 func describeRequestsFor(f *fakemodel.Server, p string) string {
-	var reqs []fakemodel.Request
-	for _, r := range f.Requests() {
-		if strings.Contains(r.LatestUserText(), p) {
-			reqs = append(reqs, r)
-		}
-	}
-	return describeRequests(reqs)
+	return describeRequests(requestsHolding(f, p))
 }

@@ -183,18 +183,7 @@ func TestNodeSDK(t *testing.T) {
 	}
 	key := strings.TrimSpace(string(out))
 
-	// The script beside the installed package, as in any Node project:
-	// an ES module resolves "openai" from the node_modules next to it
-	// (NODE_PATH is for require only).
-	dir := mkdir(t, root, "node-sdk")
-	script, err := os.ReadFile(filepath.Join("testdata", "node-sdk", "check.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write(t, filepath.Join(dir, "check.mjs"), string(script))
-	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
+	dir := nodeScriptDir(t, root, "node-sdk", modules)
 	node := exec.CommandContext(ctx, "node", "check.mjs")
 	node.Dir = dir
 	node.Env = environ(merge(env, map[string]string{
@@ -284,11 +273,37 @@ func TestNodeSDK(t *testing.T) {
 	t.Logf("openai %s on node %s: every check passed", res.SDK, res.Node)
 }
 
+// nodeScriptDir copies testdata/<name>/check.mjs into root/<name> beside
+// a link to modules and returns that folder: the script beside the
+// installed packages, as in any Node project (an ES module resolves its
+// imports from the node_modules next to it; NODE_PATH is for require
+// only).
+func nodeScriptDir(t *testing.T, root, name, modules string) string {
+	t.Helper()
+	dir := mkdir(t, root, name)
+	script, err := os.ReadFile(filepath.Join("testdata", name, "check.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "check.mjs"), string(script))
+	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // nodeSDKModules returns the node_modules folder that holds the openai
-// package: that of $E2E_CLI_CACHE, which make e2e-cli sets, or else of
-// ../.cache/cli. Without node or the package the test fails under make
-// e2e-cli and skips otherwise.
+// package (cacheModules).
 func nodeSDKModules(t *testing.T) string {
+	t.Helper()
+	return cacheModules(t, filepath.Join("openai", "package.json"))
+}
+
+// cacheModules returns the node_modules folder of $E2E_CLI_CACHE, which
+// make e2e-cli sets, or else of ../.cache/cli, after checking that node
+// is on PATH and that each of want (paths below the folder) exists.
+// Without one the test fails under make e2e-cli and skips otherwise.
+func cacheModules(t *testing.T, want ...string) string {
 	t.Helper()
 	cache, required := os.LookupEnv("E2E_CLI_CACHE")
 	if !required {
@@ -300,7 +315,7 @@ func nodeSDKModules(t *testing.T) string {
 	}
 	missing := func(format string, args ...any) {
 		t.Helper()
-		msg := fmt.Sprintf(format, args...) + "; `make e2e-cli` installs the pinned openai package into .cache/cli"
+		msg := fmt.Sprintf(format, args...) + "; `make e2e-cli` installs the pinned packages into .cache/cli"
 		if required {
 			t.Fatal(msg)
 		}
@@ -309,8 +324,10 @@ func nodeSDKModules(t *testing.T) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		missing("node is not on PATH")
 	}
-	if _, err := os.Stat(filepath.Join(modules, "openai", "package.json")); err != nil {
-		missing("the Node OpenAI SDK is not installed in %s", modules)
+	for _, w := range want {
+		if _, err := os.Stat(filepath.Join(modules, w)); err != nil {
+			missing("%s is not installed in %s", w, modules)
+		}
 	}
 	return modules
 }

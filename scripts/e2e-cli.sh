@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# e2e-cli: install the four agent CLIs and the official Node OpenAI SDK
-# (the openai package) at their pinned versions from the npm registry into
-# .cache/cli (skipped when they are already there), then run the end-to-end
-# test (./e2e, build tag e2e) with the CLIs first on PATH and E2E_CLI_CACHE
-# set to the install folder, where TestNodeSDK finds the SDK.
+# e2e-cli: install the four agent CLIs, the two ACP agents
+# (claude-agent-acp, codex-acp), the official Node OpenAI SDK (the openai
+# package) and the ACP client library (@zed-industries/agent-client-protocol)
+# at their pinned versions from the npm registry into .cache/cli (skipped
+# when they are already there), then run the end-to-end test (./e2e, build
+# tag e2e) with the CLIs first on PATH and E2E_CLI_CACHE set to the install
+# folder, where TestNodeSDK finds the SDK, TestACPAgents the ACP agents and
+# TestACPNodeClient the ACP client library.
 #
 # Environment: GO (default go), E2E_CLI_CACHE (install folder, default
 # .cache/cli), E2E_TIMEOUT (go test -timeout, default 10m), E2E_RUN (go test
-# -run, default 'TestCLI|TestNodeSDK': every CLI's scenarios, the CLIs from
-# the command line, TestCLIGeminiTempHome, which sets the test process's
-# HOME inside the system temp dir, so TMPDIR must be unset or a
-# world-writable, sticky directory such as /tmp, and the SDK against the
-# gateway of agentmesh up).
+# -run, default 'TestCLI|TestNodeSDK|TestACP': every CLI's scenarios, the
+# CLIs from the command line, TestCLIGeminiTempHome, which sets the test
+# process's HOME inside the system temp dir, so TMPDIR must be unset or a
+# world-writable, sticky directory such as /tmp, the SDK against the
+# gateway of agentmesh up, the ACP agents as session runs of agentmesh up,
+# and a Node ACP client against agentmesh acp).
 #
 # Install scripts are not run (--ignore-scripts): some (node-gyp rebuilds,
 # prebuilt-binary fetches) need a compiler or more than the npm registry,
@@ -25,16 +29,27 @@ cd "$(dirname "$0")/.."
 GO=${GO:-go}
 CACHE=${E2E_CLI_CACHE:-.cache/cli}
 # Keep in step with the adapters' Version constants (pkg/adapter/cli/claudecode,
-# pkg/adapter/cli/codex, pkg/adapter/cli/gemini, pkg/adapter/cli/pi). The
-# last is the Node OpenAI SDK that e2e/testdata/node-sdk/check.mjs imports.
+# pkg/adapter/cli/codex, pkg/adapter/cli/gemini, pkg/adapter/cli/pi), then
+# the Node OpenAI SDK that e2e/testdata/node-sdk/check.mjs imports, then the
+# ACP agents of profiles/claude-acp.yaml and profiles/codex-acp.yaml (the
+# versions testdata/acp was recorded from) and the ACP client library that
+# e2e/testdata/acp-client/check.mjs imports.
 PACKAGES=(
 	@anthropic-ai/claude-code@2.1.197
 	@openai/codex@0.171.0
 	@google/gemini-cli@0.61.0
 	@mariozechner/pi-coding-agent@0.73.1
 	openai@7.59.0
+	@zed-industries/claude-agent-acp@0.23.1
+	@zed-industries/codex-acp@0.16.0
+	@zed-industries/agent-client-protocol@0.4.5
 )
 BINARIES=(claude codex gemini pi)
+# The ACP agents' bins must be there too, but they have no --version: they
+# speak ACP on stdin and do not exit on its EOF. codex-acp-linux-x64 is the
+# native binary of the platform package (the codex-acp bin is a node
+# wrapper that forwards no signal; testdata/acp/README.md).
+ACP_BINARIES=(claude-agent-acp codex-acp codex-acp-linux-x64)
 
 die() {
 	echo "e2e-cli: $*" >&2
@@ -60,7 +75,7 @@ for spec in "${PACKAGES[@]}"; do
 	have=$(installed_version "$name")
 	[ "$have" = "$want" ] || stale+=("$spec (have ${have:-none})")
 done
-for b in "${BINARIES[@]}"; do
+for b in "${BINARIES[@]}" "${ACP_BINARIES[@]}"; do
 	[ -x "$CACHE/node_modules/.bin/$b" ] || stale+=("bin $b")
 done
 
@@ -77,7 +92,7 @@ if [ ${#stale[@]} -gt 0 ]; then
 		[ "$have" = "$want" ] || die "$name: installed ${have:-nothing}, want $want"
 	done
 else
-	echo "e2e-cli: pinned CLIs and SDK already in $CACHE"
+	echo "e2e-cli: pinned CLIs, ACP agents and SDKs already in $CACHE"
 fi
 
 BIN="$(cd "$CACHE/node_modules/.bin" && pwd)"
@@ -92,8 +107,12 @@ for b in "${BINARIES[@]}"; do
 	echo "e2e-cli: $b $v"
 done
 echo "e2e-cli: openai $(installed_version openai) (the Node OpenAI SDK)"
+for spec in "${PACKAGES[@]:5}"; do
+	name=${spec%@*}
+	echo "e2e-cli: $name $(installed_version "$name")"
+done
 export PATH="$BIN:$PATH"
 E2E_CLI_CACHE="$(cd "$CACHE" && pwd)"
 export E2E_CLI_CACHE
 
-exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI|TestNodeSDK}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
+exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI|TestNodeSDK|TestACP}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
