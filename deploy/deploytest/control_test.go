@@ -250,3 +250,38 @@ func TestTenantCannotReachARunnersInputOrPermission(t *testing.T) {
 		})
 	}
 }
+
+// The gateway user requests input and permission for whichever tenant an
+// API key names: the router answers it on the tenant's own subject, as it
+// answers the tenant. It may not subscribe to those subjects, nor reach a
+// runner's.
+func TestGatewaySendsInputAndPermissionForAnyTenant(t *testing.T) {
+	m := startServer(t)
+	for _, sc := range sessionControls {
+		t.Run(sc.kind, func(t *testing.T) {
+			routed := controlStandIns(t, m, sc)
+			gnc, _, gerrs := m.connect(t, "gateway")
+			for _, tn := range []string{tenant, "other"} {
+				subj := sc.tenant(tn, client.NewRunID())
+				resp, err := gnc.Request(subj, []byte(`{"from":"gateway"}`), 5*time.Second)
+				if err != nil {
+					t.Fatalf("request %s as gateway: %v", subj, err)
+				}
+				if got := string(resp.Data); got != ownerRunner+` got {"from":"gateway"}` {
+					t.Fatalf("answer %q, want the owning runner's", got)
+				}
+				select {
+				case got := <-routed:
+					if got != subj {
+						t.Fatalf("the router received %s, want %s", got, subj)
+					}
+				default:
+					t.Fatal("answered, but the router saw no request")
+				}
+			}
+			noAsyncErrs(t, "gateway", gnc, gerrs)
+			deniedSubscribe(t, gnc, gerrs, sc.all())
+			deniedPublish(t, gnc, gerrs, sc.runner(ownerRunner))
+		})
+	}
+}
