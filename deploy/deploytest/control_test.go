@@ -112,6 +112,27 @@ func connectTenant(t *testing.T, m *mesh) (*nats.Conn, *asyncErrs) {
 	return nc, errs
 }
 
+// requestRouted requests subj on user's connection nc and checks that the
+// stand-in router received it on subj and the owning runner answered.
+func requestRouted(t *testing.T, nc *nats.Conn, user, subj string, routed <-chan string) {
+	t.Helper()
+	resp, err := nc.Request(subj, []byte(`{"hello":"session"}`), 5*time.Second)
+	if err != nil {
+		t.Fatalf("request %s as %s: %v", subj, user, err)
+	}
+	if got := string(resp.Data); got != ownerRunner+` got {"hello":"session"}` {
+		t.Fatalf("answer %q, want the owning runner's", got)
+	}
+	select {
+	case got := <-routed:
+		if got != subj {
+			t.Fatalf("the router received %s, want %s", got, subj)
+		}
+	default:
+		t.Fatal("answered, but the router saw no request")
+	}
+}
+
 // nothingRouted checks the stand-in router received no request.
 func nothingRouted(t *testing.T, routed <-chan string) {
 	t.Helper()
@@ -136,21 +157,7 @@ func TestTenantSendsInputAndPermissionToItsOwnSessions(t *testing.T) {
 
 			// The request crosses the tenant's import, reaches the router
 			// on its own subject, and the runner's answer comes back.
-			resp, err := tnc.Request(want, []byte(`{"hello":"session"}`), 5*time.Second)
-			if err != nil {
-				t.Fatalf("request %s as tenant-%s: %v", want, tenant, err)
-			}
-			if got := string(resp.Data); got != ownerRunner+` got {"hello":"session"}` {
-				t.Fatalf("answer %q, want the owning runner's", got)
-			}
-			select {
-			case subj := <-routed:
-				if subj != want {
-					t.Fatalf("the router received %s, want %s", subj, want)
-				}
-			default:
-				t.Fatal("answered, but the router saw no request")
-			}
+			requestRouted(t, tnc, "tenant-"+tenant, want, routed)
 
 			// A reply subject the tenant names stays in its account: the
 			// router answers, and a runner's subject receives nothing.
@@ -262,22 +269,7 @@ func TestGatewaySendsInputAndPermissionForAnyTenant(t *testing.T) {
 			routed := controlStandIns(t, m, sc)
 			gnc, _, gerrs := m.connect(t, "gateway")
 			for _, tn := range []string{tenant, "other"} {
-				subj := sc.tenant(tn, client.NewRunID())
-				resp, err := gnc.Request(subj, []byte(`{"from":"gateway"}`), 5*time.Second)
-				if err != nil {
-					t.Fatalf("request %s as gateway: %v", subj, err)
-				}
-				if got := string(resp.Data); got != ownerRunner+` got {"from":"gateway"}` {
-					t.Fatalf("answer %q, want the owning runner's", got)
-				}
-				select {
-				case got := <-routed:
-					if got != subj {
-						t.Fatalf("the router received %s, want %s", got, subj)
-					}
-				default:
-					t.Fatal("answered, but the router saw no request")
-				}
+				requestRouted(t, gnc, "gateway", sc.tenant(tn, client.NewRunID()), routed)
 			}
 			noAsyncErrs(t, "gateway", gnc, gerrs)
 			deniedSubscribe(t, gnc, gerrs, sc.all())
