@@ -85,7 +85,6 @@ type acpSession struct {
 type acpRun struct {
 	id   string
 	ends chan turnEnd // each turn's end, then the run's
-	done chan struct{}
 }
 
 type turnEnd struct {
@@ -276,13 +275,12 @@ func (a *acpAgent) start(s *acpSession, prompt string) (*acpRun, error) {
 		stop()
 		return nil, err
 	}
-	run := &acpRun{id: id, ends: make(chan turnEnd, 64), done: make(chan struct{})}
+	run := &acpRun{id: id, ends: make(chan turnEnd, 64)}
 	s.mu.Lock()
 	s.run = run
 	s.mu.Unlock()
 	a.wg.Go(func() {
 		defer stop()
-		defer close(run.done)
 		a.follow(rctx, s, run, events)
 	})
 	return run, nil

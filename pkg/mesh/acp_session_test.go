@@ -3,13 +3,9 @@ package mesh_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,12 +18,9 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
-	"github.com/agentmesh/agentmesh/pkg/runner"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	sdk "github.com/coder/acp-go-sdk"
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // acpFakeEnv makes this test binary the fake ACP agent (acpfake).
@@ -46,14 +39,22 @@ func acpMesh(t *testing.T, srv *server.Server) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	profiles := acpProfiles(t)
+	startNodeWith(t, srv, mesh.Config{}, profiles, a)
+	return newClient(t, srv)
+}
+
+// acpProfiles holds profile "acp-fake" of adapter acp, its agent this
+// test binary.
+func acpProfiles(t *testing.T) *profile.Registry {
+	t.Helper()
 	profiles, err := profile.New(profile.Profile{Name: "acp-fake", Adapter: acp.Name, Transport: wire.TransportSubprocess,
 		Model: "fake", Binary: os.Args[0], InstallHint: "the test binary",
 		Pricing: map[string]string{"input": "1", "output": "2", "cache_read": "0", "cache_write": "0", "reasoning": "2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	startNodeWith(t, srv, mesh.Config{}, profiles, a)
-	return newClient(t, srv)
+	return profiles
 }
 
 func acpRun(t *testing.T, req map[string]any) wire.RunRequest {
@@ -222,67 +223,19 @@ func acpAdapter(state, root string) (*acp.Adapter, error) {
 }
 
 func runACPRunner(url string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	nc, js, err := service.Connect(url, "acp-runner", log)
-	if err != nil {
-		log.Error("connect", "err", err)
-		return 1
-	}
-	defer nc.Close()
-	root, err := os.MkdirTemp("", "acp-runner")
-	if err != nil {
-		log.Error("workspace root", "err", err)
-		return 1
-	}
-	defer os.RemoveAll(root)
-	a, err := acpAdapter(os.Getenv(acpRunnerState), root)
-	if err != nil {
-		log.Error("adapter", "err", err)
-		return 1
-	}
-	adapters, err := adapter.NewRegistry(a)
-	if err != nil {
-		log.Error("registry", "err", err)
-		return 1
-	}
-	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	h, err := runner.New(ctx, d, adapters, runner.Config{ID: os.Getenv(acpRunnerID), AckWait: 6 * time.Second})
-	if err != nil {
-		log.Error("runner", "err", err)
-		return 1
-	}
-	if err := h.Run(ctx); err != nil {
-		log.Error("run", "err", err)
-		return 1
-	}
-	return 0
+	return serveRunner(url, "acp-runner", os.Getenv(acpRunnerID), 6*time.Second, func() (adapter.Adapter, func(), error) {
+		root, err := os.MkdirTemp("", "acp-runner")
+		if err != nil {
+			return nil, nil, err
+		}
+		a, err := acpAdapter(os.Getenv(acpRunnerState), root)
+		return a, func() { _ = os.RemoveAll(root) }, err
+	})
 }
 
 func startACPRunner(t *testing.T, srv *server.Server, id, state string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), acpRunnerEnv+"="+srv.ClientURL(), acpRunnerID+"="+id, acpRunnerState+"="+state)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-waited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-waited
-		}
-	})
-	return cmd
+	return startChild(t, true, acpRunnerEnv+"="+srv.ClientURL(), acpRunnerID+"="+id, acpRunnerState+"="+state)
 }
 
 // untilTurnEnd reads events until the turn_end of turn n, returning the
@@ -328,12 +281,7 @@ func TestACPSessionResumesOnAnotherRunnerAfterSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	profiles, err := profile.New(profile.Profile{Name: "acp-fake", Adapter: acp.Name, Transport: wire.TransportSubprocess,
-		Model: "fake", Binary: os.Args[0], InstallHint: "the test binary",
-		Pricing: map[string]string{"input": "1", "output": "2", "cache_read": "0", "cache_write": "0", "reasoning": "2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	profiles := acpProfiles(t)
 	startNodeWith(t, srv, cfg, profiles, a)
 	c := newClient(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

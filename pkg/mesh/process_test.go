@@ -31,27 +31,38 @@ import (
 const childRunnerEnv = "AGENTMESH_TEST_CHILD_RUNNER_URL"
 
 func runChildRunner(url string) int {
+	return serveRunner(url, "child-runner", os.Getenv("AGENTMESH_TEST_CHILD_RUNNER_ID"), time.Second, func() (adapter.Adapter, func(), error) {
+		fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+		return fx, func() {}, err
+	})
+}
+
+// serveRunner is a child runner process's main: it serves the adapter
+// build returns (with what to clean up after it) as runner id against the
+// NATS URL until SIGTERM, and returns the process's exit code.
+func serveRunner(url, name, id string, ackWait time.Duration, build func() (adapter.Adapter, func(), error)) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	nc, js, err := service.Connect(url, "child-runner", log)
+	nc, js, err := service.Connect(url, name, log)
 	if err != nil {
 		log.Error("connect", "err", err)
 		return 1
 	}
 	defer nc.Close()
-	fx, err := fixture.New(fixture.Config{ScriptsDir: "../../testdata/fixture"})
+	a, cleanup, err := build()
 	if err != nil {
-		log.Error("fixture", "err", err)
+		log.Error("adapter", "err", err)
 		return 1
 	}
-	adapters, err := adapter.NewRegistry(fx)
+	defer cleanup()
+	adapters, err := adapter.NewRegistry(a)
 	if err != nil {
 		log.Error("registry", "err", err)
 		return 1
 	}
 	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(prometheus.NewRegistry()), Health: &service.Health{}}
-	h, err := runner.New(ctx, d, adapters, runner.Config{ID: os.Getenv("AGENTMESH_TEST_CHILD_RUNNER_ID"), AckWait: time.Second})
+	h, err := runner.New(ctx, d, adapters, runner.Config{ID: id, AckWait: ackWait})
 	if err != nil {
 		log.Error("runner", "err", err)
 		return 1
@@ -67,8 +78,16 @@ func runChildRunner(url string) int {
 // and reaped when the test ends if the test has not killed it.
 func startRunnerProcess(t *testing.T, srv *server.Server, id string) *exec.Cmd {
 	t.Helper()
+	return startChild(t, false, childRunnerEnv+"="+srv.ClientURL(), "AGENTMESH_TEST_CHILD_RUNNER_ID="+id)
+}
+
+// startChild starts this test binary as a child process with env added,
+// and reaps it when the test ends: killed, or with graceful set sent
+// SIGTERM and given 20 s to exit first.
+func startChild(t *testing.T, graceful bool, env ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childRunnerEnv+"="+srv.ClientURL(), "AGENTMESH_TEST_CHILD_RUNNER_ID="+id)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if testing.Verbose() {
 		cmd.Stderr = os.Stderr
@@ -79,6 +98,14 @@ func startRunnerProcess(t *testing.T, srv *server.Server, id string) *exec.Cmd {
 	waited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(waited) }()
 	t.Cleanup(func() {
+		if graceful {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-waited:
+				return
+			case <-time.After(20 * time.Second):
+			}
+		}
 		_ = cmd.Process.Kill()
 		<-waited
 	})

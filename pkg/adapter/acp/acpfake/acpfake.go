@@ -216,7 +216,14 @@ func (a *agent) Prompt(parent context.Context, p sdk.PromptRequest) (sdk.PromptR
 	case strings.Contains(prompt, "[quota]"):
 		return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "API Error: 429 rate limit exceeded"}}
 	}
-	if ticks := map[bool]int{true: 500}[strings.Contains(prompt, "[slow]")] + map[bool]int{true: 40}[strings.Contains(prompt, "[paced]")]; ticks > 0 {
+	ticks := 0
+	switch {
+	case strings.Contains(prompt, "[slow]"):
+		ticks = 500
+	case strings.Contains(prompt, "[paced]"):
+		ticks = 40
+	}
+	if ticks > 0 {
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for i := 0; i < ticks; i++ {
