@@ -126,15 +126,21 @@ func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
 	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
-	if err != nil || o != want {
+	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}
 	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
 	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true}
-	if err != nil || o != want {
+	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
 	}
-	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}, {"--gateway", "8080"}} {
+	for arg, want := range map[string][]string{"fixture": {"fixture"}, "acp,pi": {"acp", "pi"}, " acp , pi": {"acp", "pi"}, "none": {}} {
+		if o, err := parseUp([]string{"--runner-adapters", arg}, io); err != nil || !reflect.DeepEqual(o.runnerAdapters, want) {
+			t.Errorf("parseUp(--runner-adapters %q) = %q, %v; want %q", arg, o.runnerAdapters, err, want)
+		}
+	}
+	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}, {"--gateway", "8080"},
+		{"--runner-adapters", ""}, {"--runner-adapters", "acp,,pi"}, {"--runner-adapters", "acp,acp"}, {"--runner-adapters", "acp,none"}} {
 		if _, err := parseUp(args, io); err == nil {
 			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
 		}

@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,8 +35,11 @@ type upOptions struct {
 	fixtureDir string // the fixture adapter's scripts
 	profiles   string // profile documents
 	workspace  string // root of every CLI run's workspace
-	demo       bool   // submit and print one demo run once up
-	verbose    bool   // log the NATS server's notices and debug output
+	// runnerAdapters are the adapters up's own runner hosts: nil for
+	// every profile's, empty (--runner-adapters none) for none.
+	runnerAdapters []string
+	demo           bool // submit and print one demo run once up
+	verbose        bool // log the NATS server's notices and debug output
 }
 
 // demoPrompt is the prompt of the --demo run.
@@ -50,6 +55,20 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	fs.StringVar(&o.fixtureDir, "fixture-dir", "testdata/fixture", "directory of the fixture adapter's scripts")
 	fs.StringVar(&o.profiles, "profiles-dir", io.envOr("AGENTMESH_PROFILES_DIR", "profiles"), "directory of the profile documents (*.yaml)")
 	fs.StringVar(&o.workspace, "workspace-root", io.envOr("AGENTMESH_WORKSPACE_ROOT", "."), "directory that contains every CLI run's workspace")
+	fs.Func("runner-adapters", `comma-separated adapters up's own runner hosts, leaving the others' work to runners of their own (subprocess-runner, remote-runner); "none": it hosts none (default: every profile's)`, func(v string) error {
+		o.runnerAdapters = []string{}
+		if v == "none" {
+			return nil
+		}
+		for n := range strings.SplitSeq(v, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" || n == "none" || slices.Contains(o.runnerAdapters, n) {
+				return fmt.Errorf("want adapter names, each once, or none; got %q", v)
+			}
+			o.runnerAdapters = append(o.runnerAdapters, n)
+		}
+		return nil
+	})
 	fs.BoolVar(&o.demo, "demo", false, "once up, submit one demo run of the fixture profile and print it")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the embedded NATS server's notices and debug output")
 	pos, err := parse(fs, args)
@@ -170,8 +189,15 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	if err != nil {
 		return &exitError{code: exitUsage, err: fmt.Errorf("up: %w", err)}
 	}
+	hosted := adapters
+	if len(o.runnerAdapters) > 0 {
+		if hosted, err = ac.Registry(profiles, o.runnerAdapters...); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("up: --runner-adapters: %w", err)}
+		}
+	}
 	log.Info("agentmesh up", "nats", s.ClientURL(), "data_dir", o.dataDir, "http", infra.HTTPAddr(),
-		"registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names())
+		"registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names(),
+		"runner_adapters", hosted.Names(), "own_runner", o.runnerAdapters == nil || len(o.runnerAdapters) > 0)
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -191,7 +217,10 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 		Gateway:  gw,
 		Topology: cfg.Topology(),
 		Runner:   runner.Config{MaxActive: catalog.MaxActive(profiles, nil), WorkspaceRoot: o.workspace, Unsandboxed: !sandboxed},
-		Export:   export,
+		// --runner-adapters none: every adapter's work is for other runners.
+		WithoutRunner:  o.runnerAdapters != nil && len(o.runnerAdapters) == 0,
+		RunnerAdapters: hosted,
+		Export:         export,
 		// Each service on its own connection, as its binary would be.
 		Connect: func(name string) (service.Deps, error) {
 			nc, js, err := service.Connect(s.ClientURL(), "agentmesh-"+name, log)

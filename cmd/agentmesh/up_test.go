@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -11,7 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -252,4 +257,54 @@ echo: hi
 			t.Errorf("stderr = %q, want the interruption reported", errOut)
 		}
 	})
+}
+
+// TestUpLeavesAdaptersToOtherRunners: with --runner-adapters none, up
+// runs no runner of its own, so a fixture run stays routed until a runner
+// of the mesh's (here an in-process one, as subprocess-runner would be)
+// joins, and then succeeds. An unknown adapter there is a usage error
+// naming it.
+func TestUpLeavesAdaptersToOtherRunners(t *testing.T) {
+	m := startUpOptions(t, upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), fixtureDir: "../../testdata/fixture",
+		profiles: "../../profiles", workspace: t.TempDir(), runnerAdapters: []string{}})
+	nc, _ := natstest.ConnectURL(t, m.url)
+	c, err := client.New(nc, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := wire.Marshal(map[string]any{"prompt": "for another runner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Submit(ctx, wire.RunRequest{Tenant: "default", Principal: "test", Profile: "fixture", Request: req})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		rec, err := c.Status(ctx, "default", id)
+		if err != nil || rec.State != wire.StateRouted {
+			return fmt.Errorf("run %s: %s, %v; want routed", id, rec.State, err)
+		}
+		return nil
+	})
+	// No runner of up's takes it.
+	time.Sleep(500 * time.Millisecond) // giving a runner that should not exist the chance to act
+	if rec, err := c.Status(ctx, "default", id); err != nil || rec.State != wire.StateRouted {
+		t.Fatalf("run %s: %s, %v; want still routed, with no runner in up", id, rec.State, err)
+	}
+	meshtest.Start(t, m.url, mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true})
+	st, err := c.Wait(ctx, "default", id)
+	if err != nil || st.State != wire.StateSucceeded {
+		t.Fatalf("run %s ended %+v, %v; want succeeded on the runner that joined", id, st, err)
+	}
+
+	io, _, errOut := testIO(nil)
+	err = up(context.Background(), upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), fixtureDir: "../../testdata/fixture",
+		profiles: "../../profiles", workspace: t.TempDir(), runnerAdapters: []string{"no-such-adapter"}}, io, nil)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), `--runner-adapters: unknown adapter "no-such-adapter"`) {
+		t.Fatalf("up --runner-adapters no-such-adapter = %v; want a usage error naming it\n%s", err, errOut)
+	}
 }

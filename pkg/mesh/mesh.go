@@ -28,8 +28,13 @@ type Config struct {
 	Topology topology.Config
 	Router   router.Config
 	Runner   runner.Config
-	Sweeper  sweeper.Config
-	Exporter exporter.Config
+	// RunnerAdapters, when set, are the adapters the runner host runs
+	// work for; the router checks requests against Run's adapters, every
+	// profile's. Set, the adapters it leaves out are for runners of their
+	// own (agentmesh up --runner-adapters).
+	RunnerAdapters *adapter.Registry
+	Sweeper        sweeper.Config
+	Exporter       exporter.Config
 	// Export is the operator's export settings (exports.LoadSettings).
 	// Enabled, the router stamps consent and the exporter exports; the
 	// sweeper expires exports either way.
@@ -128,7 +133,11 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		if err != nil {
 			return err
 		}
-		h, err := runner.New(ctx, d, adapters, cfg.Runner)
+		hosted := adapters
+		if cfg.RunnerAdapters != nil {
+			hosted = cfg.RunnerAdapters
+		}
+		h, err := runner.New(ctx, d, hosted, cfg.Runner)
 		if err != nil {
 			return err
 		}
