@@ -142,6 +142,7 @@ func TestChunkBatchEncodeSameAsMarshal(t *testing.T) {
 			if n == 1 {
 				ev = Event{V: Version, RunID: runID, Seq: first, TS: ts, Kind: KindChunk, Chunk: &chunks[0]}
 			}
+			ev.V = VersionOf(&ev) // a batch is BatchVersion at least
 			want, err := Marshal(&ev)
 			if err != nil {
 				t.Fatal(err)

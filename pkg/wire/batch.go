@@ -77,7 +77,8 @@ func (b *ChunkBatch) Reset() {
 // of one chunk, a KindChunks event with Last first+Len()-1 for more. It
 // does not empty the batch and leaves out a chunk held back. Encoding an
 // empty batch is an error, as is one larger than MaxMessageSize
-// (ErrTooLarge). The bytes are Marshal's for the same Event.
+// (ErrTooLarge). The bytes are Marshal's for the same Event, stamped
+// VersionOf's version: a KindChunks event BatchVersion at least.
 func (b *ChunkBatch) Encode(runID string, first uint64, ts int64) ([]byte, error) {
 	switch {
 	case b.n == 0:
@@ -94,7 +95,7 @@ func (b *ChunkBatch) Encode(runID string, first uint64, ts int64) ([]byte, error
 		out = append(appendStr(out, "chunk"), b.buf[batchHeadroom:b.end]...)
 	} else {
 		h := arrayHeader(b.buf[:batchHeadroom], b.n)
-		out = appendEventHead(make([]byte, 0, room+h), 7, max(b.v, Version), runID, first, ts, KindChunks)
+		out = appendEventHead(make([]byte, 0, room+h), 7, max(b.v, BatchVersion), runID, first, ts, KindChunks)
 		out = appendUint(appendStr(out, "last"), first+uint64(b.n)-1)
 		out = append(appendStr(out, "chunks"), b.buf[batchHeadroom-h:b.end]...)
 	}

@@ -98,7 +98,7 @@ func Decode[T Versioned](b []byte) (T, error) {
 	}
 	if v := version(&out); v < Version || v > MaxVersion {
 		return out, fmt.Errorf("%w: v=%d, want %d to %d", ErrVersion, v, Version, MaxVersion)
-	} else if need, field := needs(&out); v < need {
+	} else if need, field := needs(&out, false); v < need {
 		return out, fmt.Errorf("%w: v=%d with field %s, which needs v=%d", ErrVersion, v, field, need)
 	}
 	if e, ok := any(&out).(*Event); ok {
@@ -171,15 +171,18 @@ func (e *Event) checkStatuses() error {
 }
 
 // VersionOf is the version m is written in: the lowest that has every
-// field it uses (Version unless it uses a field of a later one).
+// field it uses (Version unless it uses a field of a later one); for an
+// event of a batch kind, BatchVersion at least.
 func VersionOf[T Versioned](m *T) int {
-	need, _ := needs(m)
+	need, _ := needs(m, true)
 	return need
 }
 
 // needs is the lowest version that has every field m uses, and the first
-// such field of a version above Version.
-func needs(m any) (int, string) {
+// such field of a version above Version. Without batches, an event's
+// batch kind does not count: a reader accepts a batch stamped v1, as
+// writers before BatchVersion stamped them.
+func needs(m any, batches bool) (int, string) {
 	switch m := m.(type) {
 	case *RunRequest:
 		if m.Workspace != nil {
@@ -207,6 +210,9 @@ func needs(m any) (int, string) {
 			if f := m.Statuses[i].v2Field(); f != "" {
 				return 2, f
 			}
+		}
+		if batches && (m.Kind == KindChunks || m.Kind == KindStatuses) {
+			return BatchVersion, "kind " + string(m.Kind)
 		}
 	}
 	return Version, ""

@@ -101,8 +101,8 @@ func sampleChunkEvents() []Event {
 func sampleBatchEvents() []Event {
 	cs := sampleChunks()
 	return []Event{
-		{V: Version, RunID: "run-1", Seq: 4, TS: 1700000000123456789, Kind: KindChunks, Last: 5, Chunks: cs[2:4]},
-		{V: Version, RunID: "run-1", Seq: 2, TS: 1700000000123456789, Kind: KindChunks, Last: uint64(len(cs)) + 1, Chunks: cs},
+		{V: BatchVersion, RunID: "run-1", Seq: 4, TS: 1700000000123456789, Kind: KindChunks, Last: 5, Chunks: cs[2:4]},
+		{V: BatchVersion, RunID: "run-1", Seq: 2, TS: 1700000000123456789, Kind: KindChunks, Last: uint64(len(cs)) + 1, Chunks: cs},
 	}
 }
 

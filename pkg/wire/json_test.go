@@ -41,7 +41,7 @@ func jsonSamples(t testing.TB) map[string]any {
 		"event-status":        sampleStatusEvent(),
 		"event-chunk":         sampleChunkEvents()[3],
 		"event-chunks":        sampleBatchEvents()[0],
-		"event-statuses":      Event{V: Version, RunID: "run-1", Seq: 1, Last: 2, TS: 1700000000000000001, Kind: KindStatuses, Statuses: []Status{{State: StateAccepted}, {State: StateRouted, Pin: &pin}}},
+		"event-statuses":      Event{V: BatchVersion, RunID: "run-1", Seq: 1, Last: 2, TS: 1700000000000000001, Kind: KindStatuses, Statuses: []Status{{State: StateAccepted}, {State: StateRouted, Pin: &pin}}},
 		"run-record":          rec,
 		"lease":               Lease{V: Version, Owner: "runner-a", Epoch: "e-7"},
 		"cancel-reply":        sampleCancelReply(),

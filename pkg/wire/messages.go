@@ -12,14 +12,24 @@ import (
 const Version = 1
 
 // MaxVersion is the newest contract version this build reads and writes.
-// Version 2 adds a RunRequest's and a Work's workspace, and a Status's
-// artifacts and sandbox. Version 3 adds the chunk types of sessions
+// Version 2 adds a RunRequest's and a Work's workspace, a Status's
+// artifacts and sandbox, and the batch kinds of events (KindChunks,
+// KindStatuses, BatchVersion). Version 3 adds the chunk types of sessions
 // (input, turn_end, plan, permission_requested, permission_resolved) and
 // the session control messages. A message is written in the lowest
 // version whose fields it uses (VersionOf), and a submitter's RunRequest.V
 // is the newest version it reads: a run's events never use a field or a
 // chunk type above it.
 const MaxVersion = 3
+
+// BatchVersion is the contract version of the batch kinds of events,
+// KindChunks and KindStatuses: a batch is written in it at least
+// (VersionOf), and a run's events are batched only for a submitter that
+// reads it (RunRequest.V, copied onto the Work). A v1 follower gets one
+// chunk and one status per event (docs/contract.md §3.9). Batches were
+// written as v1 before this rule, so a reader still accepts a batch
+// stamped v1.
+const BatchVersion = 2
 
 // ChunkType is the type of a Chunk.
 type ChunkType string

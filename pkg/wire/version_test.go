@@ -120,3 +120,43 @@ func TestSessionChunksNeedV3(t *testing.T) {
 		t.Error("an unknown chunk type is valid")
 	}
 }
+
+// TestBatchesAreV2: an event of a batch kind is written in BatchVersion
+// at least, so a v1 reader, which knows only status and chunk events,
+// refuses it by its version instead of skipping a kind it does not know;
+// a batch stamped v1, as writers stamped them before this rule, still
+// decodes.
+func TestBatchesAreV2(t *testing.T) {
+	chunks := Event{RunID: "r", Seq: 3, Last: 4, TS: 1, Kind: KindChunks, Chunks: []Chunk{{Type: ChunkText, Content: "a"}, {Type: ChunkText, Content: "b"}}}
+	statuses := Event{RunID: "r", Seq: 1, Last: 2, TS: 1, Kind: KindStatuses, Statuses: []Status{{State: StateAccepted}, {State: StateRouted}}}
+	for _, ev := range []Event{chunks, statuses} {
+		if got := VersionOf(&ev); got != BatchVersion {
+			t.Errorf("VersionOf(a %s event) = %d, want %d", ev.Kind, got, BatchVersion)
+		}
+		ev.V = Version
+		b, err := Marshal(&ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := Decode[Event](b); err != nil || got.V != Version || got.LastSeq() != ev.Last {
+			t.Errorf("a %s event stamped v1 (written before batches were v2): %+v, %v", ev.Kind, got, err)
+		}
+	}
+	var b ChunkBatch
+	for i := range chunks.Chunks {
+		if _, err := b.Add(&chunks.Chunks[i], 1<<20); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enc, err := b.Encode("r", 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := Decode[Event](enc); err != nil || ev.Kind != KindChunks || ev.V != BatchVersion {
+		t.Errorf("an encoded batch of text chunks: %s v=%d, %v; want chunks v=%d", ev.Kind, ev.V, err, BatchVersion)
+	}
+	one := Event{RunID: "r", Seq: 1, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkText, Content: "a"}}
+	if got := VersionOf(&one); got != Version {
+		t.Errorf("VersionOf(a single text chunk) = %d, want %d", got, Version)
+	}
+}
