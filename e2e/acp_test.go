@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +27,8 @@ import (
 
 // The ACP agents run as session runs of `agentmesh up`, one profile of
 // adapter acp each, written by the test with the configuration
-// testdata/acp/README.md records. Gemini CLI 0.61.0 has an ACP mode too
-// (--acp, formerly --experimental-acp); it has no transcripts in
-// testdata/acp and is not run here.
+// testdata/acp/README.md records: claude-agent-acp, codex-acp and Gemini
+// CLI's ACP mode (geminiACP, acp_gemini_test.go).
 //
 // acpAgent is one ACP agent under test.
 type acpAgent struct {
@@ -36,12 +36,18 @@ type acpAgent struct {
 	bin     string // under node_modules/.bin of the cache
 	model   string
 	pricing string
-	env     string // the profile's env: block, if any
+	env     string // the profile's args: and env: blocks, if any
 	allow   []string
+	// configure, if set, writes the agent's configuration under home and
+	// returns the variables it needs in the runner's environment.
+	configure func(t *testing.T, home, fakeURL string) map[string]string
 	// denyEndsTurn: a refused permission ends the prompt cancelled with
 	// no tool call (Codex); otherwise the tool fails and the model goes on
-	// (Claude).
-	denyEndsTurn bool
+	// (Claude), with no tool update at all if denyHidesCall (Gemini).
+	denyEndsTurn, denyHidesCall bool
+	// hidesToolOutput: the completed call's update may lack the command's
+	// output although the model got it (Codex once, Gemini always).
+	hidesToolOutput bool
 }
 
 var acpAgents = []acpAgent{
@@ -63,14 +69,16 @@ var acpAgents = []acpAgent{
 		// forwards no signal (testdata/acp/README.md).
 		name: "codex-acp", bin: "codex-acp-linux-x64", model: "gpt-5.5",
 		pricing: `{input: "1.25", output: "10", cache_read: "0.125", cache_write: "1.25", reasoning: "10"}`,
-		allow:   []string{"CODEX_HOME", "FAKE_OPENAI_API_KEY"}, denyEndsTurn: true,
+		allow:   []string{"CODEX_HOME", "FAKE_OPENAI_API_KEY"}, denyEndsTurn: true, hidesToolOutput: true,
 	},
+	geminiACP,
 }
 
 // acpMesh is `agentmesh up` serving the ACP agents' profiles against the
 // fake model API.
 type acpMesh struct {
 	bin, natsURL, profilesDir, tag string
+	repo, root, workRoot           string
 	env                            map[string]string
 	fake                           *fakemodel.Server
 	client                         *client.Client
@@ -82,8 +90,9 @@ type acpMesh struct {
 // testdata/acp/README.md describes (Claude's settings.json asking for
 // Bash, Codex's rule prompting for echo, so that the shell tool asks
 // permission), a profile of adapter acp per agent, and starts agentmesh up
-// with them and a runner environment holding the agents' variables.
-func startACPMesh(t *testing.T, label string) *acpMesh {
+// with them and a runner environment holding the agents' variables, and
+// upArgs.
+func startACPMesh(t *testing.T, label string, upArgs ...string) *acpMesh {
 	t.Helper()
 	var want []string
 	for _, a := range acpAgents {
@@ -95,7 +104,7 @@ func startACPMesh(t *testing.T, label string) *acpMesh {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	m := &acpMesh{bin: buildAgentmesh(t, repo, root), tag: fmt.Sprintf("%s-%d-%d", label, os.Getpid(), time.Now().UnixNano())}
+	m := &acpMesh{bin: buildAgentmesh(t, repo, root), tag: fmt.Sprintf("%s-%d-%d", label, os.Getpid(), time.Now().UnixNano()), repo: repo, root: root}
 	// Registered first, so it runs last: after up has stopped, no agent
 	// process survives.
 	t.Cleanup(func() { checkReaped(t, m.tag+"/") })
@@ -118,10 +127,15 @@ func startACPMesh(t *testing.T, label string) *acpMesh {
 		"CLAUDE_CONFIG_DIR": claudeDir, "ANTHROPIC_BASE_URL": m.fake.URL(), "ANTHROPIC_API_KEY": "sk-ant-fake-0000",
 		"CODEX_HOME": codexHome, "FAKE_OPENAI_API_KEY": "sk-fake-0000",
 	}
-	m.profilesDir = mkdir(t, root, "profiles")
-	workRoot := mkdir(t, root, "work")
 	for _, a := range acpAgents {
-		mkdir(t, workRoot, a.name)
+		if a.configure != nil {
+			maps.Copy(m.env, a.configure(t, home, m.fake.URL()))
+		}
+	}
+	m.profilesDir = mkdir(t, root, "profiles")
+	m.workRoot = mkdir(t, root, "work")
+	for _, a := range acpAgents {
+		mkdir(t, m.workRoot, a.name)
 		allow := append([]string{"HOME", "TMPDIR", tagVar}, a.allow...)
 		write(t, filepath.Join(m.profilesDir, a.name+".yaml"), fmt.Sprintf(`# %s as an ACP agent against the e2e test's fake model API.
 schema: 1
@@ -146,12 +160,12 @@ policy:
 	}
 
 	m.natsURL = "nats://" + freeAddr(t)
-	m.upLog, m.stop = startUp(t, m.bin, m.env,
+	m.upLog, m.stop = startUp(t, m.bin, m.env, append([]string{
 		"--listen", strings.TrimPrefix(m.natsURL, "nats://"), "--http", "",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", m.profilesDir,
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
-		"--workspace-root", workRoot)
+		"--workspace-root", m.workRoot}, upArgs...)...)
 	waitForRouter(t, m.natsURL, m.upLog)
 	nc, err := client.Connect(m.natsURL, tenant)
 	if err != nil {
@@ -378,8 +392,9 @@ func (m *acpMesh) testPermission(t *testing.T, a acpAgent, allow bool) {
 			fail("no successful tool_result")
 		}
 		// Codex's rawOutput.stdout was once "" although the model got the
-		// output (testdata/acp/README.md): only Claude's is checked.
-		if out := fmt.Sprint(results[len(results)-1].ToolOutput); !a.denyEndsTurn && !strings.Contains(out, fakemodel.ToolOutput) {
+		// output, Gemini's update has none (testdata/acp/README.md): only
+		// Claude's is checked.
+		if out := fmt.Sprint(results[len(results)-1].ToolOutput); !a.hidesToolOutput && !strings.Contains(out, fakemodel.ToolOutput) {
 			fail("tool_result %s lacks %q", out, fakemodel.ToolOutput)
 		}
 		if len(reqs) != 2 || reqs[1].Reply != "tool_done" || !strings.Contains(r.text(), fakemodel.ToolDoneText) {
@@ -396,7 +411,10 @@ func (m *acpMesh) testPermission(t *testing.T, a acpAgent, allow bool) {
 		if got := stopReasons(r); !slices.Equal(got, []string{"end_turn"}) {
 			fail("turn ends %q, want end_turn", got)
 		}
-		if len(results) == 0 || !results[len(results)-1].IsError {
+		switch {
+		case a.denyHidesCall && (len(chunksOf(r, wire.ChunkToolUse)) != 0 || len(results) != 0):
+			fail("a refused call was reported")
+		case !a.denyHidesCall && (len(results) == 0 || !results[len(results)-1].IsError):
 			fail("no failed tool_result for the refused call")
 		}
 		if len(reqs) != 2 || !strings.Contains(r.text(), fakemodel.ToolMismatchText) {

@@ -95,15 +95,23 @@ func TestCLICommandLine(t *testing.T) {
 // and returns the binary's path.
 func buildAgentmesh(t *testing.T, repo, dir string) string {
 	t.Helper()
-	bin := filepath.Join(dir, "agentmesh")
+	return goBuild(t, repo, dir, "./cmd/agentmesh")
+}
+
+// goBuild builds the command pkg (./cmd/agentmesh, ./services/router, ...)
+// of the repository at repo into dir, with $GO if set, and returns the
+// binary's path.
+func goBuild(t *testing.T, repo, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	gobin := os.Getenv("GO")
 	if gobin == "" {
 		gobin = "go"
 	}
-	build := exec.Command(gobin, "build", "-o", bin, "./cmd/agentmesh")
+	build := exec.Command(gobin, "build", "-o", bin, pkg)
 	build.Dir = repo
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/agentmesh: %v\n%s", err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }

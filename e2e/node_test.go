@@ -273,19 +273,25 @@ func TestNodeSDK(t *testing.T) {
 	t.Logf("openai %s on node %s: every check passed", res.SDK, res.Node)
 }
 
-// nodeScriptDir copies testdata/<name>/check.mjs into root/<name> beside
-// a link to modules and returns that folder: the script beside the
-// installed packages, as in any Node project (an ES module resolves its
-// imports from the node_modules next to it; NODE_PATH is for require
-// only).
+// nodeScriptDir copies the scripts of testdata/<name> (*.mjs) into
+// root/<name> beside a link to modules and returns that folder: the
+// scripts beside the installed packages, as in any Node project (an ES
+// module resolves its imports from the node_modules next to it; NODE_PATH
+// is for require only).
 func nodeScriptDir(t *testing.T, root, name, modules string) string {
 	t.Helper()
 	dir := mkdir(t, root, name)
-	script, err := os.ReadFile(filepath.Join("testdata", name, "check.mjs"))
-	if err != nil {
-		t.Fatal(err)
+	scripts, err := filepath.Glob(filepath.Join("testdata", name, "*.mjs"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no script in testdata/%s: %v", name, err)
 	}
-	write(t, filepath.Join(dir, "check.mjs"), string(script))
+	for _, p := range scripts {
+		script, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, filepath.Base(p)), string(script))
+	}
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,24 +1,16 @@
 // check.mjs: an editor's side of the Agent Client Protocol, with the
 // client library of @zed-industries/agent-client-protocol, against
 // `agentmesh acp` (e2e/acp_test.go, TestACPNodeClient). It spawns
-// $AGENTMESH_TEST_BIN acp --profile $AGENTMESH_TEST_PROFILE --server
-// $AGENTMESH_TEST_NATS_URL --tenant $AGENTMESH_TEST_TENANT, then:
-// initialize, session/new, a prompt and a follow-up in the same session,
-// a prompt whose shell tool call asks permission (allowed by
-// requestPermission below), and a prompt whose model stream hangs,
-// cancelled with session/cancel once the file $AGENTMESH_TEST_CANCEL_FILE
-// exists (the Go test creates it when the fake model API has the
-// request). The last stdout line is a JSON summary; any failure exits 1.
-import { spawn } from "node:child_process";
+// $AGENTMESH_TEST_BIN acp (editor.mjs), then: initialize, session/new, a
+// prompt and a follow-up in the same session, a prompt whose shell tool
+// call asks permission (allowed by requestPermission below), and a prompt
+// whose model stream hangs, cancelled with session/cancel once the file
+// $AGENTMESH_TEST_CANCEL_FILE exists (the Go test creates it when the fake
+// model API has the request). The last stdout line is a JSON summary; any
+// failure exits 1.
 import { existsSync } from "node:fs";
-import { Readable, Writable } from "node:stream";
-import * as acp from "@zed-industries/agent-client-protocol";
+import { connect, env, finish, initialize, sleep } from "./editor.mjs";
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const label = env("AGENTMESH_TEST_LABEL");
 const prompts = [
   `What is the answer? (${label} turn-1)`,
@@ -27,12 +19,6 @@ const prompts = [
   `What is the answer? (${label} stall) ${env("AGENTMESH_TEST_STALL")}`,
 ];
 const cancelFile = env("AGENTMESH_TEST_CANCEL_FILE");
-
-const child = spawn(env("AGENTMESH_TEST_BIN"), [
-  "acp", "--profile", env("AGENTMESH_TEST_PROFILE"),
-  "--server", env("AGENTMESH_TEST_NATS_URL"), "--tenant", env("AGENTMESH_TEST_TENANT"),
-], { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 
 let text = "";
 const permission = {};
@@ -50,16 +36,11 @@ class TestClient {
   }
 }
 
-const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-const conn = new acp.ClientSideConnection(() => new TestClient(), stream);
+const agent = connect(() => new TestClient());
+const { conn } = agent;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function main() {
-  const init = await conn.initialize({
-    protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-  });
+await finish("check.mjs", agent, async () => {
+  const init = await initialize(conn);
   const session = await conn.newSession({ cwd: process.cwd(), mcpServers: [] });
   const stopReasons = [], texts = [];
   for (const [i, p] of prompts.entries()) {
@@ -78,21 +59,4 @@ async function main() {
     texts.push(text);
   }
   return { ok: true, protocol_version: init.protocolVersion, session_id: session.sessionId, stop_reasons: stopReasons, texts, prompts, permission };
-}
-
-let summary, failure;
-try {
-  summary = await main();
-} catch (e) {
-  failure = e;
-}
-child.stdin.end();
-const timer = setTimeout(() => child.kill("SIGTERM"), 15_000);
-const { code, signal } = await exited;
-clearTimeout(timer);
-if (failure) {
-  console.error("check.mjs:", failure);
-  process.exit(1);
-}
-console.error(`agentmesh acp exited: code ${code}, signal ${signal}`);
-console.log(JSON.stringify(summary));
+});
