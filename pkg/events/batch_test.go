@@ -387,3 +387,47 @@ func TestWriterIsSafeForConcurrentUse(t *testing.T) {
 		t.Fatalf("%d seqs stored, want 161", len(got))
 	}
 }
+
+// TestAV1ReadersRunIsUnbatched: a writer for a submitter that reads
+// contract v1 (ReaderVersion 1) publishes every chunk and every status as
+// an event of its own, each stamped v1; one for a v2 reader batches, its
+// batches stamped wire.BatchVersion.
+func TestAV1ReadersRunIsUnbatched(t *testing.T) {
+	f, log := setup(t)
+	events.SetBatching(log, never, events.BatchBytes)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		v    int
+		want string
+	}{
+		{1, "status 1, status 2, status 3, chunk 4, chunk 5, chunk 6, chunk 7, status 8"},
+		{wire.BatchVersion, "statuses 1-2, status 3, chunks 4-7, status 8"},
+	} {
+		runID := newRunID()
+		w := log.New(tenant, runID)
+		w.ReaderVersion(tt.v)
+		if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if err := w.ChunkAsync(ctx, text(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Terminal(ctx, wire.Status{State: wire.StateSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		evs := storedEvents(t, f.JetStream, runID)
+		if got := shape(evs); got != tt.want {
+			t.Errorf("reader v%d: stored %s, want %s", tt.v, got, tt.want)
+		}
+		for _, ev := range evs {
+			if want := wire.VersionOf(&ev); ev.V != want || (tt.v == 1 && ev.V != 1) {
+				t.Errorf("reader v%d: %s %d stamped v%d, want v%d", tt.v, ev.Kind, ev.Seq, ev.V, want)
+			}
+		}
+	}
+}

@@ -167,6 +167,10 @@ type Writer struct {
 	epoch   string
 	attempt string
 	sandbox string // StampSandbox's
+	// unbatched: the run's submitter reads a contract version below
+	// wire.BatchVersion (ReaderVersion), so every chunk and every status
+	// is an event of its own.
+	unbatched bool
 
 	batch  wire.ChunkBatch // the open batch: chunks not handed to NATS yet
 	chunk  wire.Chunk      // the chunk ChunkAsync encodes
@@ -258,7 +262,7 @@ func (w *Writer) cut() error {
 	if w.batch.Len() > 0 {
 		w.open()
 	} else {
-		w.timer.Stop()
+		w.stopTimer()
 	}
 	if k := len(w.pending); k > 1 && w.pending[k-2].fut == nil {
 		return nil
@@ -282,6 +286,14 @@ func (w *Writer) open() {
 		return
 	}
 	w.timer.Reset(w.l.window)
+}
+
+// stopTimer stops the batch timer, if there is one (an unbatched writer
+// has none).
+func (w *Writer) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // expire is the batch timer's: it cuts the open batch if its window has
@@ -353,17 +365,19 @@ func (w *Writer) ChunkAsync(ctx context.Context, c wire.Chunk) error {
 		if err := w.cut(); err != nil {
 			return err
 		}
+	case w.batch.Len() == 1 && w.unbatched:
+		w.first, w.opened = w.seq, time.Now()
 	case w.batch.Len() == 1:
 		w.first = w.seq
 		w.open()
 	}
-	if w.batch.Size() >= w.l.batchBytes {
+	if w.batch.Size() >= w.l.batchBytes || w.unbatched {
 		if err := w.cut(); err != nil {
 			// Only a chunk too large for a message on its own fails so:
 			// it is not the writer's.
 			w.seq -= uint64(w.batch.Len())
 			w.batch.Reset()
-			w.timer.Stop()
+			w.stopTimer()
 			return err
 		}
 	}
@@ -550,7 +564,10 @@ func (w *Writer) StatusFenced(ctx context.Context, st wire.Status) error {
 // StatusesFenced publishes sts, two or more non-terminal statuses, as one
 // message (a wire.KindStatuses event of the next len(sts) seqs), fenced
 // like StatusFenced: all of them or none are stored. A router publishes a
-// validated run's accepted and routed with it.
+// validated run's accepted and routed with it. An unbatched writer
+// (ReaderVersion below wire.BatchVersion) publishes them one event each,
+// each fenced on the one before: a failure part way leaves the first ones
+// stored.
 func (w *Writer) StatusesFenced(ctx context.Context, sts ...wire.Status) error {
 	if len(sts) < 2 {
 		return fmt.Errorf("publish statuses of %s: %d statuses, at least 2", w.runID, len(sts))
@@ -562,6 +579,14 @@ func (w *Writer) StatusesFenced(ctx context.Context, sts ...wire.Status) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.unbatched {
+		for i := range sts {
+			if err := w.publishFenced(ctx, wire.Event{Kind: wire.KindStatus, Status: &sts[i]}, false); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	return w.publishFenced(ctx, wire.Event{Kind: wire.KindStatuses, Statuses: sts}, false)
 }
 
@@ -587,6 +612,19 @@ func (w *Writer) publishFenced(ctx context.Context, ev wire.Event, terminal bool
 	p.fenced, p.terminal = true, terminal
 	p.msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.last, 10))
 	return w.flush(ctx)
+}
+
+// ReaderVersion sets the newest contract version the run's submitter
+// reads (its RunRequest's v, which the router copies onto the Work):
+// below wire.BatchVersion the writer batches nothing, publishing every
+// chunk and every status as an event of its own (a chunk given to
+// ChunkAsync still goes out at once, pipelined), as contract v1 has them
+// (docs/contract.md §3.9). A writer batches by default; whoever writes a
+// run's events calls it before the first.
+func (w *Writer) ReaderVersion(v int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unbatched = v < wire.BatchVersion
 }
 
 // StampSandbox has every status w publishes from now on carry v as its

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/client/clienttest"
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -136,29 +137,7 @@ func stored(t *testing.T, js jetstream.JetStream, runID string) []uint64 {
 // stored (a batch as one).
 func storedEvents(t *testing.T, js jetstream.JetStream, runID string) []wire.Event {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cons, err := js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.Events(tenant, runID)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []wire.Event
-	for range info.NumPending {
-		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev, err := wire.Decode[wire.Event](msg.Data())
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, ev)
-	}
-	return evs
+	return clienttest.Stored(t, js, names, tenant, runID)
 }
 
 func TestPublishesRetryThroughALeaderElection(t *testing.T) {

@@ -280,7 +280,8 @@ func (r *Router) settle(msg jetstream.Msg, err error) {
 }
 
 // address finds the tenant and run id a submission is about: the tenant
-// from its subject, the run id from its Nats-Msg-Id (<tenant>.<run_id>).
+// from its subject, the run id from its Nats-Msg-Id (<tenant>.<run_id>,
+// or the bare run id of a v1 request that names the same run).
 // An id in another form that still names a run gives that run with the
 // problem to reject it with; none at all is a dropError.
 func address(msg jetstream.Msg, body *wire.RunRequest) (tenant, runID string, problem *wire.Error, err error) {
@@ -295,6 +296,10 @@ func address(msg jetstream.Msg, body *wire.RunRequest) (tenant, runID string, pr
 		return tenant, rid, nil, nil
 	case splitErr == nil:
 		return tenant, rid, wire.Errorf(wire.AgenticRequestValidationError, "Nats-Msg-Id %q names tenant %q; the subject's tenant is %q", id, t, tenant), nil
+	case subject.ValidToken("run_id", id) == nil && body != nil && body.V == wire.Version && body.RunID == id:
+		// Contract v1 has the bare run id as a submission's Nats-Msg-Id:
+		// a v1 submitter is taken at its word (docs/contract.md §3.9).
+		return tenant, id, nil, nil
 	case subject.ValidToken("run_id", id) == nil:
 		return tenant, id, wire.Errorf(wire.AgenticRequestValidationError, "Nats-Msg-Id must be <tenant>.<run_id> (%s.%s), got the bare run id %q", tenant, id, id), nil
 	case id == "" && body != nil && subject.ValidToken("run_id", body.RunID) == nil:
@@ -386,6 +391,7 @@ func (r *Router) dispatchNew(ctx context.Context, msg jetstream.Msg, rec wire.Ru
 	)
 	wg.Go(func() { run, createErr = r.store.Create(ctx, rec) })
 	w := r.store.Events().New(rec.Tenant, rec.RunID)
+	w.ReaderVersion(wk.V) // a v1 submitter's accepted and routed go one event each
 	acceptErr := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Profile: wk.Profile, Pin: &wk.Pin})
 	wg.Wait()
 	switch {
@@ -423,6 +429,7 @@ func (r *Router) resume(ctx context.Context, msg jetstream.Msg, rec wire.RunReco
 	if err != nil {
 		return err
 	}
+	w.ReaderVersion(wk.V)
 	switch {
 	case w.Seq() == 0:
 		if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted, Profile: wk.Profile, Pin: &wk.Pin}); err != nil {

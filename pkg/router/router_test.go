@@ -247,13 +247,20 @@ func TestUndecodableSubmissionsEndRejected(t *testing.T) {
 			clienttest.WaitFor(t, c, tenant, id, wire.StateRejected)
 		})
 	}
+	// Contract v1 has the bare run id as Nats-Msg-Id: a v1 request may
+	// still use it; a request of a later version may not.
 	t.Run("a bare run id as Nats-Msg-Id", func(t *testing.T) {
 		id := client.NewRunID()
-		rawSubmit(t, d.JS, tenant, id, enc(good(id)))
+		rawSubmit(t, d.JS, tenant, id, with(id, "v", 2))
 		st := clienttest.Last(clienttest.Collect(t, c, tenant, id))
 		if st.State != wire.StateRejected || !errors.Is(st.Error, wire.AgenticRequestValidationError) {
 			t.Fatalf("terminal = %+v", st)
 		}
+	})
+	t.Run("a bare run id of a v1 request", func(t *testing.T) {
+		id := client.NewRunID()
+		rawSubmit(t, d.JS, tenant, id, enc(good(id)))
+		clienttest.WaitFor(t, c, tenant, id, wire.StateRouted) // no runner takes it
 	})
 }
 

@@ -741,6 +741,7 @@ func (r *run) end(st wire.Status) {
 // of a CLI run say so to a follower that reads contract v2.
 func (r *run) author(w *events.Writer, epoch string, attempt int) {
 	w.Author(r.h.cfg.ID, epoch, attempt)
+	w.ReaderVersion(r.work.V) // a v1 submitter's chunks go one event each
 	if r.h.cfg.Unsandboxed && r.work.V >= 2 && r.a.Capabilities().Transport == wire.TransportSubprocess {
 		w.StampSandbox(wire.SandboxOff)
 	}

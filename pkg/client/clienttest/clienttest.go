@@ -1,7 +1,8 @@
 // Package clienttest reads runs in a test the way a client does: a new
 // client on an embedded server (New), every event of a run up to its
 // terminal status (Collect), the events in short (Describe), and a wait for
-// a run's record to reach a state (WaitFor).
+// a run's record to reach a state (WaitFor); and the way the stream holds
+// them, a batch as one event (Stored).
 package clienttest
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // New returns a client of the mesh on srv, on its own connection, which is
@@ -43,6 +45,36 @@ func Collect(t testing.TB, c *client.Client, tenant, runID string) []wire.Event 
 		out = append(out, ev)
 	}
 	return out
+}
+
+// Stored returns every event stored for tenant's run runID on js's
+// events stream of names, in stream order, as stored: a batch is one
+// event, not expanded.
+func Stored(t testing.TB, js jetstream.JetStream, names subject.Names, tenant, runID string) []wire.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cons, err := js.OrderedConsumer(ctx, names.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{names.Events(tenant, runID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []wire.Event
+	for range info.NumPending {
+		msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := wire.Decode[wire.Event](msg.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
 
 // Run submits req through c and returns its run id and every event of
