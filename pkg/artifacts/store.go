@@ -269,9 +269,17 @@ func (s *Store) get(ctx context.Context, key string) (Record, error) {
 	return rec, nil
 }
 
-// records returns the records whose keys match filter, sorted by key. A
+// list returns the records whose keys match filter, sorted by key. A
 // record deleted while it is listed is left out.
 func (s *Store) list(ctx context.Context, filter string) ([]Record, error) {
+	out, _, err := s.listN(ctx, filter, 0, nil)
+	return out, err
+}
+
+// listN is list of at most limit records (0: every one) that keep
+// accepts (nil: all), reading no record past the limit; more says some
+// were left.
+func (s *Store) listN(ctx context.Context, filter string, limit int, keep func(Record) bool) (out []Record, more bool, err error) {
 	keys, err := jsretry.Do(ctx, func(ctx context.Context) ([]string, error) {
 		l, err := s.records.ListKeysFiltered(ctx, filter)
 		if err != nil {
@@ -285,24 +293,44 @@ func (s *Store) list(ctx context.Context, filter string) ([]Record, error) {
 		return keys, nil
 	})
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list artifact records %s: %w", filter, err)
+		return nil, false, fmt.Errorf("list artifact records %s: %w", filter, err)
 	}
 	slices.Sort(keys)
-	out := make([]Record, 0, len(keys))
+	out = make([]Record, 0, len(keys))
 	for _, k := range keys {
+		if limit > 0 && len(out) == limit {
+			return out, true, nil
+		}
 		rec, err := s.get(ctx, k)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		out = append(out, rec)
+		if keep == nil || keep(rec) {
+			out = append(out, rec)
+		}
 	}
-	return out, nil
+	return out, false, nil
+}
+
+// Tenant returns up to limit (at least 1) of tenant's stored artifacts,
+// or every tenant's when tenant is "", sorted by key, and whether there
+// are more: it lists the keys, then reads the records only up to the
+// limit.
+func (s *Store) Tenant(ctx context.Context, tenant string, limit int) ([]Record, bool, error) {
+	filter := ">"
+	if tenant != "" {
+		if err := subject.ValidToken("tenant", tenant); err != nil {
+			return nil, false, err
+		}
+		filter = tenant + ".>"
+	}
+	return s.listN(ctx, filter, max(limit, 1), func(r Record) bool { return r.Stored && !r.Withdrawn })
 }
 
 // List returns the run's stored artifacts, sorted by name: those written

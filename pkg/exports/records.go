@@ -84,9 +84,17 @@ func (r *Records) get(ctx context.Context, key string) (Entry, error) {
 // empty, sorted by tenant and run id. A record deleted while it is listed
 // is left out.
 func (r *Records) List(ctx context.Context, tenant string) ([]Entry, error) {
+	out, _, err := r.ListN(ctx, tenant, 0)
+	return out, err
+}
+
+// ListN is List of at most limit records (0: every one): it lists the
+// keys, then reads the records only up to the limit; more says some were
+// left.
+func (r *Records) ListN(ctx context.Context, tenant string, limit int) (out []Entry, more bool, err error) {
 	if tenant != "" {
 		if err := subject.ValidToken("tenant", tenant); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	keys, err := jsretry.Do(ctx, func(ctx context.Context) ([]string, error) {
@@ -104,21 +112,24 @@ func (r *Records) List(ctx context.Context, tenant string) ([]Entry, error) {
 		return collect(lister)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list exports: %w", err)
+		return nil, false, fmt.Errorf("list exports: %w", err)
 	}
 	slices.Sort(keys)
-	out := make([]Entry, 0, len(keys))
+	out = make([]Entry, 0, len(keys))
 	for _, k := range keys {
+		if limit > 0 && len(out) == limit {
+			return out, true, nil
+		}
 		e, err := r.get(ctx, k)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 func collect(l jetstream.KeyLister) ([]string, error) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
@@ -34,7 +35,8 @@ var ErrInvalidConfig = errors.New("invalid gateway config")
 
 // Config configures a gateway. The gateway service reads it from its
 // environment (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES,
-// AGENTMESH_GATEWAY_TLS_CERT, AGENTMESH_GATEWAY_TLS_KEY).
+// AGENTMESH_GATEWAY_TLS_CERT, AGENTMESH_GATEWAY_TLS_KEY,
+// AGENTMESH_GATEWAY_OPERATOR_KEYS).
 type Config struct {
 	// Addr is the host:port the HTTP API is served on (default
 	// DefaultAddr; port 0 picks a free one).
@@ -47,6 +49,12 @@ type Config struct {
 	// HTTP (put it behind a TLS proxy, or on loopback only).
 	TLSCert string `split_words:"true" desc:"PEM certificate file: with AGENTMESH_GATEWAY_TLS_KEY the API is served over HTTPS"`
 	TLSKey  string `split_words:"true" desc:"PEM key file of AGENTMESH_GATEWAY_TLS_CERT"`
+	// OperatorKeys are the ids (Key.ID, as agentmesh keys list shows
+	// them) of the API keys that are operators in the console (/console):
+	// they see and cancel every tenant's runs, spend and artifacts, and
+	// the runner pools. Every other key sees its own tenant only. An
+	// operator key is still its tenant's key in the API (/v1).
+	OperatorKeys []string `split_words:"true" desc:"comma-separated ids of the API keys (agentmesh keys list) that are console operators: every tenant's runs, spend and artifacts"`
 	// ShutdownTimeout bounds how long Run waits for requests in flight
 	// once its context ends (default 10s).
 	ShutdownTimeout time.Duration `ignored:"true"`
@@ -85,6 +93,11 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		bad.Add("ShutdownTimeout", "must be >= 0, got %s", c.ShutdownTimeout)
 	}
+	for _, id := range c.OperatorKeys {
+		if !validKeyID(id) {
+			bad.Add("OperatorKeys", "%q is not a key id: want the 12 hex digits agentmesh keys list shows", id)
+		}
+	}
 	return bad.Err()
 }
 
@@ -108,6 +121,8 @@ type Gateway struct {
 	metrics *service.Metrics
 	// artifacts, when set (SetArtifacts, Open), serves runs' artifacts.
 	artifacts *artifacts.Store
+	// console, once EnableConsole is done, serves /console.
+	console atomic.Pointer[console]
 }
 
 // New returns a gateway that submits runs through c, authenticates with
@@ -139,6 +154,7 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 	g.route("POST /v1/runs/{id}/permissions/{request}", g.answerPermission)
 	g.route("GET /v1/runs/{id}/artifacts", g.listArtifacts)
 	g.route("GET /v1/runs/{id}/artifacts/{name}", g.getArtifact)
+	g.consoleRoutes()
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -169,6 +185,11 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 		return nil, err
 	}
 	g.SetArtifacts(store)
+	if err := g.EnableConsole(ctx, d.NC, d.JS, d.Names); err != nil {
+		// The console needs more of the mesh than the API (the runs
+		// bucket's watch, the ledger, micro): without it the API serves.
+		d.Log.Warn("gateway: no console", "err", err)
+	}
 	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
 	if d.Metrics != nil {
 		g.metrics = d.Metrics
@@ -248,18 +269,23 @@ type caller struct {
 // route serves pattern with h, authenticated (authed) and counted: every
 // answer in agentmesh_gateway_requests_total and the request duration.
 func (g *Gateway) route(pattern string, h func(w http.ResponseWriter, r *http.Request, who caller)) {
-	authed := g.authed(pattern, h)
-	g.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g.mux.Handle(pattern, g.counted(pattern, g.authed(pattern, h)))
+}
+
+// counted is h counted in the request metrics under pattern, its
+// arrival in the request's context (arrivedAt).
+func (g *Gateway) counted(pattern string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		authed.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), arrivedKey{}, arrived)))
+		h.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), arrivedKey{}, arrived)))
 		code := sw.code
 		if code == 0 {
 			code = http.StatusOK
 		}
 		g.metrics.GatewayRequests.WithLabelValues(pattern, strconv.Itoa(code)).Inc()
 		g.metrics.GatewayDuration.WithLabelValues(pattern).Observe(time.Since(arrived).Seconds())
-	}))
+	})
 }
 
 // statusWriter notes the status code a handler answered with. It keeps

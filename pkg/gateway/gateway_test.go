@@ -27,6 +27,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -67,6 +69,11 @@ type env struct {
 	http       *http.Client
 	client     *client.Client
 	artifacts  *artifacts.Store
+	// What the console tests build their own gateway from.
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	turns    *gateway.Turns
+	profiles *profile.Registry
 }
 
 func start(t *testing.T, cfg gateway.Config) *env {
@@ -115,7 +122,8 @@ func startWith(t *testing.T, cfg gateway.Config, profiles *profile.Registry) *en
 	srv := httptest.NewServer(g.Handler())
 	tr := &http.Transport{}
 	t.Cleanup(func() { tr.CloseIdleConnections(); srv.Close() })
-	e := &env{url: srv.URL, keys: keys, client: c, artifacts: store, http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	e := &env{url: srv.URL, keys: keys, client: c, artifacts: store, http: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		nc: nc, js: js, turns: turns, profiles: profiles}
 	if e.keyA, _, err = keys.Create(ctx, "acme", "alice"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,604 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math/big"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/ledger"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// The console's pages (console.go has its routes and auth).
+
+// consoleStates are the state filter's values: "live" (any state not
+// terminal) and every run state.
+var consoleStates = []string{"live", "accepted", "routed", "running", "succeeded", "failed", "cancelled", "timed_out", "rejected"}
+
+// runsPage is the runs list's data.
+type runsPage struct {
+	Tenant, State, Profile, Adapter string
+	Limit                           int
+	Runs                            []wire.RunRecord
+	Next                            string // the next page's URL, "" for none
+	Capped                          bool
+	Scanned                         int
+	States, Profiles, Adapters      []string
+	Tenants                         []string // an operator's choice
+	TookMS                          string
+}
+
+// adapters is every adapter a profile names, sorted.
+func (g *Gateway) adapterNames() []string {
+	set := map[string]bool{}
+	for _, n := range g.profiles.Names() {
+		if p, ok := g.profiles.Get(n); ok && p.Adapter != "" {
+			set[p.Adapter] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	start := time.Now()
+	q, e := consoleQuery(r, "tenant", "state", "profile", "adapter", "limit", "cursor")
+	var f runFilter
+	var limit int
+	var after *runCursor
+	if e == nil {
+		f.tenant, e = tenantParam(q, who)
+	}
+	if e == nil {
+		f.state = q.Get("state")
+		if f.state != "" && !slices.Contains(consoleStates, f.state) {
+			e = invalid("state", "state %q is not one of %s", f.state, strings.Join(consoleStates, ", "))
+		}
+	}
+	if e == nil {
+		f.profile, e = nameParam(q, "profile")
+	}
+	if e == nil {
+		f.adapter, e = nameParam(q, "adapter")
+	}
+	if e == nil {
+		limit, e = intParam(q, "limit", 1, consoleMaxLimit, consoleDefaultLimit)
+	}
+	if e == nil && q.Get("cursor") != "" {
+		cur, err := parseCursor(q.Get("cursor"))
+		if err != nil {
+			e = invalid("cursor", "cursor %q: %v", q.Get("cursor"), err)
+		}
+		after = &cur
+	}
+	if e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	page, err := c.index.query(f, after, limit)
+	if err != nil {
+		g.consoleError(w, r, &who, apiErr(http.StatusServiceUnavailable, typeUnavailable, "index_unavailable", "", "%v", err))
+		return
+	}
+	data := runsPage{Tenant: f.tenant, State: f.state, Profile: f.profile, Adapter: f.adapter, Limit: limit,
+		Runs: page.Runs, Capped: page.Capped, Scanned: page.Scanned,
+		States: consoleStates, Profiles: g.profiles.Names(), Adapters: g.adapterNames()}
+	if who.Operator {
+		data.Tenants = c.index.tenants()
+		if len(data.Tenants) > consoleMaxListed {
+			data.Tenants = data.Tenants[:consoleMaxListed]
+		}
+	} else {
+		data.Tenant = who.Tenant
+	}
+	if page.Next != "" {
+		v := url.Values{"cursor": {page.Next}}
+		for k, s := range map[string]string{"state": f.state, "profile": f.profile, "adapter": f.adapter} {
+			if s != "" {
+				v.Set(k, s)
+			}
+		}
+		if who.Operator && f.tenant != "" {
+			v.Set("tenant", f.tenant)
+		}
+		if limit != consoleDefaultLimit {
+			v.Set("limit", strconv.Itoa(limit))
+		}
+		data.Next = "/console/runs?" + v.Encode()
+	}
+	data.TookMS = fmt.Sprintf("%.2f", float64(time.Since(start).Microseconds())/1000)
+	g.consoleRender(w, http.StatusOK, "runs", pageData{Title: "Runs", Nav: "runs", Who: &who, Page: data})
+}
+
+// runTenant checks the {tenant} and {id} of a run's console URL: a
+// tenant who may not see is, as in the runs API, a run not found.
+func runTenant(r *http.Request, who consoleWho) (tenant, id string, e *APIError) {
+	tenant, id = r.PathValue("tenant"), r.PathValue("id")
+	if err := subject.ValidToken("tenant", tenant); err != nil {
+		return "", "", invalid("tenant", "%v", err)
+	}
+	if err := subject.ValidToken("run_id", id); err != nil {
+		return "", "", invalid("run_id", "%v", err)
+	}
+	if !who.sees(tenant) {
+		return "", "", notFound(id)
+	}
+	return tenant, id, nil
+}
+
+// runView is a run's page's data.
+type runView struct {
+	Rec       wire.RunRecord
+	Request   string // the run's request as JSON, when the record keeps it (a consented run)
+	Labels    []string
+	Artifacts []artifacts.Record
+	EventsURL string
+	CancelURL string
+}
+
+func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	if _, e := consoleQuery(r); e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	tenant, id, e := runTenant(r, who)
+	if e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	rec, err := g.client.Status(r.Context(), tenant, id)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		g.consoleError(w, r, &who, notFound(id))
+		return
+	case err != nil:
+		g.consoleError(w, r, &who, asAPIError(err))
+		return
+	}
+	v := runView{Rec: rec, EventsURL: "/console/runs/" + tenant + "/" + id + "/events", CancelURL: "/console/runs/" + tenant + "/" + id + "/cancel"}
+	if len(rec.Request) > 0 {
+		var m map[string]any
+		if err := wire.DecodeStrict(rec.Request, &m); err == nil {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false) // the template escapes it, as text
+			enc.SetIndent("", "  ")
+			if enc.Encode(m) == nil {
+				v.Request = b.String()
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(rec.Labels)) {
+		v.Labels = append(v.Labels, k+"="+rec.Labels[k])
+	}
+	if g.artifacts != nil {
+		if recs, err := g.artifacts.List(r.Context(), tenant, id); err == nil {
+			v.Artifacts = recs
+		}
+	}
+	g.consoleRender(w, http.StatusOK, "run", pageData{Title: "Run " + id, Nav: "runs", Who: &who, Page: v})
+}
+
+// asRunsAPI serves a run's console URL with h, a runs API handler
+// (runEvents, cancelRun), as the run's tenant when who may see it: the
+// run page's EventSource and cancel button, which come with the cookie
+// (an EventSource cannot send the header). Its answers are the API's
+// (JSON, or the event stream).
+func (g *Gateway) asRunsAPI(endpoint string, h func(w http.ResponseWriter, r *http.Request, who caller)) func(http.ResponseWriter, *http.Request, *console, consoleWho) {
+	return func(w http.ResponseWriter, r *http.Request, _ *console, who consoleWho) {
+		tenant, _, e := runTenant(r, who)
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		h(w, r, caller{Key: Key{Tenant: tenant, Principal: who.Principal, ID: who.ID}, endpoint: endpoint, arrived: arrivedAt(r)})
+	}
+}
+
+// spendPage is the spend chart's data.
+type spendPage struct {
+	Tenant string // "" for an operator's view of every tenant
+	By     string // "principal" or "tenant"
+	Days   int
+	Since  string
+	Until  string
+	Chart  spendChart
+	Rows   []spendRow
+	Total  string
+	Capped bool
+}
+
+// spendRow is one series' day.
+type spendRow struct {
+	Day, Series string
+	Runs        int64
+	Cost        string
+}
+
+// spendChart is a stacked bar chart, laid out here: the template only
+// writes the numbers out.
+type spendChart struct {
+	Width, Height int
+	Bars          []spendBar
+	Legend        []spendLegend
+	Max           string
+}
+
+type spendBar struct {
+	X, W    int
+	Label   string
+	LabelX  int
+	Total   string
+	Segment []spendSegment
+}
+
+type spendSegment struct {
+	Y, H   int
+	Fill   string
+	Series string
+	Cost   string
+}
+
+type spendLegend struct {
+	Series string
+	Fill   string
+	Y      int
+}
+
+// palette are the chart's fills, in order of the series.
+var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"}
+
+func (g *Gateway) consoleSpend(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	tenant, days, e := tenantAndInt(r, who, "days", 1, consoleMaxDays, consoleDefaultDays)
+	if e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	now := time.Now().UTC()
+	from := now.AddDate(0, 0, -(days - 1))
+	dayKeys := ledger.Days(from, now)
+	data := spendPage{Tenant: tenant, Days: days, Since: from.Format(time.DateOnly), Until: now.Format(time.DateOnly)}
+	// series[day][name] is the cost of a principal (one tenant) or a tenant (every tenant).
+	series := map[string]map[string]ledger.Sum{}
+	add := func(day, name string, s ledger.Sum) {
+		if s.Runs == 0 {
+			return
+		}
+		if series[day] == nil {
+			series[day] = map[string]ledger.Sum{}
+		}
+		cur := series[day][name]
+		cur.Add(s)
+		series[day][name] = cur
+	}
+	ctx := r.Context()
+	if tenant != "" {
+		data.By = "principal"
+		byDay, err := c.ledger.Range(ctx, tenant, dayKeys)
+		if err != nil {
+			g.consoleError(w, r, &who, asAPIError(err))
+			return
+		}
+		for d, sp := range byDay {
+			for p, ps := range sp.Principals {
+				add(d, p, ps.Total)
+			}
+		}
+	} else {
+		data.By = "tenant"
+		tenants, capped, err := c.spendTenants(ctx, dayKeys)
+		if err != nil {
+			g.consoleError(w, r, &who, asAPIError(err))
+			return
+		}
+		data.Capped = capped
+		for _, t := range tenants {
+			byDay, err := c.ledger.Range(ctx, t, dayKeys)
+			if err != nil {
+				g.consoleError(w, r, &who, asAPIError(err))
+				return
+			}
+			for d, sp := range byDay {
+				add(d, t, sp.Total())
+			}
+		}
+	}
+	var total ledger.Sum
+	for _, d := range dayKeys {
+		for _, name := range slices.Sorted(maps.Keys(series[d])) {
+			s := series[d][name]
+			total.Add(s)
+			t, _ := ledger.ParseDay(d)
+			data.Rows = append(data.Rows, spendRow{Day: t.Format(time.DateOnly), Series: name, Runs: s.Runs, Cost: s.CostString()})
+		}
+	}
+	data.Total = total.CostString()
+	data.Chart = layoutChart(dayKeys, series)
+	g.consoleRender(w, http.StatusOK, "spend", pageData{Title: "Spend", Nav: "spend", Who: &who, Page: data})
+}
+
+// spendTenants are the tenants with a rollup on one of days (the ledger
+// bucket's keys <tenant>.<day>), at most consoleMaxTenants.
+func (c *console) spendTenants(ctx context.Context, days []string) ([]string, bool, error) {
+	filters := make([]string, len(days))
+	for i, d := range days {
+		filters[i] = "*." + d
+	}
+	l, err := c.ledgerKV.ListKeysFiltered(ctx, filters...)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("list the ledger's rollups: %w", err)
+	}
+	set := map[string]bool{}
+	for k := range l.Keys() {
+		if t, _, ok := strings.Cut(k, "."); ok {
+			set[t] = true
+		}
+	}
+	_ = l.Stop()
+	out := slices.Sorted(maps.Keys(set))
+	if len(out) > consoleMaxTenants {
+		return out[:consoleMaxTenants], true, nil
+	}
+	return out, false, nil
+}
+
+func ratFloat(s ledger.Sum) float64 {
+	if s.Cost == nil {
+		return 0
+	}
+	f, _ := s.Cost.Float64()
+	return f
+}
+
+// layoutChart lays out one stacked bar a day, a segment a series.
+func layoutChart(days []string, series map[string]map[string]ledger.Sum) spendChart {
+	const width, height, top, bottom, left, legendW = 760, 260, 10, 30, 10, 170
+	ch := spendChart{Width: width, Height: height}
+	names := map[string]bool{}
+	maxDay := 0.0
+	maxRat := new(big.Rat)
+	for _, d := range days {
+		sum := 0.0
+		dayRat := new(big.Rat)
+		for n, s := range series[d] {
+			names[n] = true
+			sum += ratFloat(s)
+			if s.Cost != nil {
+				dayRat.Add(dayRat, s.Cost)
+			}
+		}
+		if sum > maxDay {
+			maxDay, maxRat = sum, dayRat
+		}
+	}
+	ch.Max = (&ledger.Sum{Cost: maxRat}).CostString()
+	order := slices.Sorted(maps.Keys(names))
+	fill := map[string]string{}
+	for i, n := range order {
+		fill[n] = palette[i%len(palette)]
+		if i < 12 {
+			ch.Legend = append(ch.Legend, spendLegend{Series: n, Fill: fill[n], Y: top + 14*i})
+		}
+	}
+	plotW := width - left - legendW
+	plotH := height - top - bottom
+	slot := plotW / max(len(days), 1)
+	for i, d := range days {
+		t, _ := ledger.ParseDay(d)
+		b := spendBar{X: left + i*slot + slot/8, W: max(slot*3/4, 1), Label: t.Format("01-02"), LabelX: left + i*slot + slot/2}
+		var dayTotal ledger.Sum
+		y := top + plotH
+		for _, n := range order {
+			s, ok := series[d][n]
+			if !ok {
+				continue
+			}
+			dayTotal.Add(s)
+			h := 0
+			if maxDay > 0 {
+				h = int(ratFloat(s) / maxDay * float64(plotH))
+			}
+			y -= h
+			b.Segment = append(b.Segment, spendSegment{Y: y, H: h, Fill: fill[n], Series: n, Cost: s.CostString()})
+		}
+		b.Total = dayTotal.CostString()
+		ch.Bars = append(ch.Bars, b)
+	}
+	return ch
+}
+
+// runnerRow is one runner host, as micro and its stats say.
+type runnerRow struct {
+	ID, RunnerID, Version string
+	Adapters              []string
+	MaxActive             string
+	Deliveries, Ended     uint64
+	InFlight              uint64
+}
+
+// poolRow is one adapter's pool: its runners' slots and its work
+// consumer's queue.
+type poolRow struct {
+	Adapter        string
+	Runners        int
+	Slots          int
+	Active, Free   int
+	Queued         uint64
+	ConsumerExists bool
+}
+
+type runnersPage struct {
+	Runners []runnerRow
+	Pools   []poolRow
+	Errors  []string
+}
+
+// microReplies sends a micro control request (verb) to every
+// agentmesh-runner and collects the answers that come within wait.
+func (c *console) microReplies(ctx context.Context, verb micro.Verb, wait time.Duration) ([][]byte, error) {
+	subj, err := micro.ControlSubject(verb, "agentmesh-runner", "")
+	if err != nil {
+		return nil, err
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest(subj, inbox, nil); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	deadline := time.Now().Add(wait)
+	for len(out) < consoleMaxListed {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			break
+		}
+		m, err := sub.NextMsg(left)
+		if err != nil {
+			break
+		}
+		out = append(out, m.Data)
+	}
+	return out, nil
+}
+
+func (g *Gateway) consoleRunners(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	if _, e := consoleQuery(r); e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	if !who.Operator {
+		g.consoleError(w, r, &who, apiErr(http.StatusForbidden, "permission_error", "operator_only", "", "the runner pools are every tenant's: an operator key sees them"))
+		return
+	}
+	ctx := r.Context()
+	var data runnersPage
+	infos, err := c.microReplies(ctx, micro.InfoVerb, 250*time.Millisecond)
+	if err != nil {
+		data.Errors = append(data.Errors, fmt.Sprintf("micro info: %v", err))
+	}
+	stats, err := c.microReplies(ctx, micro.StatsVerb, 250*time.Millisecond)
+	if err != nil {
+		data.Errors = append(data.Errors, fmt.Sprintf("micro stats: %v", err))
+	}
+	counts := map[string]map[string]uint64{}
+	for _, b := range stats {
+		var st micro.Stats
+		if json.Unmarshal(b, &st) != nil {
+			continue
+		}
+		for _, ep := range st.Endpoints {
+			var m map[string]uint64
+			if json.Unmarshal(ep.Data, &m) == nil && m != nil {
+				counts[st.ID] = m
+				break
+			}
+		}
+	}
+	pools := map[string]*poolRow{}
+	for _, b := range infos {
+		var in micro.Info
+		if json.Unmarshal(b, &in) != nil {
+			continue
+		}
+		row := runnerRow{ID: in.ID, RunnerID: in.Metadata["runner_id"], Version: in.Version, MaxActive: in.Metadata["max_active"]}
+		if a := in.Metadata["adapters"]; a != "" {
+			row.Adapters = strings.Split(a, ",")
+		}
+		if m := counts[in.ID]; m != nil {
+			row.Deliveries, row.Ended = m["deliveries"], m["runs_ended"]
+			if row.Deliveries > row.Ended {
+				row.InFlight = row.Deliveries - row.Ended
+			}
+		}
+		for _, part := range strings.Split(row.MaxActive, ",") {
+			name, n, ok := strings.Cut(part, ":")
+			if !ok {
+				continue
+			}
+			p := pools[name]
+			if p == nil {
+				p = &poolRow{Adapter: name}
+				pools[name] = p
+			}
+			p.Runners++
+			if k, err := strconv.Atoi(n); err == nil {
+				p.Slots += k
+			}
+		}
+		data.Runners = append(data.Runners, row)
+	}
+	slices.SortFunc(data.Runners, func(a, b runnerRow) int { return strings.Compare(a.RunnerID+a.ID, b.RunnerID+b.ID) })
+	for _, name := range slices.Sorted(maps.Keys(pools)) {
+		p := pools[name]
+		if cons, err := c.js.Consumer(ctx, c.names.WorkStream(), c.names.WorkConsumer(name)); err == nil {
+			if info, err := cons.Info(ctx); err == nil {
+				p.ConsumerExists = true
+				p.Active = info.NumAckPending
+				p.Queued = info.NumPending
+			}
+		}
+		p.Free = max(p.Slots-p.Active, 0)
+		data.Pools = append(data.Pools, *p)
+	}
+	g.consoleRender(w, http.StatusOK, "runners", pageData{Title: "Runners", Nav: "runners", Who: &who, Page: data})
+}
+
+// exportsPage is the exports and artifacts page's data.
+type exportsPage struct {
+	Tenant         string
+	Exports        []wire.ExportRecord
+	MoreExports    bool
+	Artifacts      []artifacts.Record
+	MoreArtifacts  bool
+	ArtifactsError string
+}
+
+func (g *Gateway) consoleExports(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	tenant, limit, e := tenantAndInt(r, who, "limit", 1, consoleMaxLimit, consoleDefaultLimit)
+	if e != nil {
+		g.consoleError(w, r, &who, e)
+		return
+	}
+	ctx := r.Context()
+	data := exportsPage{Tenant: tenant}
+	ents, more, err := c.exports.ListN(ctx, tenant, limit)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		g.consoleError(w, r, &who, asAPIError(err))
+		return
+	}
+	data.MoreExports = more
+	for _, en := range ents {
+		data.Exports = append(data.Exports, en.Record)
+	}
+	if g.artifacts == nil {
+		data.ArtifactsError = "this gateway serves no artifacts"
+	} else {
+		recs, more, err := g.artifacts.Tenant(ctx, tenant, limit)
+		if err != nil {
+			g.consoleError(w, r, &who, asAPIError(err))
+			return
+		}
+		data.Artifacts, data.MoreArtifacts = recs, more
+	}
+	g.consoleRender(w, http.StatusOK, "exports", pageData{Title: "Exports and artifacts", Nav: "exports", Who: &who, Page: data})
+}
