@@ -1,5 +1,6 @@
-// Package docs holds the repository's own documents (contract.md) and the
-// tests that keep them and the README true to the tree.
+// Package docs holds the repository's own documents (contract.md and the
+// pages the README links to) and the tests that keep them and the README
+// true to the tree.
 package docs_test
 
 import (
@@ -50,50 +51,48 @@ func goPackages(t *testing.T) []string {
 	return out
 }
 
-// mapEntry is a line of the README's map: "- `path` — what it is".
+// mapEntry is a line of the code map: "- `path` — what it is".
 var mapEntry = regexp.MustCompile("^- `([^`]+)` — .+")
 
-// TestReadmeMapMatchesTree checks that the README's "Map of the code" names
-// every Go package of the tree exactly once, in one line each, and nothing
-// that is not there.
-func TestReadmeMapMatchesTree(t *testing.T) {
-	f, err := os.Open(filepath.Join(root, "README.md"))
+// TestCodeMapMatchesTree checks that docs/code-map.md names every Go
+// package of the tree exactly once, in one line each, and nothing that is
+// not there.
+func TestCodeMapMatchesTree(t *testing.T) {
+	path := filepath.Join(root, "docs", "code-map.md")
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	var listed []string
-	in := false
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = line == "## Map of the code"
-		case in && strings.HasPrefix(line, "- `"):
-			m := mapEntry.FindStringSubmatch(line)
-			if m == nil {
-				t.Errorf("map line %q is not \"- `path` — what it is\"", line)
-				continue
-			}
-			listed = append(listed, m[1])
+		if !strings.HasPrefix(line, "- `") {
+			continue
 		}
+		m := mapEntry.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("map line %q is not \"- `path` — what it is\"", line)
+			continue
+		}
+		listed = append(listed, m[1])
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) == 0 {
-		t.Fatal(`README.md has no "## Map of the code" section with "- ` + "`path`" + ` — ..." lines`)
+		t.Fatal(path + ` has no "- ` + "`path`" + ` — ..." lines`)
 	}
 	tree := goPackages(t)
 	for _, p := range tree {
 		if n := countOf(listed, p); n != 1 {
-			t.Errorf("package %s is listed %d times in the README's map, want once", p, n)
+			t.Errorf("package %s is listed %d times in docs/code-map.md, want once", p, n)
 		}
 	}
 	for _, p := range listed {
 		if !slices.Contains(tree, p) {
-			t.Errorf("the README's map lists %s, which holds no Go package", p)
+			t.Errorf("docs/code-map.md lists %s, which holds no Go package", p)
 		}
 	}
 }
