@@ -54,7 +54,7 @@ func TestChunkBatchEncodesOneEvent(t *testing.T) {
 				t.Fatalf("expands to %d events, want %d", len(got), n)
 			}
 			for i, e := range got {
-				if e.Kind != KindChunk || e.Seq != 7+uint64(i) || e.TS != 42 || e.RunID != "run-1" || e.V != ev.V || !reflect.DeepEqual(*e.Chunk, want[i]) {
+				if e.Kind != KindChunk || e.Seq != 7+uint64(i) || e.TS != 42 || e.RunID != "run-1" || e.V != VersionOf(&e) || !reflect.DeepEqual(*e.Chunk, want[i]) {
 					t.Fatalf("event %d = %+v (chunk %+v), want chunk seq %d of %+v", i, e, e.Chunk, 7+i, want[i])
 				}
 			}

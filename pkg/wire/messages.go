@@ -245,16 +245,18 @@ func (e *Event) LastSeq() uint64 {
 
 // Expand yields the single events e stands for, in seq order: for a
 // KindChunks event one KindChunk event per chunk, seq Seq to Last, each
-// with e's V, RunID and TS and a Chunk pointing into e.Chunks; for a
-// KindStatuses event likewise one KindStatus event per status; for any
-// other event, e itself. It does not modify e.
+// with e's RunID and TS, a Chunk pointing into e.Chunks and the version
+// it would be written in alone (VersionOf: a v1 chunk's event is v1, as a
+// v1 writer writes it); for a KindStatuses event likewise one KindStatus
+// event per status; for any other event, e itself. It does not modify e.
 func (e *Event) Expand() iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		switch e.Kind {
 		case KindChunks:
 		case KindStatuses:
 			for i := range e.Statuses {
-				if !yield(Event{V: e.V, RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindStatus, Status: &e.Statuses[i]}) {
+				ev := Event{RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindStatus, Status: &e.Statuses[i]}
+				if ev.V = VersionOf(&ev); !yield(ev) {
 					return
 				}
 			}
@@ -264,7 +266,8 @@ func (e *Event) Expand() iter.Seq[Event] {
 			return
 		}
 		for i := range e.Chunks {
-			if !yield(Event{V: e.V, RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindChunk, Chunk: &e.Chunks[i]}) {
+			ev := Event{RunID: e.RunID, Seq: e.Seq + uint64(i), TS: e.TS, Kind: KindChunk, Chunk: &e.Chunks[i]}
+			if ev.V = VersionOf(&ev); !yield(ev) {
 				return
 			}
 		}

@@ -152,8 +152,15 @@ func TestBatchesAreV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev, err := Decode[Event](enc); err != nil || ev.Kind != KindChunks || ev.V != BatchVersion {
+	ev, err := Decode[Event](enc)
+	if err != nil || ev.Kind != KindChunks || ev.V != BatchVersion {
 		t.Errorf("an encoded batch of text chunks: %s v=%d, %v; want chunks v=%d", ev.Kind, ev.V, err, BatchVersion)
+	}
+	// Expanded, each is the v1 event a v1 writer writes for its seq.
+	for e := range ev.Expand() {
+		if e.Kind != KindChunk || e.V != Version {
+			t.Errorf("seq %d of the batch expands to a %s event of v%d, want a chunk event of v%d", e.Seq, e.Kind, e.V, Version)
+		}
 	}
 	one := Event{RunID: "r", Seq: 1, TS: 1, Kind: KindChunk, Chunk: &Chunk{Type: ChunkText, Content: "a"}}
 	if got := VersionOf(&one); got != Version {
