@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"errors"
@@ -411,7 +412,7 @@ func (g *Gateway) consoleRender(w http.ResponseWriter, status int, page string, 
 		}
 		t = pages[page]
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := t.ExecuteTemplate(&b, "layout.html", data); err != nil {
 		g.log.Warn("console: render", "page", page, "err", err)
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
@@ -419,7 +420,7 @@ func (g *Gateway) consoleRender(w http.ResponseWriter, status int, page string, 
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
 }
 
 // consoleError renders e as a page with its status; the error's code and

@@ -240,17 +240,6 @@ func (x *runIndex) tenants() []string {
 	return out
 }
 
-// get returns the indexed record of tenant's run.
-func (x *runIndex) get(tenant, runID string) (wire.RunRecord, bool) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	e := x.byKey[subject.RunKey(tenant, runID)]
-	if e == nil {
-		return wire.RunRecord{}, false
-	}
-	return e.rec, true
-}
-
 // query returns up to limit records f keeps, newest first, after the
 // cursor after (nil: from the newest).
 func (x *runIndex) query(f runFilter, after *runCursor, limit int) (runPage, error) {

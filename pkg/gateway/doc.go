@@ -22,6 +22,13 @@
 // request starts is submitted as that tenant and principal, and every run
 // it names is that tenant's: another tenant's run is a 404.
 //
+// The console (console.go) is served on the same listener under
+// /console: server-rendered pages of the runs (from an in-memory index
+// of the runs bucket, console_index.go), a run's live events and cancel
+// (the runs API's own handlers), spend per day, runner pools, exports and
+// artifacts. It takes the same keys, in the header or in the login form's
+// cookie; a key whose id is in Config.OperatorKeys sees every tenant.
+//
 // Tool calls round-trip in both shapes, and a caller's conversation (a
 // chat history sent back, a previous_response_id, a Responses history
 // inline) continues the mesh conversation its earlier turns ran on:
