@@ -18,6 +18,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -110,6 +111,12 @@ func profilesMesh(t *testing.T, files map[string]string) *client.Client {
 // of it.
 func catalogMesh(t *testing.T, files map[string]string, log *slog.Logger, reg *prometheus.Registry) *client.Client {
 	t.Helper()
+	return newClient(t, catalogServer(t, files, log, reg))
+}
+
+// catalogServer is catalogMesh's mesh, returning its server.
+func catalogServer(t *testing.T, files map[string]string, log *slog.Logger, reg *prometheus.Registry) *server.Server {
+	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -129,5 +136,5 @@ func catalogMesh(t *testing.T, files map[string]string, log *slog.Logger, reg *p
 	nc, js := natstest.Connect(t, srv)
 	d := service.Deps{NC: nc, JS: js, Log: log, Metrics: service.NewMetrics(reg), Health: &service.Health{}}
 	meshtest.Serve(t, d, profiles, adapters, mesh.Config{}, 30*time.Second)
-	return newClient(t, srv)
+	return srv
 }
