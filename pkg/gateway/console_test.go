@@ -417,6 +417,20 @@ func TestConsoleFilters(t *testing.T) {
 	if got := strings.Join(seen, ","); !strings.HasPrefix(got, "globex-ok,acme-live,acme-failed,acme-ok") || strings.Count(got, ",") < 3 {
 		t.Errorf("paged through %s, want globex-ok,acme-live,acme-failed,acme-ok then the rest", got)
 	}
+	// The index follows the bucket: a record deleted leaves the list.
+	kv, err := e.js.KeyValue(context.Background(), subject.Names{}.RunsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), subject.RunKey("acme", "acme-failed")); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(t, e.keyOps, "/console/runs", func(p page) error {
+		if strings.Contains(p.body, ">acme-failed<") {
+			return fmt.Errorf("the deleted record is still listed")
+		}
+		return contains("acme-ok")(p)
+	})
 }
 
 func TestConsoleBadParams(t *testing.T) {
