@@ -172,11 +172,7 @@ var clis = []cliCase{
 		name: gemini.Name, binary: gemini.Name, hint: gemini.InstallHint,
 		model: "gemini-2.5-flash", shell: "run_shell_command",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
-			write(t, filepath.Join(mkdir(t, e.home, ".gemini"), "settings.json"),
-				`{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},
- "privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},
- "general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false}}
-`)
+			write(t, filepath.Join(mkdir(t, e.home, ".gemini"), "settings.json"), geminiSettings)
 			return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": e.fakeURL}
 		},
 		defaults: gemini.DefaultConfig,
@@ -211,6 +207,14 @@ var clis = []cliCase{
 		},
 	},
 }
+
+// geminiSettings is the e2e $HOME/.gemini/settings.json (testdata/acp/README.md
+// names it too): API-key auth, folder trust, usage statistics, telemetry
+// and updates off.
+const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"},"folderTrust":{"enabled":false}},
+ "privacy":{"usageStatisticsEnabled":false},"telemetry":{"enabled":false},
+ "general":{"enableAutoUpdate":false,"enableAutoUpdateNotification":false}}
+`
 
 // codexConfig is the e2e $CODEX_HOME/config.toml (testdata/acp/README.md
 // names it too): the fake model API as the provider, whose key is read

@@ -61,7 +61,7 @@ type Profile struct {
 	Policy Policy `yaml:"policy,omitempty" msgpack:"policy"`
 
 	// Args follow the binary of an adapter that takes them from its
-	// profile (acp: an ACP agent's command line, say --experimental-acp).
+	// profile (acp: an ACP agent's command line, say --acp).
 	Args []string `yaml:"args,omitempty" msgpack:"args,omitempty"`
 	// Session sets an interactive adapter's sessions (docs/contract.md
 	// §6.1): permission policy and timeout, idle timeout, MCP allowlist.

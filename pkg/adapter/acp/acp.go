@@ -1,7 +1,7 @@
 // Package acp is the adapter family of agents that speak the Agent Client
 // Protocol (JSON-RPC 2.0 over stdio): Claude Code through
 // @zed-industries/claude-agent-acp, Codex through @zed-industries/codex-acp,
-// Gemini CLI with --experimental-acp, each a profile of adapter acp. It
+// Gemini CLI with --acp, each a profile of adapter acp. It
 // runs the agent on the shared subprocess transport (pkg/adapter/cli/proc:
 // process group, sandbox, teardown), speaks ACP to it as the client
 // through github.com/coder/acp-go-sdk, and maps its session/update
