@@ -178,22 +178,29 @@ func (m *readmeMesh) up(line string, args []string) {
 		m.t.Fatalf("README command %q: %v", line, err)
 	}
 	var log safeBuffer
-	ready, exited := make(chan struct{}), make(chan struct{})
+	// ready gets the NATS and gateway addresses once the mesh started and
+	// the gateway listens (it logs after the mesh started).
+	type addrs struct{ nats, gateway string }
+	ready, exited := make(chan addrs, 1), make(chan struct{})
 	go func() {
 		defer close(exited)
+		var a addrs
+		started, sent := false, false
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			l := sc.Text()
 			log.WriteString(l + "\n")
 			if s := upNATS.FindStringSubmatch(l); s != nil {
-				m.natsURL = s[1]
+				a.nats = s[1]
 			}
 			if s := upGateway.FindStringSubmatch(l); s != nil {
-				m.gateway = s[1]
+				a.gateway = s[1]
 			}
-			if strings.Contains(l, `msg="mesh started"`) {
-				close(ready)
+			started = started || strings.Contains(l, `msg="mesh started"`)
+			if started && a.nats != "" && a.gateway != "" && !sent {
+				ready <- a
+				sent = true
 			}
 		}
 	}()
@@ -209,19 +216,12 @@ func (m *readmeMesh) up(line string, args []string) {
 		}
 	})
 	select {
-	case <-ready:
+	case a := <-ready:
+		m.natsURL, m.gateway = a.nats, a.gateway
 	case <-exited:
 		m.t.Fatalf("README command %q: agentmesh up stopped before the mesh started; its log:\n%s", line, log.String())
 	case <-time.After(60 * time.Second):
-		m.t.Fatalf("README command %q: the mesh did not start within 60s; its log:\n%s", line, log.String())
-	}
-	// The gateway logs once it listens, after the mesh started.
-	deadline := time.Now().Add(10 * time.Second)
-	for (m.natsURL == "" || m.gateway == "") && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if m.natsURL == "" || m.gateway == "" {
-		m.t.Fatalf("README command %q: no NATS or gateway address in its log:\n%s", line, log.String())
+		m.t.Fatalf("README command %q: the mesh did not start, or named no NATS or gateway address, within 60s; its log:\n%s", line, log.String())
 	}
 }
 
