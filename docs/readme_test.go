@@ -60,3 +60,26 @@ func TestRelativeLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeLinksEveryPage checks that README.md links to every page of
+// docs/, so that none is found only by listing the directory.
+func TestReadmeLinksEveryPage(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+		target, _, _ := strings.Cut(m[1], "#")
+		linked[filepath.Clean(target)] = true
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		if name := "docs/" + filepath.Base(p); !linked[name] {
+			t.Errorf("README.md does not link to %s", name)
+		}
+	}
+}
