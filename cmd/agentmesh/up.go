@@ -211,7 +211,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	}
 	var gw *gateway.Config
 	if o.gateway != "" {
-		gw = &gateway.Config{Addr: o.gateway}
+		gw = &gateway.Config{Addr: o.gateway, Console: true}
 	}
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Gateway:  gw,

@@ -36,7 +36,7 @@ var ErrInvalidConfig = errors.New("invalid gateway config")
 // Config configures a gateway. The gateway service reads it from its
 // environment (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES,
 // AGENTMESH_GATEWAY_TLS_CERT, AGENTMESH_GATEWAY_TLS_KEY,
-// AGENTMESH_GATEWAY_OPERATOR_KEYS).
+// AGENTMESH_GATEWAY_CONSOLE, AGENTMESH_GATEWAY_OPERATOR_KEYS).
 type Config struct {
 	// Addr is the host:port the HTTP API is served on (default
 	// DefaultAddr; port 0 picks a free one).
@@ -49,6 +49,12 @@ type Config struct {
 	// HTTP (put it behind a TLS proxy, or on loopback only).
 	TLSCert string `split_words:"true" desc:"PEM certificate file: with AGENTMESH_GATEWAY_TLS_KEY the API is served over HTTPS"`
 	TLSKey  string `split_words:"true" desc:"PEM key file of AGENTMESH_GATEWAY_TLS_CERT"`
+	// Console serves the console at /console (console.go): Open enables
+	// it (EnableConsole). It reads more of the mesh than the API does
+	// (a watch of the runs bucket, the ledger, the exports' and
+	// artifacts' records, the runners' micro info and stats, the work
+	// consumers' info): the gateway's NATS user needs those rights.
+	Console bool `desc:"serve the web console at /console on the API's listener (the gateway's NATS user needs the console's read rights)"`
 	// OperatorKeys are the ids (Key.ID, as agentmesh keys list shows
 	// them) of the API keys that are operators in the console (/console):
 	// they see and cancel every tenant's runs, spend and artifacts, and
@@ -185,10 +191,11 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 		return nil, err
 	}
 	g.SetArtifacts(store)
-	if err := g.EnableConsole(ctx, d.NC, d.JS, d.Names); err != nil {
-		// The console needs more of the mesh than the API (the runs
-		// bucket's watch, the ledger, micro): without it the API serves.
-		d.Log.Warn("gateway: no console", "err", err)
+	if cfg.Console {
+		if err := g.EnableConsole(ctx, d.NC, d.JS, d.Names); err != nil {
+			// Without the console's rights the API still serves.
+			d.Log.Warn("gateway: no console", "err", err)
+		}
 	}
 	g.health, g.conn, g.nc = d.Health, service.ConnCheck(d.NC), d.NC
 	if d.Metrics != nil {
