@@ -16,8 +16,8 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
+	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

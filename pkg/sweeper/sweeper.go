@@ -492,7 +492,7 @@ func (s *Sweeper) reconcile(ctx context.Context, run runs.Run) bool {
 	case err != nil || held:
 		return false
 	case t.HasOutput():
-		return s.expire(ctx, rec.Tenant, rec.RunID)
+		return s.expire(ctx, rec.Tenant, rec.RunID, t)
 	case pastDeadline && now.Sub(time.UnixMilli(rec.Deadline)) > s.cfg.OrphanGrace:
 		// Its runner would have ended it at the deadline: it died before
 		// output and no delivery of its work came to another runner.
@@ -544,19 +544,25 @@ func (s *Sweeper) expireKey(ctx context.Context, key string) {
 		if err != nil || t.Runner != id || t.Ended() || !t.HasOutput() {
 			continue
 		}
-		s.expire(ctx, tenant, runID)
+		s.expire(ctx, tenant, runID, t)
 	}
 }
 
 // expire ends a run whose runner is gone, if it has published output
 // (runs.Store.EndOrphaned): fenced, so a runner that ended the run first
-// wins. One without output is left to the next delivery of its work.
-func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
+// wins. One without output is left to the next delivery of its work. A
+// session whose tail t is a session chunk (between turns, or asking
+// permission) ends with SessionLost, as its runner ends one it finds
+// orphaned; one lost mid-turn with ProviderTransportError.
+func (s *Sweeper) expire(ctx context.Context, tenant, runID string, t events.Tail) bool {
 	var owner string
 	done, err := s.store.EndOrphaned(ctx, tenant, runID, func(rec wire.RunRecord) wire.Status {
 		owner = rec.Owner
-		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt,
-			Error: wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)}
+		we := wire.Errorf(wire.ProviderTransportError, "lease of runner %s expired: the runner stopped during the run", rec.Owner)
+		if inSession(t.Event) {
+			we = wire.Errorf(wire.SessionLost, "lease of runner %s expired: the runner of session %s stopped; a run on its conversation resumes it through session/load where the agent supports it", rec.Owner, rec.RunID)
+		}
+		return wire.Status{State: wire.StateFailed, Profile: rec.Profile, Pin: rec.Pin, Attempt: rec.Attempt, Error: we}
 	})
 	if err != nil {
 		s.d.Log.Warn("end run after lease expiry", "run_id", runID, "tenant", tenant, "err", err)
@@ -568,4 +574,19 @@ func (s *Sweeper) expire(ctx context.Context, tenant, runID string) bool {
 		s.d.Log.Info("ended run after lease expiry", "run_id", runID, "tenant", tenant, "owner", owner)
 	}
 	return done
+}
+
+// inSession says ev holds a chunk only a session writes: a follow-up's
+// input, a turn's end, or a permission request or its answer.
+func inSession(ev wire.Event) bool {
+	for e := range ev.Expand() {
+		if e.Kind != wire.KindChunk {
+			continue
+		}
+		switch e.Chunk.Type {
+		case wire.ChunkInput, wire.ChunkTurnEnd, wire.ChunkPermissionRequested, wire.ChunkPermissionResolved:
+			return true
+		}
+	}
+	return false
 }
