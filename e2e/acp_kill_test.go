@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -138,7 +139,7 @@ func waitFile(t *testing.T, path string, wait time.Duration, writer <-chan struc
 // owns the session is SIGKILLed. The second prompt resumes the session on
 // the other runner through session/load from the checkpoint: it ends
 // end_turn, and the model request it makes carries the first turn. The
-// lost run ends failed; no agent process survives.
+// lost run ends failed with SessionLost; no agent process survives.
 func TestACPNodeClientRunnerKilled(t *testing.T) {
 	modules := cacheModules(t, filepath.Join("@zed-industries", "agent-client-protocol", "package.json"))
 	m := startACPMesh(t, "acp-kill", "--runner-adapters", "fixture")
@@ -233,8 +234,8 @@ func TestACPNodeClientRunnerKilled(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer wcancel()
-	if st, err := m.client.Wait(wctx, tenant, first.Record.RunID); err != nil || st.State != wire.StateFailed {
-		t.Errorf("the lost run %s ended %+v, %v; want failed", first.Record.RunID, st, err)
+	if st, err := m.client.Wait(wctx, tenant, first.Record.RunID); err != nil || st.State != wire.StateFailed || !errors.Is(st.Error, wire.SessionLost) {
+		t.Errorf("the lost run %s ended %+v, %v; want failed SessionLost", first.Record.RunID, st, err)
 	}
 	for _, r := range runners {
 		r.stop()
