@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/replay"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 )
 
 // nodeSDKWant is what the fixture profile answers check.mjs's prompt "hi".
@@ -42,6 +43,22 @@ var (
 	upNATSLine    = regexp.MustCompile(`msg="agentmesh up" nats=(\S+)`)
 	upGatewayLine = regexp.MustCompile(`msg="gateway listening" addr=(\S+)`)
 )
+
+// upAddrs waits for `agentmesh up --gateway` to log its NATS URL and its
+// gateway's address, and returns them.
+func upAddrs(t *testing.T, upLog *servicetest.Buffer) (natsURL, gatewayAddr string) {
+	t.Helper()
+	natstest.Eventually(t, 60*time.Second, func() error {
+		log := upLog.String()
+		n, g := upNATSLine.FindStringSubmatch(log), upGatewayLine.FindStringSubmatch(log)
+		if n == nil || g == nil {
+			return fmt.Errorf("agentmesh up has not logged its NATS URL and gateway address yet:\n%s", log)
+		}
+		natsURL, gatewayAddr = n[1], g[1]
+		return nil
+	})
+	return natsURL, gatewayAddr
+}
 
 // nodeSDKCheck is one check's result as check.mjs prints it.
 type nodeSDKCheck struct {
@@ -160,16 +177,7 @@ func TestNodeSDK(t *testing.T) {
 		"--profiles-dir", nodeSDKProfiles(t, repo, mkdir(t, root, "profiles"), model.URL+"/v1"),
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
 		"--workspace-root", mkdir(t, root, "work"))
-	var natsURL, gatewayAddr string
-	natstest.Eventually(t, 60*time.Second, func() error {
-		log := upLog.String()
-		n, g := upNATSLine.FindStringSubmatch(log), upGatewayLine.FindStringSubmatch(log)
-		if n == nil || g == nil {
-			return fmt.Errorf("agentmesh up has not logged its NATS URL and gateway address yet:\n%s", log)
-		}
-		natsURL, gatewayAddr = n[1], g[1]
-		return nil
-	})
+	natsURL, gatewayAddr := upAddrs(t, upLog)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

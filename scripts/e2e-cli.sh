@@ -10,12 +10,16 @@
 #
 # Environment: GO (default go), E2E_CLI_CACHE (install folder, default
 # .cache/cli), E2E_TIMEOUT (go test -timeout, default 10m), E2E_RUN (go test
-# -run, default 'TestCLI|TestNodeSDK|TestACP': every CLI's scenarios, the
-# CLIs from the command line, TestCLIGeminiTempHome, which sets the test
-# process's HOME inside the system temp dir, so TMPDIR must be unset or a
-# world-writable, sticky directory such as /tmp, the SDK against the
-# gateway of agentmesh up, the ACP agents as session runs of agentmesh up,
-# and a Node ACP client against agentmesh acp).
+# -run, default 'TestCLI|TestNodeSDK|TestACP|TestConsole': every CLI's
+# scenarios, the CLIs from the command line, TestCLIGeminiTempHome, which
+# sets the test process's HOME inside the system temp dir, so TMPDIR must
+# be unset or a world-writable, sticky directory such as /tmp, the SDK
+# against the gateway of agentmesh up, the ACP agents as session runs of
+# agentmesh up, a Node ACP client against agentmesh acp, and the console
+# of agentmesh up's gateway in headless Chromium).
+#
+# TestConsole drives Debian's Chromium (/usr/bin/chromium) with chromedp;
+# when it is missing it is installed with apt-get (as root, or with sudo).
 #
 # Install scripts are not run (--ignore-scripts): some (node-gyp rebuilds,
 # prebuilt-binary fetches) need a compiler or more than the npm registry,
@@ -62,6 +66,18 @@ command -v npm >/dev/null 2>&1 ||
 	die "npm is not installed; it installs the pinned CLIs from the npm registry (Debian: apt-get install npm)"
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "node $(node --version) is too old: the CLIs need Node.js 20 or later"
+
+if [ ! -x /usr/bin/chromium ]; then
+	command -v apt-get >/dev/null 2>&1 ||
+		die "/usr/bin/chromium is missing and there is no apt-get: TestConsole needs Chromium (Debian: apt-get install chromium)"
+	sudo=()
+	[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+	echo "e2e-cli: installing Debian's chromium for TestConsole"
+	"${sudo[@]}" apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium ||
+		die "apt-get install chromium failed (is the Debian mirror reachable?)"
+fi
+echo "e2e-cli: $(/usr/bin/chromium --version 2>/dev/null | tail -n 1)"
 
 # installed_version PACKAGE prints the version installed in the cache, or nothing.
 installed_version() {
@@ -115,4 +131,4 @@ export PATH="$BIN:$PATH"
 E2E_CLI_CACHE="$(cd "$CACHE" && pwd)"
 export E2E_CLI_CACHE
 
-exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI|TestNodeSDK|TestACP}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
+exec "$GO" test -race -tags e2e -run "${E2E_RUN:-TestCLI|TestNodeSDK|TestACP|TestConsole}" -count=1 -v -timeout "${E2E_TIMEOUT:-10m}" ./e2e
