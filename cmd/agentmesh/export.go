@@ -15,11 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exporter/redact"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 	"github.com/nats-io/nats.go"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/telemetry/telemetrytest"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry/telemetrytest"
 )
 
 // TestRunTracesTheSubmission: with OTEL_* pointing at a collector,

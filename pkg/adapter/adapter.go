@@ -100,7 +100,7 @@ func TeardownBound(a Adapter) time.Duration {
 
 // TokenClasses is implemented by an adapter that reports usage: it lists
 // the token classes its usage can carry, by the names profiles price them
-// under (pkg/cost: input, output, cache_read, cache_write, reasoning). A
+// under (pkg/ledger/cost: input, output, cache_read, cache_write, reasoning). A
 // profile of the adapter must price every one of them. An adapter whose
 // declaration says reports_usage false reports no class, whatever it
 // implements. The returned slice is the caller's.

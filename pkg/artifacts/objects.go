@@ -13,8 +13,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/objstore"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/exporter/exportertest"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exports"
+	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exporter/redact"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajectory"
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
-	"github.com/agentmesh/agentmesh/pkg/leader"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/leader"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"

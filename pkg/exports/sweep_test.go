@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/consent"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore/storetest"
+	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"

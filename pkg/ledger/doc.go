@@ -17,7 +17,7 @@
 // adds to the rollup the day's entries stored after Folded, so a writer
 // that stopped between the entry and the fold loses nothing: its entry is
 // read, and the next writer folds it. Every sum is a big.Rat of the
-// entries' exact costs (pkg/cost), stored as a decimal string.
+// entries' exact costs (pkg/ledger/cost), stored as a decimal string.
 //
 // The writer (Writer) is a durable consumer of the run records, shared by
 // every router: for each terminal record it writes the run's entry, folds

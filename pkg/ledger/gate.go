@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/cost"
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
-	"github.com/agentmesh/agentmesh/pkg/leader"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/leader"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"

@@ -16,7 +16,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/events"
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -44,7 +44,7 @@ func (s *Store) observeEnd(r Run, st wire.Status) {
 		}
 	}
 	if sum.Cost != "" {
-		// An exact decimal (pkg/cost); the float sum is the metric's.
+		// An exact decimal (pkg/ledger/cost); the float sum is the metric's.
 		if usd, err := strconv.ParseFloat(sum.Cost, 64); err == nil && usd > 0 {
 			m.Cost.Add(usd)
 		} else if err != nil {

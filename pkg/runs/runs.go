@@ -67,9 +67,9 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/events"
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
-	"github.com/agentmesh/agentmesh/pkg/leader"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/leader"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -120,7 +120,7 @@ func retry[T any](ctx context.Context, tried *bool, f func(context.Context) (T, 
 }
 
 // entry is a key's value and revision as the bucket's stream leader has
-// them (pkg/leader): never a lagging replica's, since what is read here
+// them (pkg/service/leader): never a lagging replica's, since what is read here
 // decides a run's next state.
 type entry struct {
 	value []byte

@@ -3,8 +3,8 @@ package service
 import (
 	"log/slog"
 
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
-	"github.com/agentmesh/agentmesh/pkg/telemetry/telemetrytest"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry/telemetrytest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 )

@@ -2,7 +2,7 @@ package wire
 
 // The spend ledger's, the budgets' and the quota's entries
 // (docs/contract.md §12). Every amount is an exact decimal string in USD,
-// summed with pkg/cost's rational arithmetic; none is ever a float.
+// summed with pkg/ledger/cost's rational arithmetic; none is ever a float.
 
 // SpendEntry is one ended run's spend in agentmesh_spend under
 // <tenant>.<day>.<run_id>.<created>: written once (a create), from the

@@ -78,7 +78,7 @@ type Spec[R any] struct {
 	Name         string
 	Capabilities wire.Capabilities
 	// TokenClasses are the token classes the parser's usage can carry
-	// (pkg/cost names), for adapter.TokenClasses; empty when the CLI
+	// (pkg/ledger/cost names), for adapter.TokenClasses; empty when the CLI
 	// reports no usage.
 	TokenClasses []string
 	// Decode validates the msgpack request strictly; any problem is an

@@ -100,7 +100,7 @@ type Summary struct {
 	Chunks int    `json:"chunks"`
 	Usage  *Usage `json:"usage,omitempty"`
 	// Cost is the exact cost in USD, a decimal string from the pin's
-	// pricing (pkg/cost).
+	// pricing (pkg/ledger/cost).
 	Cost         string   `json:"cost,omitempty"`
 	TotalCostUSD *float64 `json:"total_cost_usd,omitempty"`
 	DurationMS   int64    `json:"duration_ms"`

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/objstore"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -23,7 +23,7 @@ import (
 // agentmesh_trajectories (pkg/topology creates it, subject.Names
 // TrajectoryStore names it). js is the JetStream context obs was opened
 // from (Put publishes through it). Requests are made again through a leader
-// election or a reconnect (pkg/jsretry) until ctx ends. NewObjectStore makes
+// election or a reconnect (pkg/service/jsretry) until ctx ends. NewObjectStore makes
 // no request: the first Put asks obs for its bucket's stream.
 //
 // Get, Delete and Exists go through obs. Put writes the object itself, in

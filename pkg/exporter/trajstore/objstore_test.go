@@ -13,8 +13,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore"
 	"github.com/agentmesh/agentmesh/pkg/exporter/trajstore/storetest"
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats-server/v2/server"

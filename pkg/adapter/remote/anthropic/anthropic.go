@@ -11,7 +11,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/sse"
-	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
-	"github.com/agentmesh/agentmesh/pkg/telemetry/telemetrytest"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry/telemetrytest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"

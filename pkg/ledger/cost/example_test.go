@@ -3,7 +3,7 @@ package cost_test
 import (
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

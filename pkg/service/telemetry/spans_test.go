@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/codes"

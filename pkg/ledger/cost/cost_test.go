@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/cost"
+	"github.com/agentmesh/agentmesh/pkg/ledger/cost"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 

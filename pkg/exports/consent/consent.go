@@ -16,8 +16,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/jsretry"
-	"github.com/agentmesh/agentmesh/pkg/leader"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/leader"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"

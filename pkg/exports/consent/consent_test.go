@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/consent"
+	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"go.uber.org/goleak"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/agentmesh/agentmesh/pkg/telemetry"
+	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 )
