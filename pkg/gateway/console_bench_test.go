@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/gateway"
+	"github.com/agentmesh/agentmesh/pkg/ledger"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // benchRuns is how many run records BenchmarkConsoleRunsList holds.
@@ -30,7 +32,9 @@ const benchRuns = 10000
 // records in the runs bucket (5 tenants, two profiles, 10 % not ended),
 // each request authenticated (one key read) and rendered; p50 and p99
 // of the request's latency per query shape. no-match walks the whole
-// index (a filter nothing matches), the worst case of a page.
+// index (a filter nothing matches), the worst case of a page. The
+// page=... cases are the console's other pages with the same runs held
+// (and 14 days of 5 tenants' spend in the ledger).
 func BenchmarkConsoleRunsList(b *testing.B) {
 	s := natstest.RunJetStream(b)
 	d := servicetest.Deps(b, s, topology.Config{})
@@ -52,6 +56,7 @@ func BenchmarkConsoleRunsList(b *testing.B) {
 		b.Fatal(err)
 	}
 	seedBenchRuns(b, d.NC, benchRuns)
+	seedBenchSpend(b, d.JS)
 	c, err := client.New(d.NC, subject.Names{})
 	if err != nil {
 		b.Fatal(err)
@@ -97,6 +102,11 @@ func BenchmarkConsoleRunsList(b *testing.B) {
 		{"adapter", opsKey, "/console/runs?adapter=claude-code&limit=200"},
 		{"deep-cursor", opsKey, "/console/runs?cursor=" + deep},
 		{"no-match", opsKey, "/console/runs?profile=no-such-profile"},
+		// The other pages, with the same 10,000 runs held.
+		{"page=run", opsKey, "/console/runs/t4/run-00009"},
+		{"page=spend-tenant", tenantKey, "/console/spend"},
+		{"page=spend-operator", opsKey, "/console/spend"},
+		{"page=exports", opsKey, "/console/exports"},
 	} {
 		b.Run(q.name, func(b *testing.B) {
 			if _, err := get(q.key, q.path); err != nil { // warm
@@ -118,6 +128,36 @@ func BenchmarkConsoleRunsList(b *testing.B) {
 			b.ReportMetric(p(0.99), "p99-ms")
 			b.ReportMetric(benchRuns, "runs")
 		})
+	}
+}
+
+// seedBenchSpend writes the ledger of the console's default 14 days: a
+// day of 5 tenants, 11 principals' runs each, folded, as the ledger's
+// writer leaves it.
+func seedBenchSpend(b *testing.B, js jetstream.JetStream) {
+	b.Helper()
+	ctx := context.Background()
+	store, err := ledger.Open(ctx, js, subject.Names{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for day := range 14 {
+		ended := now.AddDate(0, 0, -day)
+		for t := range 5 {
+			tenant := fmt.Sprintf("t%d", t)
+			for p := range 11 {
+				rec := wire.RunRecord{V: wire.Version, RunID: fmt.Sprintf("spend-%d-%d", day, p), Tenant: tenant, Principal: fmt.Sprintf("p%d", p),
+					Profile: "fixture", State: wire.StateSucceeded, Cost: "0.0123", Created: ended.UnixMilli() - 1000, Updated: ended.UnixMilli()}
+				e, key, _ := ledger.Entry(rec)
+				if err := store.Put(ctx, key, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := store.Fold(ctx, tenant, ledger.Day(ended)); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
 
