@@ -85,7 +85,7 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 		return o, usageErr("up: --data-dir must not be empty")
 	}
 	if o.gateway != "" {
-		if err := (gateway.Config{Addr: o.gateway}).Validate(); err != nil {
+		if err := (gateway.Config{Addr: o.gateway, OperatorKeys: gateway.ParseKeyIDs(os.Getenv(gateway.OperatorKeysVar))}).Validate(); err != nil {
 			return o, usageErr("up: --gateway: %v", err)
 		}
 	}
@@ -211,7 +211,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	}
 	var gw *gateway.Config
 	if o.gateway != "" {
-		gw = &gateway.Config{Addr: o.gateway, Console: true}
+		gw = &gateway.Config{Addr: o.gateway, Console: true, OperatorKeys: gateway.ParseKeyIDs(os.Getenv(gateway.OperatorKeysVar))}
 	}
 	err = mesh.Run(ctx, infra.Deps, profiles, adapters, mesh.Config{
 		Gateway:  gw,

@@ -97,6 +97,23 @@ func validKeyID(id string) bool {
 	return true
 }
 
+// OperatorKeysVar is the variable that names the console's operator
+// keys (Config.OperatorKeys); agentmesh up, which takes no other gateway
+// variable, reads it with ParseKeyIDs.
+const OperatorKeysVar = "AGENTMESH_GATEWAY_OPERATOR_KEYS"
+
+// ParseKeyIDs splits a comma-separated list of key ids, as envconfig
+// reads Config.OperatorKeys: spaces trimmed, empty entries dropped.
+func ParseKeyIDs(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // EnableConsole serves the console (/console) from the mesh of js and nc:
 // it starts the runs index (one watch of the runs bucket, until ctx ends)
 // and returns once the index holds the bucket's current records, or with

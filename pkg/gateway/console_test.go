@@ -463,3 +463,18 @@ func TestConsoleBadParams(t *testing.T) {
 		}
 	}
 }
+
+func TestConsoleOperatorKeysConfig(t *testing.T) {
+	if got := gateway.ParseKeyIDs(" 0123456789ab, ,ba9876543210,"); strings.Join(got, " ") != "0123456789ab ba9876543210" {
+		t.Errorf("ParseKeyIDs: %q", got)
+	}
+	if err := (gateway.Config{OperatorKeys: []string{"0123456789ab"}}).Validate(); err != nil {
+		t.Errorf("a key id: %v", err)
+	}
+	for _, bad := range []string{"0123456789", "0123456789AB", "amk_0123456789ab", "0123456789abc"} {
+		err := (gateway.Config{OperatorKeys: []string{bad}}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "OperatorKeys") {
+			t.Errorf("operator key %q: %v, want an error naming OperatorKeys", bad, err)
+		}
+	}
+}
