@@ -244,7 +244,9 @@ func consoleHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", consoleCSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	// Not no-referrer: under it a browser posts the console's own forms
+	// and fetches with "Origin: null", which sameOrigin must refuse.
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 }
 

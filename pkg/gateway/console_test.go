@@ -211,6 +211,11 @@ func TestConsoleLoginCookie(t *testing.T) {
 		if p.hdr.Get("X-Content-Type-Options") != "nosniff" || p.hdr.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("GET %s: headers %v", path, p.hdr)
 		}
+		// no-referrer would have browsers post the console's own forms
+		// with "Origin: null", refused below (TestConsole in e2e saw it).
+		if rp := p.hdr.Get("Referrer-Policy"); rp != "same-origin" {
+			t.Errorf("GET %s: Referrer-Policy %q, want same-origin", path, rp)
+		}
 		if strings.Contains(p.body, "<script>") {
 			t.Errorf("GET %s: an inline script", path)
 		}
