@@ -127,10 +127,6 @@ func (g *Gateway) EnableConsole(ctx context.Context, nc *nats.Conn, js jetstream
 	for _, id := range g.cfg.OperatorKeys {
 		c.operators[id] = true
 	}
-	runsKV, err := js.KeyValue(ctx, names.RunsBucket())
-	if err != nil {
-		return fmt.Errorf("console: open the runs bucket: %w", err)
-	}
 	retention, err := topology.RunRetention(ctx, js, names)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
@@ -145,7 +141,7 @@ func (g *Gateway) EnableConsole(ctx context.Context, nc *nats.Conn, js jetstream
 		return fmt.Errorf("console: %w", err)
 	}
 	c.index = newRunIndex(retention)
-	go watchRuns(ctx, runsKV, c.index, g.log)
+	go watchRuns(ctx, js, names, c.index, g.log)
 	for {
 		c.index.mu.RLock()
 		ready, werr := c.index.ready, c.index.err

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -288,8 +289,8 @@ func (x *runIndex) query(f runFilter, after *runCursor, limit int) (runPage, err
 // watchRuns feeds x from the runs bucket until ctx ends: the current
 // values, then every change. It stops at the first failure, which x
 // then reports to every page.
-func watchRuns(ctx context.Context, kv jetstream.KeyValue, x *runIndex, log *slog.Logger) {
-	w, err := kv.WatchAll(ctx)
+func watchRuns(ctx context.Context, js jetstream.JetStream, names subject.Names, x *runIndex, log *slog.Logger) {
+	w, err := runs.Watch(ctx, js, names)
 	if err != nil {
 		x.failed(fmt.Errorf("watch the runs bucket: %w", err))
 		log.Warn("console: cannot watch the runs bucket; the runs pages answer 503", "err", err)
