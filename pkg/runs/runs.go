@@ -874,3 +874,17 @@ func DecodeRecorded(msg jetstream.Msg) (Recorded, error) {
 	}
 	return Recorded{Record: rec}, nil
 }
+
+// Watch follows the run records of the mesh of js and names, read only,
+// for a reader that keeps its own view of them (the gateway console's
+// index): every current record, then nil once they have all been
+// delivered, then every write and delete as it happens, until ctx ends or
+// the watcher is stopped. Records are wire.RunRecord, written by this
+// package only.
+func Watch(ctx context.Context, js jetstream.JetStream, names subject.Names) (jetstream.KeyWatcher, error) {
+	kv, err := js.KeyValue(ctx, names.RunsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open the runs bucket: %w", err)
+	}
+	return kv.WatchAll(ctx)
+}
