@@ -722,7 +722,7 @@ func (h *harness) testError(t *testing.T, c cliCase, profileName string, attempt
 	if r.final.State != wire.StateFailed || r.final.Error == nil || !r.final.Error.Class.Known() {
 		fail("want a failed run with a typed error, got %s", r.summary())
 	}
-	// Exactly the class README "Error classes" gives the status: a 500 is
+	// Exactly the class docs/contract.md §1.5 and docs/contract-notes.md gives the status: a 500 is
 	// the base ProviderError, no subclass and not ProviderStreamError.
 	if got := r.final.Error.Class; got != want {
 		fail("HTTP %s: terminal error class %s, want %s", sc, got, want)

@@ -23,7 +23,7 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		cfg := sandboxConfig(io)
 		m, err := sandbox.Check(cfg)
 		if err != nil {
-			return &exitError{code: exitFail, err: fmt.Errorf("%w\nset AGENTMESH_SANDBOX=off on the subprocess runner to run the CLIs unconfined (README: the sandbox)", err)}
+			return &exitError{code: exitFail, err: fmt.Errorf("%w\nset AGENTMESH_SANDBOX=off on the subprocess runner to run the CLIs unconfined (docs/operating.md: the sandbox)", err)}
 		}
 		fmt.Fprintln(io.stdout, "sandbox: ok: a confined probe ran in its own user, mount, pid, network, IPC and UTS namespaces, with no capabilities and a read-only root")
 		if cfg.Init != "" {

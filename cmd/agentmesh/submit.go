@@ -250,7 +250,7 @@ func cmdRun(ctx context.Context, args []string, io *stdio) error {
 		return usageErr("run: %v", err)
 	}
 	// With OTEL_* configuring an exporter the submission is the root
-	// span of the run's trace (README, "Tracing"); flushed before exit.
+	// span of the run's trace (docs/operating.md, "Tracing"); flushed before exit.
 	tracing, err := telemetry.Setup(ctx, "agentmesh-cli", slog.New(slog.NewTextHandler(io.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return usageErr("run: %v", err)

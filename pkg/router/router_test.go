@@ -283,7 +283,7 @@ func TestFullQueueRejectsAtOnce(t *testing.T) {
 	// before anything is written: rejected straight from accepted. When
 	// that count is older than the queued run, the work stream's exact
 	// bound refuses the dispatch, and the run was recorded routed on the
-	// way (README, contract notes).
+	// way (docs/contract-notes.md).
 	if got := clienttest.Describe(evs); got != "[accepted rejected]" && got != "[accepted routed rejected]" {
 		t.Fatalf("events = %s", got)
 	}

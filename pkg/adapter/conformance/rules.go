@@ -110,7 +110,7 @@ func checkProviderErrors(t *testing.T, s Subject, c *corpus) {
 }
 
 // checkServerErrors checks that a model API's HTTP 5xx fails with exactly
-// ProviderError, the one class every adapter gives it (README "Error
+// ProviderError, the one class every adapter gives it (docs/contract-notes.md, "Error
 // classes"): not a subclass, not ProviderStreamError (an error chunk
 // without a class). As the stream's error it is retryable from a remote
 // adapter (the status comes before any output, docs/contract.md §4.5) and

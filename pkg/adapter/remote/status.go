@@ -48,7 +48,7 @@ func (e *StatusError) WithClass(c wire.Class) *StatusError {
 // NewStatusError reads resp's body (at most 64 KiB) and types the answer
 // by its status first: 401/403 auth; 429 and 529 (overloaded) quota; 413
 // context; any other 5xx ProviderError whatever its text says (the model
-// API's server failure, the class every adapter gives it, README "Error
+// API's server failure, the class every adapter gives it, docs/contract-notes.md, "Error
 // classes"); for another 4xx, a message saying overloaded quota, a
 // context-length message context, anything else ProviderError. A 429, 529
 // or 5xx is retryable, with the Retry-After of resp (RetryAfter) as the

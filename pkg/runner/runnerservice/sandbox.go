@@ -83,7 +83,7 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	}
 	m, err := sandbox.Check(sc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: AGENTMESH_SANDBOX=on: %v; set AGENTMESH_SANDBOX=off to run the CLIs unconfined (README: the sandbox)", service.ErrConfig, err)
+		return nil, fmt.Errorf("%w: AGENTMESH_SANDBOX=on: %v; set AGENTMESH_SANDBOX=off to run the CLIs unconfined (docs/operating.md: the sandbox)", service.ErrConfig, err)
 	}
 	init := sc.Init
 	if init == "" {

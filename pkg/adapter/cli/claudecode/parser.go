@@ -737,7 +737,7 @@ func (p *Parser) errorChunk(class wire.Class, msg string) wire.Chunk {
 // classify maps a declared failure to its class: by HTTP status, by the
 // synthetic message's error kind, then by the text. A 5xx other than 529
 // is the model API's server failure, ProviderError, whatever its text or
-// kind says (README "Error classes").
+// kind says (docs/contract.md §1.5 and docs/contract-notes.md).
 func classify(status int, kind, text string) wire.Class {
 	lower := strings.ToLower(text)
 	switch {

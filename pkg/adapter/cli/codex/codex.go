@@ -110,7 +110,7 @@ func Classify(_ int, stderr string) wire.Class {
 // (Codex words a 500 as "We're currently experiencing high demand") as a
 // ProviderError. An HTTP 5xx it quotes ("unexpected status 502 Bad
 // Gateway", "last status: 503") other than 529 is the model API's server
-// failure, ProviderError, whatever else the text says (README "Error
+// failure, ProviderError, whatever else the text says (docs/contract-notes.md, "Error
 // classes"); a 529 is quota.
 func classify(text string) wire.Class {
 	s := strings.ToLower(text)

@@ -363,7 +363,7 @@ func classifyAPIError(raw string) (string, wire.Class) {
 
 // apiClass classes an API error by its HTTP code and status. A 5xx other
 // than 529 is the model API's server failure, ProviderError, whatever its
-// message says (README "Error classes"): Gemini's 503 UNAVAILABLE "The
+// message says (docs/contract.md §1.5 and docs/contract-notes.md): Gemini's 503 UNAVAILABLE "The
 // model is overloaded" included.
 func apiClass(code int, status, msg string) wire.Class {
 	switch {

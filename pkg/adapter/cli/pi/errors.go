@@ -93,7 +93,7 @@ func bodyError(detail string) (kind, text string) {
 
 // classifyMessage maps an HTTP status and the lower-cased error text to an
 // error class: a 5xx other than 529 is the model API's server failure,
-// ProviderError, whatever its text says (README "Error classes"); then
+// ProviderError, whatever its text says (docs/contract.md §1.5 and docs/contract-notes.md); then
 // context overflow (providers answer it with 400 or 413), 401/403 auth,
 // 429, 529 and overload quota, other statuses ProviderError, and for
 // errors without a status the text (network failures are
