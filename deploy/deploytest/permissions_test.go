@@ -508,19 +508,26 @@ func waitAsyncPermission(t *testing.T, errs *asyncErrs, op, subj string) {
 	t.Fatalf("no permission violation for %s to %s", op, subj)
 }
 
-func TestDeployPermissions(t *testing.T) {
-	m := startServer(t)
+// checkedServiceErrs is where startMesh puts the records of the services'
+// connections' asynchronous errors, each checked to hold none as the test
+// ends. Called before the services start (cleanups run last-in
+// first-out), it checks once they have stopped: nothing any service did,
+// start-up to shutdown, was refused.
+func checkedServiceErrs(t *testing.T) map[string]*asyncErrs {
 	serviceErrs := map[string]*asyncErrs{}
 	t.Cleanup(func() {
-		// Registered before the services start (cleanups run last-in
-		// first-out), so checked once they have stopped: nothing any
-		// service did, start-up to shutdown, was refused.
 		for name, e := range serviceErrs {
 			for _, err := range e.take() {
 				t.Errorf("%s connection: %v", name, err)
 			}
 		}
 	})
+	return serviceErrs
+}
+
+func TestDeployPermissions(t *testing.T) {
+	m := startServer(t)
+	serviceErrs := checkedServiceErrs(t)
 	gatewayURL := startMesh(t, m, serviceErrs)
 
 	// A bound for a hung check, not a timing: the subtests below share it,
@@ -1457,24 +1464,7 @@ func TestDeployPermissions(t *testing.T) {
 		hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 		call := func(key, method, path, body string) (int, []byte) {
 			t.Helper()
-			req, err := http.NewRequestWithContext(ctx, method, gatewayURL+path, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Authorization", "Bearer "+key)
-			if body != "" {
-				req.Header.Set("Content-Type", "application/json")
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatalf("%s %s: %v", method, path, err)
-			}
-			return resp.StatusCode, b
+			return callGateway(ctx, t, hc, gatewayURL, key, method, path, body)
 		}
 		chat := func(key, prompt string) string {
 			t.Helper()
