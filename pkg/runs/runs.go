@@ -311,7 +311,7 @@ func (s *Store) Create(ctx context.Context, rec wire.RunRecord) (Run, error) {
 	default:
 		return Run{}, fmt.Errorf("create run record %s: state %s, want accepted or routed", subject.RunKey(rec.Tenant, rec.RunID), rec.State)
 	}
-	rec.V = wire.Version
+	rec.V, rec.Updated = wire.Version, time.Now().UnixMilli()
 	b, err := wire.Marshal(&rec)
 	if err != nil {
 		return Run{}, err

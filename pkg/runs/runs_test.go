@@ -68,6 +68,10 @@ func TestCreateIsPerTenant(t *testing.T) {
 	if _, err := s.Create(ctx, wire.RunRecord{RunID: "job-1", Tenant: "alpha"}); !errors.Is(err, runs.ErrExists) {
 		t.Fatalf("second create in alpha: %v, want ErrExists", err)
 	}
+	// A new record says when it was written, as every later write does.
+	if r, err := s.Get(ctx, "beta", "job-1"); err != nil || r.Record.Updated == 0 {
+		t.Fatalf("created record %+v, %v: want its updated time", r.Record, err)
+	}
 }
 
 // Of many writers ending one run at once, exactly one ends it; the record
