@@ -632,6 +632,17 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunReco
 	return c.withLastEvent(ctx, rec)
 }
 
+// Current is rec, a record read elsewhere (a watch of the runs bucket),
+// as Status would give it: a run not ended overlaid with its last event
+// (withLastEvent), an ended run's record as it is. It reads one event,
+// with one JetStream direct get.
+func (c *Client) Current(ctx context.Context, rec wire.RunRecord) (wire.RunRecord, error) {
+	if rec.State.Terminal() {
+		return rec, nil
+	}
+	return c.withLastEvent(ctx, rec)
+}
+
 // withLastEvent is rec, the record of a run not ended, as its last event
 // says the run is now: the mesh writes a record when the run is created
 // and when it ends, and in between the events say who holds it. A

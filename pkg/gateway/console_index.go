@@ -92,6 +92,11 @@ func (f runFilter) keep(r *wire.RunRecord) bool {
 		return true
 	case f.state == "live":
 		return !r.State.Terminal()
+	case !wire.State(f.state).Terminal():
+		// A record not ended says accepted or routed while its events
+		// may say running: every one is a candidate, which the page
+		// keeps by its state now (console.current).
+		return !r.State.Terminal()
 	}
 	return string(r.State) == f.state
 }

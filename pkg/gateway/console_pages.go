@@ -95,7 +95,7 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 		return
 	}
 	data := runsPage{Tenant: f.tenant, State: f.state, Profile: f.profile, Adapter: f.adapter, Limit: limit,
-		Runs: page.Runs, Capped: page.Capped, Scanned: page.Scanned,
+		Runs: g.currentRuns(r.Context(), page.Runs, f.state), Capped: page.Capped, Scanned: page.Scanned,
 		States: consoleStates, Profiles: g.profiles.Names(), Adapters: g.adapterNames()}
 	if who.Operator {
 		data.Tenants = c.index.tenants()
@@ -122,6 +122,27 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 	}
 	data.TookMS = fmt.Sprintf("%.2f", float64(time.Since(start).Microseconds())/1000)
 	g.consoleRender(w, http.StatusOK, "runs", pageData{Title: "Runs", Nav: "runs", Who: &who, Page: data})
+}
+
+// currentRuns gives each run of a page not ended its state now, from its
+// last event (a stored record says accepted or routed until the run
+// ends; its events say who runs it): one direct get per such run, at
+// most a page's. With state a state not terminal, it keeps the runs now
+// in it.
+func (g *Gateway) currentRuns(ctx context.Context, recs []wire.RunRecord, state string) []wire.RunRecord {
+	out := recs[:0]
+	for _, rec := range recs {
+		if !rec.State.Terminal() {
+			if now, err := g.client.Current(ctx, rec); err == nil {
+				rec = now
+			}
+		}
+		if state != "" && state != "live" && !wire.State(state).Terminal() && string(rec.State) != state {
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out
 }
 
 // runTenant checks the {tenant} and {id} of a run's console URL: a

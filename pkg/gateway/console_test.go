@@ -14,8 +14,11 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // consoleEnv is env with a gateway whose console is on, and an operator
@@ -480,6 +483,63 @@ func TestConsoleOperatorKeysConfig(t *testing.T) {
 		err := (gateway.Config{OperatorKeys: []string{bad}}).Validate()
 		if err == nil || !strings.Contains(err.Error(), "OperatorKeys") {
 			t.Errorf("operator key %q: %v, want an error naming OperatorKeys", bad, err)
+		}
+	}
+}
+
+// TestConsoleListsRunsAsTheyAreNow: a run's record says routed until the
+// run ends, while its events say a runner holds it. The runs list shows
+// such a run running, as the run's page and the runs API do, and the
+// state filter finds it by that state: running, not routed.
+func TestConsoleListsRunsAsTheyAreNow(t *testing.T) {
+	e := startConsole(t)
+	seedRuns(t, e)
+	ctx := context.Background()
+	store, err := runs.Open(ctx, service.Deps{NC: e.nc, JS: e.js, Log: slog.New(slog.DiscardHandler),
+		Metrics: service.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.record(t, wire.RunRecord{RunID: "acme-running", Tenant: "acme", Principal: "alice", Profile: "fixture", Adapter: "fixture", State: wire.StateRouted})
+	w := store.Events().New("acme", "acme-running")
+	if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted}); err != nil {
+		t.Fatal(err)
+	}
+	lease, err := store.HoldRunner(ctx, "runner-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Stop()
+	if w, err = store.Events().Open(ctx, "acme", "acme-running"); err != nil {
+		t.Fatal(err)
+	}
+	w.Author("runner-x", lease.Epoch(), 1)
+	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(t, e.keyOps, "/console/runs", contains("acme-running"))
+	for _, tt := range []struct {
+		query     string
+		want, not []string
+	}{
+		{"", []string{`data-state="running"`, `data-state="routed"`}, nil},
+		{"state=running", []string{">acme-running<"}, []string{">acme-live<", ">acme-ok<"}},
+		{"state=routed", []string{">acme-live<"}, []string{">acme-running<"}},
+		{"state=live", []string{">acme-live<", ">acme-running<"}, []string{">acme-ok<"}},
+	} {
+		p := e.get(t, e.keyOps, "/console/runs?"+tt.query)
+		if p.code != http.StatusOK {
+			t.Fatalf("?%s: %d %s", tt.query, p.code, p.body)
+		}
+		for _, s := range tt.want {
+			if !strings.Contains(p.body, s) {
+				t.Errorf("?%s: no %s", tt.query, s)
+			}
+		}
+		for _, s := range tt.not {
+			if strings.Contains(p.body, s) {
+				t.Errorf("?%s: %s is listed", tt.query, s)
+			}
 		}
 	}
 }
