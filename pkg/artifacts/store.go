@@ -276,34 +276,25 @@ func (s *Store) list(ctx context.Context, filter string) ([]Record, error) {
 	return out, err
 }
 
-// listN is list of at most limit records (0: every one) that keep
-// accepts (nil: all), reading no record past the limit; more says some
-// were left.
+// listN is list of at most limit records (0: every one, sorted by key)
+// that keep accepts (nil: all), in the order they were last written. A
+// bounded listing reads no more than tenantScan(limit) keys, so its cost
+// does not grow with the bucket; more says some were left (or not
+// examined).
 func (s *Store) listN(ctx context.Context, filter string, limit int, keep func(Record) bool) (out []Record, more bool, err error) {
-	keys, err := jsretry.Do(ctx, func(ctx context.Context) ([]string, error) {
-		l, err := s.records.ListKeysFiltered(ctx, filter)
-		if err != nil {
-			return nil, err
-		}
-		var keys []string
-		for k := range l.Keys() {
-			keys = append(keys, k)
-		}
-		_ = l.Stop()
-		return keys, nil
-	})
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, false, nil
+	n := 0
+	if limit > 0 {
+		n = tenantScan(limit)
 	}
+	keys, err := jsretry.Keys(ctx, s.records, filter, n)
 	if err != nil {
 		return nil, false, fmt.Errorf("list artifact records %s: %w", filter, err)
 	}
-	slices.Sort(keys)
+	if limit == 0 {
+		slices.Sort(keys)
+	}
 	out = make([]Record, 0, len(keys))
 	for _, k := range keys {
-		if limit > 0 && len(out) == limit {
-			return out, true, nil
-		}
 		rec, err := s.get(ctx, k)
 		if errors.Is(err, ErrNotFound) {
 			continue
@@ -311,17 +302,26 @@ func (s *Store) listN(ctx context.Context, filter string, limit int, keep func(R
 		if err != nil {
 			return nil, false, err
 		}
-		if keep == nil || keep(rec) {
-			out = append(out, rec)
+		if keep != nil && !keep(rec) {
+			continue
 		}
+		if limit > 0 && len(out) == limit {
+			return out, true, nil
+		}
+		out = append(out, rec)
 	}
-	return out, false, nil
+	return out, n > 0 && len(keys) == n, nil
 }
 
+// tenantScan is how many keys a listing of limit records examines: the
+// records past the limit that tell there are more, and room for records
+// not kept (an artifact being written, or withdrawn and not yet swept).
+func tenantScan(limit int) int { return 4*limit + 16 }
+
 // Tenant returns up to limit (at least 1) of tenant's stored artifacts,
-// or every tenant's when tenant is "", sorted by key, and whether there
-// are more: it lists the keys, then reads the records only up to the
-// limit.
+// or every tenant's when tenant is "", in the order they were last
+// written (the oldest, the soonest to expire, first), and whether there
+// are more: it examines at most tenantScan(limit) records.
 func (s *Store) Tenant(ctx context.Context, tenant string, limit int) ([]Record, bool, error) {
 	filter := ">"
 	if tenant != "" {

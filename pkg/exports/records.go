@@ -88,33 +88,30 @@ func (r *Records) List(ctx context.Context, tenant string) ([]Entry, error) {
 	return out, err
 }
 
-// ListN is List of at most limit records (0: every one): it lists the
-// keys, then reads the records only up to the limit; more says some were
-// left.
+// ListN is List of at most limit records (0: every one, sorted by tenant
+// and run id), in the order they were last written (the oldest, the
+// soonest to expire, first): it lists no more than limit+1 keys and reads
+// the records only up to the limit, so its cost does not grow with the
+// bucket; more says some were left.
 func (r *Records) ListN(ctx context.Context, tenant string, limit int) (out []Entry, more bool, err error) {
+	filter := ">"
 	if tenant != "" {
 		if err := subject.ValidToken("tenant", tenant); err != nil {
 			return nil, false, err
 		}
+		filter = tenant + ".*"
 	}
-	keys, err := jsretry.Do(ctx, func(ctx context.Context) ([]string, error) {
-		if tenant != "" {
-			lister, err := r.kv.ListKeysFiltered(ctx, tenant+".*")
-			if err != nil {
-				return nil, err
-			}
-			return collect(lister)
-		}
-		lister, err := r.kv.ListKeys(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return collect(lister)
-	})
+	n := 0
+	if limit > 0 {
+		n = limit + 1
+	}
+	keys, err := jsretry.Keys(ctx, r.kv, filter, n)
 	if err != nil {
 		return nil, false, fmt.Errorf("list exports: %w", err)
 	}
-	slices.Sort(keys)
+	if limit == 0 {
+		slices.Sort(keys)
+	}
 	out = make([]Entry, 0, len(keys))
 	for _, k := range keys {
 		if limit > 0 && len(out) == limit {
@@ -130,17 +127,6 @@ func (r *Records) ListN(ctx context.Context, tenant string, limit int) (out []En
 		out = append(out, e)
 	}
 	return out, false, nil
-}
-
-func collect(l jetstream.KeyLister) ([]string, error) {
-	var keys []string
-	for k := range l.Keys() {
-		keys = append(keys, k)
-	}
-	// The listing ends by itself once it has every key; stopping it then
-	// only reports the subscription gone.
-	_ = l.Stop()
-	return keys, nil
 }
 
 // Begin writes rec, not yet stored, as the run's record: it creates the

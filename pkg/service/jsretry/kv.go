@@ -68,3 +68,37 @@ func Purge(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, g
 	}
 	return err
 }
+
+// Keys lists the keys of kv that filter matches, in the order they were
+// last written, through transient errors (Do): at most n of them (0:
+// every one), reading no further than the n-th, so a bounded listing costs
+// what it lists, not what the bucket holds. No key is ErrNoKeysFound's
+// empty list, not an error.
+func Keys(ctx context.Context, kv jetstream.KeyValue, filter string, n int) ([]string, error) {
+	keys, err := Do(ctx, func(ctx context.Context) ([]string, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		l, err := kv.ListKeysFiltered(ctx, filter)
+		if err != nil {
+			return nil, err
+		}
+		var keys []string
+		for k := range l.Keys() {
+			keys = append(keys, k)
+			if n > 0 && len(keys) == n {
+				break
+			}
+		}
+		// The lister's goroutine ends once the context does; what it
+		// still hands over meanwhile is drained, so it never blocks.
+		cancel()
+		for range l.Keys() {
+		}
+		_ = l.Stop()
+		return keys, nil
+	})
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	return keys, err
+}
