@@ -53,6 +53,10 @@ type hostileSpec struct {
 	Forbidden string // a loopback address that is not the model API
 	ModelAPI  string // the profile's model API endpoint, which must work
 	Token     string // names this run's daemon
+	// FdSecret is the name and content of a file in a directory the
+	// runner's process holds open on an inherited descriptor (not
+	// close-on-exec, as one left open by whatever started the runner).
+	FdSecret [2]string
 }
 
 // hostileMain runs the hostile agent when the test binary is started as
@@ -156,6 +160,7 @@ func (s hostileSpec) attack() []string {
 		c.Close()
 		say("connect-loopback", "ALLOWED, connected to %s", s.Forbidden)
 	}
+	say("inherited-fd", "%s", s.inheritedFds())
 	say("model-api", "%s", s.ping())
 	// A daemon in a session of its own, that outlives this process.
 	self, _ := os.Executable()
@@ -171,6 +176,44 @@ func (s hostileSpec) attack() []string {
 	time.Sleep(200 * time.Millisecond) // let it beat
 	say("fork", "%s", forkUntilRefused())
 	return out
+}
+
+// inheritedFds looks for a descriptor this process did not open that
+// leads out of the view: every one /proc/self/fd lists and fds 3..1023,
+// each tried as a directory (the secret file in it, its parent).
+func (s hostileSpec) inheritedFds() string {
+	fds := map[int]bool{}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		for _, e := range ents {
+			if n, err := strconv.Atoi(e.Name()); err == nil {
+				fds[n] = true
+			}
+		}
+	}
+	for n := 3; n < 1024; n++ {
+		fds[n] = true
+	}
+	dirs := 0
+	for fd := range fds {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+			continue
+		}
+		dirs++
+		if f, err := syscall.Openat(fd, s.FdSecret[0], syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+			b := make([]byte, 256)
+			n, _ := syscall.Read(f, b)
+			syscall.Close(f)
+			return fmt.Sprintf("ALLOWED, fd %d: read %q", fd, b[:n])
+		}
+		if f, err := syscall.Openat(fd, "..", syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+			d := os.NewFile(uintptr(f), "..")
+			names, _ := d.Readdirnames(-1)
+			d.Close()
+			return fmt.Sprintf("ALLOWED, fd %d: listed its parent, %d entries", fd, len(names))
+		}
+	}
+	return fmt.Sprintf("refused (no descriptor leads out: %d fds tried, %d directories)", len(fds), dirs)
 }
 
 // ping asks the model API endpoint for a pong, through the sandbox's
@@ -239,6 +282,17 @@ func TestHostileAgent(t *testing.T) {
 	if spec.Creds == "" {
 		t.Fatal("the secure server's environment names no nkey file")
 	}
+	// A directory descriptor the runner inherited, not close-on-exec.
+	fdDir := t.TempDir()
+	spec.FdSecret = [2]string{"nats.creds", "fake NATS credentials " + spec.Token}
+	if err := os.WriteFile(filepath.Join(fdDir, spec.FdSecret[0]), []byte(spec.FdSecret[1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dirFd, err := syscall.Open(fdDir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(dirFd) })
 	writeHostileProfile(t, profiles, exe, spec, model.addr)
 
 	env["AGENTMESH_RUNNER_ID"] = "hostile-runner"
@@ -319,7 +373,7 @@ func TestHostileAgent(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"read-creds", "read-state-dir", "read-other-workspace", "read-runner-environ",
-			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork"} {
+			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd"} {
 			if v := verdicts[name]; !strings.HasPrefix(v, "refused") {
 				t.Errorf("workspace %s: %s: %q, want refused", ws, name, v)
 			}

@@ -25,6 +25,12 @@ func init() {
 	}
 	switch os.Args[0] {
 	case InitName:
+		// Its very first act: whatever started the runner may have left a
+		// descriptor open that Go's exec passed on (one not close-on-exec);
+		// none may reach the run.
+		if err := closeInherited(); err != nil {
+			os.Exit(fail("close the inherited descriptors: ", err.Error()))
+		}
 		os.Exit(initMain())
 	case ExecName:
 		os.Exit(execMain())
@@ -58,6 +64,45 @@ func (e *initError) Error() string {
 }
 
 func (e *initError) Unwrap() error { return e.cause }
+
+// closeInherited closes each descriptor above the config's (3) that this
+// process inherited: the ones not close-on-exec, since every descriptor
+// the Go runtime opens is. /proc is still the host's here, before the
+// view is built.
+func closeInherited() error {
+	d, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	var fds []int
+	buf := make([]byte, 4096)
+	for {
+		n, err := unix.ReadDirent(d, buf)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
+		for _, name := range names {
+			if fd, err := strconv.Atoi(name); err == nil && fd > 3 && fd != d {
+				fds = append(fds, fd)
+			}
+		}
+	}
+	for _, fd := range fds {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		if err != nil || flags&unix.FD_CLOEXEC != 0 {
+			continue
+		}
+		if err := unix.Close(fd); err != nil && !errors.Is(err, unix.EBADF) {
+			return errf(err, "close ", strconv.Itoa(fd))
+		}
+	}
+	return nil
+}
 
 // initMain is pid 1 of a run's namespaces: it builds the view, starts
 // the egress listeners, runs the CLI (through execMain) and ends every
