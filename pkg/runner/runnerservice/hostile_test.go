@@ -161,6 +161,20 @@ func (s hostileSpec) attack() []string {
 		say("connect-loopback", "ALLOWED, connected to %s", s.Forbidden)
 	}
 	say("inherited-fd", "%s", s.inheritedFds())
+	say("write-sysctl", "%s", writeSysctl())
+	if f, err := os.OpenFile("/proc/sys/kernel/core_pattern", os.O_WRONLY, 0); err != nil {
+		say("open-core-pattern", "refused (%v)", err)
+	} else {
+		f.Close()
+		say("open-core-pattern", "ALLOWED, opened for writing")
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug"} {
+		if b, err := os.ReadFile(p); err != nil || len(b) == 0 {
+			say("read-"+filepath.Base(p), "refused (%d bytes, %v)", len(b), err)
+		} else {
+			say("read-"+filepath.Base(p), "ALLOWED, read %d bytes", len(b))
+		}
+	}
 	say("model-api", "%s", s.ping())
 	// A daemon in a session of its own, that outlives this process.
 	self, _ := os.Executable()
@@ -176,6 +190,21 @@ func (s hostileSpec) attack() []string {
 	time.Sleep(200 * time.Millisecond) // let it beat
 	say("fork", "%s", forkUntilRefused())
 	return out
+}
+
+// writeSysctl writes a global sysctl (kernel.printk_ratelimit_burst,
+// its value plus one; the test puts the host's back should it land).
+func writeSysctl() string {
+	const p = "/proc/sys/kernel/printk_ratelimit_burst"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Sprintf("refused (read: %v)", err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := os.WriteFile(p, []byte(strconv.Itoa(n+1)), 0); err != nil {
+		return fmt.Sprintf("refused (%v)", err)
+	}
+	return fmt.Sprintf("ALLOWED, wrote %d", n+1)
 }
 
 // inheritedFds looks for a descriptor this process did not open that
@@ -282,6 +311,18 @@ func TestHostileAgent(t *testing.T) {
 	if spec.Creds == "" {
 		t.Fatal("the secure server's environment names no nkey file")
 	}
+	// A global sysctl the runs try to change: put back should one do it.
+	const burst = "/proc/sys/kernel/printk_ratelimit_burst"
+	hostBurst, err := os.ReadFile(burst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, _ := os.ReadFile(burst); string(b) != string(hostBurst) {
+			t.Errorf("the host's %s is %q, was %q", burst, b, hostBurst)
+			_ = os.WriteFile(burst, hostBurst, 0)
+		}
+	})
 	// A directory descriptor the runner inherited, not close-on-exec.
 	fdDir := t.TempDir()
 	spec.FdSecret = [2]string{"nats.creds", "fake NATS credentials " + spec.Token}
@@ -373,7 +414,8 @@ func TestHostileAgent(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"read-creds", "read-state-dir", "read-other-workspace", "read-runner-environ",
-			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd"} {
+			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd",
+			"write-sysctl", "open-core-pattern", "read-kcore", "read-keys", "read-timer_list", "read-sched_debug"} {
 			if v := verdicts[name]; !strings.HasPrefix(v, "refused") {
 				t.Errorf("workspace %s: %s: %q, want refused", ws, name, v)
 			}

@@ -396,9 +396,54 @@ func mountOne(root string, m Mount) error {
 		if err := mkdirAll(dst); err != nil {
 			return err
 		}
-		return unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+		if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return err
+		}
+		return maskProc(dst)
 	}
 	return errf(nil, "unknown mount kind ", strconv.Quote(m.Kind))
+}
+
+// What of /proc a run may read but not change, and what it may not see,
+// as container runtimes have them (runc's and Docker's defaults).
+var (
+	procReadOnly = []string{"bus", "fs", "irq", "sys", "sysrq-trigger"}
+	procMasked   = []string{"acpi", "asound", "interrupts", "kcore", "keys", "latency_stats", "sched_debug", "scsi",
+		"timer_list", "timer_stats"}
+)
+
+// maskProc makes the global parts of the run's /proc read-only (its
+// sysctls among them) and hides the ones that show the host (a file
+// under /dev/null, a directory under an empty read-only tmpfs).
+func maskProc(proc string) error {
+	for _, name := range procReadOnly {
+		p := proc + "/" + name
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return errf(err, "bind /proc/", name)
+		}
+		if err := remountRO(p); err != nil {
+			return errf(err, "make /proc/", name, " read-only")
+		}
+	}
+	for _, name := range procMasked {
+		p := proc + "/" + name
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.IsDir():
+			err = unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=0,mode=0555")
+		default:
+			err = unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+		}
+		if err != nil {
+			return errf(err, "mask /proc/", name)
+		}
+	}
+	return nil
 }
 
 // mkdirAll makes a mount point; one that exists (in a bound tree) is
