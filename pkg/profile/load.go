@@ -265,9 +265,14 @@ func (p *Profile) check(where string) []error {
 		if p.Network == NetworkNone && len(p.Egress) > 0 {
 			bad("egress", "network: none allows no egress")
 		}
+		for _, f := range p.CredentialFiles {
+			if !filepath.IsAbs(f) {
+				bad("credential_files", "%q: want an absolute path", f)
+			}
+		}
 	default:
-		if p.Binary != "" || p.InstallHint != "" || len(p.EnvAllow) > 0 || len(p.Env) > 0 || len(p.Egress) > 0 || p.Network != "" {
-			bad("binary", "binary, install_hint, env_allow, env, egress and network are for subprocess profiles only")
+		if p.Binary != "" || p.InstallHint != "" || len(p.EnvAllow) > 0 || len(p.Env) > 0 || len(p.Egress) > 0 || p.Network != "" || len(p.CredentialFiles) > 0 {
+			bad("binary", "binary, install_hint, env_allow, env, egress, network and credential_files are for subprocess profiles only")
 		}
 	}
 	if len(p.Args) > 0 && p.Transport != wire.TransportSubprocess {

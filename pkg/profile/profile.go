@@ -49,6 +49,11 @@ type Profile struct {
 	// "none" cuts a sandboxed run off the network.
 	Egress  []string `yaml:"egress,omitempty" msgpack:"egress,omitempty"`
 	Network string   `yaml:"network,omitempty" msgpack:"network,omitempty"`
+	// CredentialFiles are files (a CLI's subscription login, such as
+	// Claude Code's .credentials.json) bound read-only into every
+	// sandboxed run at their own paths; none unless the profile names
+	// them.
+	CredentialFiles []string `yaml:"credential_files,omitempty" msgpack:"credential_files,omitempty"`
 
 	// Remote profiles.
 	BaseURL       string `yaml:"base_url,omitempty" msgpack:"base_url"`

@@ -44,6 +44,8 @@ type Sandbox struct {
 	egress    []Endpoint
 	stateVars []string
 	roVars    []string
+	keyed     []*keyed
+	credFiles []string
 	cg        *cgroups
 	runtime   string
 }
@@ -65,6 +67,9 @@ func New(cfg Config, p Policy) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), roVars: slices.Clone(p.ReadOnlyVars), cg: mech.cg, runtime: mech.runtime}
+	if err := s.withKeyed(p); err != nil {
+		return nil, err
+	}
 	for i, h := range s.cfg.Hidden {
 		if s.cfg.Hidden[i], err = filepath.Abs(h); err != nil {
 			return nil, fmt.Errorf("hidden path %q: %v", h, err)
@@ -164,6 +169,9 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
+	if err := s.addCredentialFiles(v); err != nil {
+		return nil, err
+	}
 	// A private home even when the child's environment names none.
 	if home, err := os.UserHomeDir(); err == nil && env["HOME"] == "" {
 		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})
@@ -176,7 +184,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	v.add(sandboxinit.Mount{Kind: "bind", Src: run.sockDir, Dst: insideSocketDir})
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
 	cfg := sandboxinit.Config{V: sandboxinit.Version, Root: run.root, Socket: insideSocketDir + "/egress.sock", Dir: ws, Path: path,
-		Args: slices.Clone(cmd.Args), Env: slices.Clone(cmd.Env), WallTime: s.cfg.WallTime}
+		Args: slices.Clone(cmd.Args), Env: keyEnv(cmd.Env, s.keyed), WallTime: s.cfg.WallTime}
 	if len(cfg.Args) == 0 {
 		cfg.Args = []string{path}
 	}
@@ -418,7 +426,8 @@ type run struct {
 	root    string
 	sockDir string
 	ln      net.Listener
-	cfgB    []byte // the config, when Started sends it
+	keys    *keyProxy // nil when the sandbox holds no key
+	cfgB    []byte    // the config, when Started sends it
 	cfgR    *os.File
 	cfgW    *os.File
 	cgDirs  []string
@@ -448,6 +457,7 @@ func (s *Sandbox) newRun() (*run, error) {
 	r.ln = ln
 	r.wg.Add(1)
 	go r.serve()
+	r.startKeys()
 	return r, nil
 }
 
@@ -496,6 +506,9 @@ func (r *run) Release() {
 			r.timer.Stop()
 		}
 		r.ln.Close()
+		if r.keys != nil {
+			r.keys.close()
+		}
 		r.mu.Lock()
 		for c := range r.conns {
 			c.Close()
@@ -503,6 +516,9 @@ func (r *run) Release() {
 		r.conns = nil
 		r.mu.Unlock()
 		r.wg.Wait()
+		if r.keys != nil {
+			r.keys.closeIdle()
+		}
 		removeCgroups(r.cgDirs)
 		_ = os.RemoveAll(r.dir)
 	})
@@ -554,6 +570,9 @@ func (r *run) forward(c net.Conn) {
 	_ = c.SetReadDeadline(time.Time{})
 	if !slices.ContainsFunc(r.s.egress, func(e Endpoint) bool { return e.String() == target }) {
 		return // not an endpoint of the run's policy: closed unanswered
+	}
+	if r.keys != nil && r.keys.handle(c, target) {
+		return // a keyed API's: served by the key proxy
 	}
 	up, err := net.DialTimeout("tcp", target, 10*time.Second)
 	if err != nil {

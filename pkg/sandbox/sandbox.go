@@ -129,6 +129,15 @@ type Policy struct {
 	// file the adapter writes for the run), bound read-only at their own
 	// path when set; a hidden path is refused as any other.
 	ReadOnlyVars []string
+	// Keyed are the model APIs whose keys the runner holds in the run's
+	// place (KeyedAPI): each is reached only through the runner's HTTP
+	// proxy, which adds its key; its endpoint is allowed egress on top of
+	// Egress, and served only that way.
+	Keyed []KeyedAPI
+	// CredentialFiles are files (a CLI's subscription login) bound
+	// read-only at their own paths into every run; a hidden path is
+	// refused as any other, a missing one left out.
+	CredentialFiles []string
 }
 
 // An Endpoint is one allowed egress destination.

@@ -134,6 +134,7 @@ func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) (cli.Config, error) 
 		}
 		maps.Copy(set, p.Env)
 		cfg.EnvSet = set
+		cfg.CredentialFiles = slices.Clone(p.CredentialFiles)
 	}
 	cfg.WorkspaceRoot = c.WorkspaceRoot
 	cfg.StateDir = c.StateDir
@@ -145,9 +146,14 @@ func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) (cli.Config, error) 
 		return cfg, err
 	}
 	if p != nil && p.Network == profile.NetworkNone {
-		pol.Egress = nil
+		// No network: no key either.
+		cfg = cfg.WithoutKeys()
+		pol.Egress, pol.Keyed = nil, nil
 	} else if p != nil && len(p.Egress) > 0 {
 		pol.Egress = slices.Clone(p.Egress)
+		if err := keyedInEgress(pol); err != nil {
+			return cfg, err
+		}
 	}
 	s, err := sandbox.New(*c.Sandbox, pol)
 	if err != nil {
@@ -155,6 +161,31 @@ func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) (cli.Config, error) 
 	}
 	cfg.Confine = s
 	return cfg, nil
+}
+
+// keyedInEgress checks that a profile's egress, which names the only
+// endpoints its runs may reach, lists the API of each key the runner
+// holds for them.
+func keyedInEgress(pol sandbox.Policy) error {
+	allowed, err := sandbox.ParseEgress(pol.Egress)
+	if err != nil {
+		return err
+	}
+	for _, k := range pol.Keyed {
+		e, err := sandbox.EgressOf(k.URL)
+		if err != nil {
+			return fmt.Errorf("%s: %v", k.KeyVar, err)
+		}
+		ep, err := sandbox.ParseEgress([]string{e})
+		if err != nil {
+			return fmt.Errorf("%s: %v", k.KeyVar, err)
+		}
+		if !slices.Contains(allowed, ep[0]) {
+			return fmt.Errorf("the runner holds %s's key for its API at %s, which egress does not list: list it, or leave %s out of env_allow and env (profiles/SCHEMA.md)",
+				k.KeyVar, ep[0], k.KeyVar)
+		}
+	}
+	return nil
 }
 
 // Names returns the names of the adapters this build has whose transport
@@ -314,7 +345,11 @@ func ReapProcessGroups(dir string, log *slog.Logger) (string, error) {
 // the MCP allowlist turned into ACP's server definitions. Without a
 // profile it is an agent named acp on PATH, for the declaration only.
 func acpAdapter(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-	cfg, err := c.cliConfig(cli.Config{Binary: acp.Name, InstallHint: "an ACP agent (profiles/SCHEMA.md, adapter acp)"}, p)
+	// An ACP agent's model API is the one whose base-URL or key variable
+	// its profile names (Claude's, Gemini's); a config file's (Codex's)
+	// is its own.
+	cfg, err := c.cliConfig(cli.Config{Binary: acp.Name, InstallHint: "an ACP agent (profiles/SCHEMA.md, adapter acp)",
+		BaseURLVars: []string{cli.AnthropicKey.BaseURLVar, cli.GeminiKey.BaseURLVar}, Keys: []cli.Key{cli.AnthropicKey, cli.GeminiKey}}, p)
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,12 @@ type Config struct {
 	// ReadOnlyVars those naming files or directories the adapter gives
 	// the CLI to read but not change (a settings file).
 	Egress, BaseURLVars, StateVars, ReadOnlyVars []string
+	// Keys are the provider keys the CLI takes from its environment,
+	// which the runner's proxy holds in a confined run's place (Key).
+	Keys []Key
+	// CredentialFiles are files (a subscription login) bound read-only
+	// into every confined run at their own paths; none by default.
+	CredentialFiles []string
 	// Confine, if set, confines every run's CLI (a *sandbox.Sandbox).
 	Confine proc.Confiner
 }

@@ -51,6 +51,7 @@ func DefaultConfig() cli.Config {
 		EnvAllow:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR"},
 		Egress:      []string{"api.anthropic.com:443"},
 		BaseURLVars: []string{"ANTHROPIC_BASE_URL"},
+		Keys:        []cli.Key{cli.AnthropicKey},
 		StateVars:   []string{"CLAUDE_CONFIG_DIR"},
 		EnvSet: map[string]string{
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",

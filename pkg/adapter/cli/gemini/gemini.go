@@ -49,6 +49,7 @@ func DefaultConfig() cli.Config {
 		EnvAllow:    []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
 		Egress:      []string{"generativelanguage.googleapis.com:443"},
 		BaseURLVars: []string{"GOOGLE_GEMINI_BASE_URL"},
+		Keys:        []cli.Key{cli.GeminiKey},
 		// The retry settings file lives outside the sandbox's view (the
 		// runner's cache dir, SharedSettingsDir): bound read-only, else a
 		// confined CLI finds no file and retries 10 times on its own.
