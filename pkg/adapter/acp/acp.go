@@ -226,7 +226,7 @@ type agentRun struct {
 	session *adapter.Session
 
 	mu       sync.Mutex
-	tools    map[sdk.ToolCallId]bool // tool calls whose result was yielded
+	tools    map[sdk.ToolCallId]bool // tool calls yielded: true once their result was (Map)
 	loading  bool                    // session/load replays history: not new content
 	asked    int
 	cancelAt chan struct{} // closed when the turn in progress is interrupted
@@ -243,8 +243,12 @@ func (a *Adapter) start(parent context.Context, dir string) (*agentRun, error) {
 	r := &agentRun{a: a, ctx: ctx, cancel: cancel, stdin: inW, exited: make(chan struct{}), items: make(chan item), tools: map[sdk.ToolCallId]bool{}}
 	var once sync.Once
 	closeIn := func() { once.Do(func() { _ = inR.Close() }) }
+	args := a.cfg.Args
+	if a.cfg.Confine != nil {
+		args = append(confinedArgs(a.cfg.Binary, args), args...)
+	}
 	ps := proc.Spec{
-		Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: a.cfg.Args, Dir: dir,
+		Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: args, Dir: dir,
 		Env: proc.AllowEnv(a.cfg.EnvAllow, a.cfg.EnvSet), Stdin: inR, Grace: a.cfg.Grace,
 		StateDir: a.cfg.StateDir, Confine: a.cfg.Confine,
 		OnStart: func(int) { closeIn() },
@@ -460,12 +464,24 @@ func (r *agentRun) turn(g *adapter.Guard, prompt string) (sdk.PromptResponse, bo
 			var re *sdk.RequestError
 			if res.err != nil && errors.As(res.err, &re) && r.ctx.Err() == nil && !r.disconnected() {
 				// The agent declared the turn failed (its model API's
-				// error): the one error chunk.
-				g.Emit(wire.Chunk{Type: wire.ChunkError, Content: message(re), IsError: true, Metadata: wire.Metadata{ErrorClass: classify(re)}})
+				// error): the one error chunk, after the calls it left.
+				r.mu.Lock()
+				failed := Unresolved(r.tools, "the agent's turn failed before it reported this tool call completed or failed")
+				r.mu.Unlock()
+				g.Emit(append(failed, wire.Chunk{Type: wire.ChunkError, Content: message(re), IsError: true, Metadata: wire.Metadata{ErrorClass: classify(re)}})...)
 				return res.resp, false
 			}
 			if res.err != nil {
 				g.Fail(r.fail("session/prompt", res.err))
+				return res.resp, false
+			}
+			// The agent's updates before its answer have all been
+			// handled (the SDK orders a response after them).
+			r.mu.Lock()
+			failed := Unresolved(r.tools, fmt.Sprintf("the agent ended its turn (%s) without reporting this tool call completed or failed", res.resp.StopReason))
+			r.mu.Unlock()
+			if !g.Emit(failed...) {
+				r.cancel(errors.New("acp: stream ended"))
 				return res.resp, false
 			}
 			return res.resp, true

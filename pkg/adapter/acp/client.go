@@ -2,6 +2,8 @@ package acp
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +37,9 @@ func (c client) SessionUpdate(_ context.Context, n sdk.SessionNotification) erro
 	if loading {
 		return nil
 	}
+	r.mu.Lock()
 	chunks, err := Map(n.Update, r.tools, r.session != nil)
+	r.mu.Unlock()
 	if err != nil {
 		r.cancel(err)
 		return nil
@@ -46,8 +50,9 @@ func (c client) SessionUpdate(_ context.Context, n sdk.SessionNotification) erro
 
 // Map maps one session/update to chunks: message and thought chunks to
 // text and thinking deltas, a tool call to tool_use, its completed or
-// failed update to one tool_result (seen records the calls whose result
-// was mapped), a plan to plan (sessions only: v3). Commands, modes,
+// failed update to one tool_result (seen records the calls mapped: false
+// once its tool_use was, true once its result was; Unresolved fails the
+// others at the turn's end), a plan to plan (sessions only: v3). Commands, modes,
 // configuration, session info, usage updates and the user's own message
 // (replayed history) are telemetry and map to nothing. An update of no
 // known kind is a ProviderProtocolError.
@@ -63,6 +68,9 @@ func Map(u sdk.SessionUpdate, seen map[sdk.ToolCallId]bool, session bool) ([]wir
 		}
 	case u.ToolCall != nil:
 		tc := u.ToolCall
+		if _, ok := seen[tc.ToolCallId]; !ok {
+			seen[tc.ToolCallId] = false
+		}
 		out := []wire.Chunk{{Type: wire.ChunkToolUse, ToolID: string(tc.ToolCallId), ToolName: toolName(tc.Title, string(tc.Kind)), ToolInput: input(tc.RawInput, tc.Kind)}}
 		if res, ok := result(tc.ToolCallId, string(tc.Status), tc.Content, tc.RawOutput, seen); ok {
 			out = append(out, res)
@@ -134,6 +142,24 @@ func result(id sdk.ToolCallId, status string, content []sdk.ToolCallContent, raw
 		out = raw
 	}
 	return wire.Chunk{Type: wire.ChunkToolResult, ToolID: string(id), ToolOutput: out, IsError: status == "failed"}, true
+}
+
+// Unresolved is a failed tool_result for each tool call in seen (Map)
+// whose result was never mapped, in the order of their ids, and marks
+// them resolved: at the end of a turn, a call the agent started but never
+// reported completed or failed did not run to an outcome the model got
+// (an agent that could not start its shell, a turn cancelled during the
+// call), and the stream says so rather than leaving it silent.
+func Unresolved(seen map[sdk.ToolCallId]bool, why string) []wire.Chunk {
+	var out []wire.Chunk
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		out = append(out, wire.Chunk{Type: wire.ChunkToolResult, ToolID: string(id), ToolOutput: why, IsError: true})
+	}
+	return out
 }
 
 func blockText(b sdk.ContentBlock) string {

@@ -135,6 +135,7 @@ func (c Dirs) cliConfig(cfg cli.Config, p *profile.Profile) (cli.Config, error) 
 		maps.Copy(set, p.Env)
 		cfg.EnvSet = set
 		cfg.CredentialFiles = slices.Clone(p.CredentialFiles)
+		cfg.UnreachableAfter = p.UnreachableAfter()
 	}
 	cfg.WorkspaceRoot = c.WorkspaceRoot
 	cfg.StateDir = c.StateDir
@@ -345,11 +346,7 @@ func ReapProcessGroups(dir string, log *slog.Logger) (string, error) {
 // the MCP allowlist turned into ACP's server definitions. Without a
 // profile it is an agent named acp on PATH, for the declaration only.
 func acpAdapter(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
-	// An ACP agent's model API is the one whose base-URL or key variable
-	// its profile names (Claude's, Gemini's); a config file's (Codex's)
-	// is its own.
-	cfg, err := c.cliConfig(cli.Config{Binary: acp.Name, InstallHint: "an ACP agent (profiles/SCHEMA.md, adapter acp)",
-		BaseURLVars: []string{cli.AnthropicKey.BaseURLVar, cli.GeminiKey.BaseURLVar}, Keys: []cli.Key{cli.AnthropicKey, cli.GeminiKey}}, p)
+	cfg, err := c.cliConfig(acp.DefaultConfig(), p)
 	if err != nil {
 		return nil, err
 	}

@@ -123,8 +123,19 @@ type Config struct {
 	// CredentialFiles are files (a subscription login) bound read-only
 	// into every confined run at their own paths; none by default.
 	CredentialFiles []string
+	// ConfigBaseURLs, if set, reads the base URLs the CLI's own
+	// configuration file names (Codex's config.toml, Pi's models.json),
+	// finding the file by the child's environment (env, ChildEnv), for
+	// SandboxPolicy. A file that is absent names none; one that cannot
+	// be read as the CLI reads it is an error.
+	ConfigBaseURLs func(env func(name string) (string, bool)) ([]BaseURL, error)
 	// Confine, if set, confines every run's CLI (a *sandbox.Sandbox).
 	Confine proc.Confiner
+	// UnreachableAfter, if positive, ends a run whose CLI has reported
+	// only that it cannot reach its model API (Notice chunks) for that
+	// long: the CLI is torn down and the run fails with
+	// ProviderTransportError (profile policy.unreachable_after).
+	UnreachableAfter time.Duration
 }
 
 // Adapter is a CLI adapter. It is safe for concurrent use.
@@ -226,10 +237,19 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 				}
 			}
 		}
+		var r *reach
+		if a.cfg.UnreachableAfter > 0 {
+			var end context.CancelCauseFunc
+			ctx, end = context.WithCancelCause(ctx)
+			defer end(nil)
+			// proc ends the child when ctx ends and returns its cause.
+			r = &reach{name: a.spec.Name, bound: a.cfg.UnreachableAfter, end: end}
+			defer r.stop()
+		}
 		p := a.spec.NewParser(req, call)
 		g := adapter.NewGuard(yield) // the stream rules every adapter's chunks obey
 		if lp, ok := p.(LineParser); ok {
-			a.streamLines(ctx, ps, lp, g)
+			a.streamLines(ctx, ps, lp, g, r)
 			return
 		}
 		for ev, err := range proc.Stream(ctx, ps) {
@@ -238,6 +258,7 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 				return
 			}
 			chunks, err := p.Event(ev)
+			r.see(chunks)
 			if !g.Emit(chunks...) {
 				return
 			}
@@ -258,7 +279,7 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 // that is not JSON after all ends the stream as proc.Stream would end it:
 // the child is torn down, then the protocol error naming its stdout is the
 // last value.
-func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *adapter.Guard) {
+func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser, g *adapter.Guard, r *reach) {
 	var bad *DecodeError
 	for l, err := range proc.StreamLines(ctx, ps) {
 		if err != nil {
@@ -273,6 +294,7 @@ func (a *Adapter[R]) streamLines(ctx context.Context, ps proc.Spec, p LineParser
 		if errors.As(err, &bad) {
 			break // proc tears the child down before the loop ends
 		}
+		r.see(chunks)
 		if !g.Emit(chunks...) {
 			return
 		}

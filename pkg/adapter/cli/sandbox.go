@@ -1,7 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"slices"
 
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
@@ -10,7 +14,9 @@ import (
 // SandboxPolicy is what a sandboxed run of the CLI may reach: the
 // endpoint of each base URL its child environment sets (BaseURLVars,
 // from EnvSet or, when allowed, the runner's environment) and of each
-// Key's API its environment names; when that is none, the CLI's default
+// Key's API its environment names and of each base URL the CLI's own
+// configuration file names (ConfigBaseURLs, read when the policy is
+// built, at the runner's start); when that is none, the CLI's default
 // Egress. The APIs of the Keys whose key the child would get are keyed:
 // the runner's proxy holds their keys (Key). Then its state
 // directories, what it reads but may not change, and its credential
@@ -42,6 +48,17 @@ func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 			}
 		}
 	}
+	if c.ConfigBaseURLs != nil {
+		urls, err := c.ConfigBaseURLs(c.ChildEnv)
+		if err != nil {
+			return p, err
+		}
+		for _, u := range urls {
+			if err := add(u.Source, u.URL); err != nil {
+				return p, err
+			}
+		}
+	}
 	if len(p.Egress) == 0 {
 		p.Egress = slices.Clone(c.Egress)
 	}
@@ -51,4 +68,49 @@ func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 	}
 	p.Keyed = keyed
 	return p, nil
+}
+
+// ChildEnv is the value variable name has in the child's environment:
+// EnvSet's, else the runner's own when name is allowed (EnvAllow) or one
+// of the base variables every child gets (proc.AllowEnv) that a CLI's
+// configuration is found by.
+func (c Config) ChildEnv(name string) (string, bool) {
+	if v, ok := c.childValue(name); ok {
+		return v, true
+	}
+	if slices.Contains(baseVars, name) {
+		return os.LookupEnv(name)
+	}
+	return "", false
+}
+
+// baseVars are the runner variables every child gets (proc.AllowEnv) that
+// a CLI's configuration is found by.
+var baseVars = []string{"HOME"}
+
+// A BaseURL is a model API base URL a CLI's own configuration names, and
+// where (the file and key), for the error that names a bad one.
+type BaseURL struct {
+	URL, Source string
+}
+
+// ReadConfigFile reads a CLI's configuration file of at most max bytes,
+// for a ConfigBaseURLs: nil and no error when there is no such file.
+func ReadConfigFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return b, nil
 }

@@ -43,12 +43,13 @@ var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheW
 // by the variable their config.toml's env_key names if it differs.
 func DefaultConfig() cli.Config {
 	return cli.Config{
-		Binary:      Name,
-		InstallHint: InstallHint,
-		EnvAllow:    []string{EnvCodexHome, EnvAPIKey},
-		Egress:      []string{"api.openai.com:443"},
-		BaseURLVars: []string{"OPENAI_BASE_URL"},
-		StateVars:   []string{EnvCodexHome},
+		Binary:         Name,
+		InstallHint:    InstallHint,
+		EnvAllow:       []string{EnvCodexHome, EnvAPIKey},
+		Egress:         []string{"api.openai.com:443"},
+		BaseURLVars:    []string{"OPENAI_BASE_URL"},
+		StateVars:      []string{EnvCodexHome},
+		ConfigBaseURLs: ConfigBaseURLs,
 	}
 }
 

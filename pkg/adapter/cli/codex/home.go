@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 )
@@ -35,6 +36,12 @@ func (h home) dir() string {
 			userHome = v
 		}
 	}
+	return homeDir(codexHome, userHome)
+}
+
+// homeDir is Codex's home for the child's CODEX_HOME and HOME: the first,
+// else $HOME/.codex, or "" when neither is known as an absolute path.
+func homeDir(codexHome, userHome string) string {
 	switch {
 	case codexHome != "":
 		if filepath.IsAbs(codexHome) {
@@ -55,34 +62,74 @@ const maxConfig = 1 << 20
 // override is passed (Codex refuses one for a built-in provider and for an
 // undefined id, and cannot address a dotted one).
 func (h home) provider() string {
-	d := h.dir()
-	if d == "" {
-		return ""
-	}
-	f, err := os.Open(filepath.Join(d, "config.toml"))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxConfig+1))
-	if err != nil || len(b) > maxConfig {
+	b, err := readConfig(h.dir())
+	if err != nil || b == nil {
 		return ""
 	}
 	return providerFromConfig(b)
 }
 
+// readConfig reads dir/config.toml, bounded: nil when dir is "" or there
+// is no such file.
+func readConfig(dir string) ([]byte, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	return cli.ReadConfigFile(filepath.Join(dir, "config.toml"), maxConfig)
+}
+
+// ConfigBaseURLs is cli.Config.ConfigBaseURLs for Codex: the base_url of
+// the model provider $CODEX_HOME/config.toml (else $HOME/.codex's)
+// selects, by its model_provider or its selected profile's, when the file
+// sets one for that provider. A built-in provider (openai, the default)
+// has none there: its base URL is OPENAI_BASE_URL's, or Codex's default.
+// The codex-acp agent reads the same file.
+func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
+	codexHome, _ := env(EnvCodexHome)
+	userHome, _ := env("HOME")
+	dir := homeDir(codexHome, userHome)
+	b, err := readConfig(dir)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	c := scanConfig(b)
+	u, ok := c.baseURL[c.selected]
+	if c.selected == "" || !ok {
+		return nil, nil
+	}
+	return []cli.BaseURL{{URL: u, Source: filepath.Join(dir, "config.toml") + ": model_providers." + c.selected + ".base_url"}}, nil
+}
+
 var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
-// providerFromConfig scans TOML for the selected model provider: the
-// top-level model_provider, or the one of [profiles.<profile>] when a
-// top-level profile selects it. It returns it only if a
-// [model_providers.<id>] table (or a dotted or inline key under
-// model_providers) defines it. Lines inside multi-line strings, arrays and
-// inline tables are skipped, so their text is never read as a table
+// providerFromConfig is the model provider a config.toml selects (see
+// scanConfig), only if the file defines it under a bare key.
+func providerFromConfig(b []byte) string {
+	c := scanConfig(b)
+	if c.selected == "" || !c.defined[c.selected] || !bareKeyRE.MatchString(c.selected) {
+		return ""
+	}
+	return c.selected
+}
+
+// configTOML is what scanConfig reads of a config.toml.
+type configTOML struct {
+	selected string            // the selected model provider's id
+	defined  map[string]bool   // the providers the file defines
+	baseURL  map[string]string // their base_url, where one is set
+}
+
+// scanConfig scans TOML for the selected model provider: the top-level
+// model_provider, or the one of [profiles.<profile>] when a top-level
+// profile selects it; the providers a [model_providers.<id>] table (or a
+// dotted or inline key under model_providers) defines, and the base_url
+// each sets as a one-line string. Lines inside multi-line strings, arrays
+// and inline tables are skipped, so their text is never read as a table
 // header. It is a scanner for these few keys, not a TOML parser; anything
 // it does not understand leaves the id undefined, and the only cost of
-// that is the CLI's default retries.
-func providerFromConfig(b []byte) string {
+// that is the CLI's default retries and egress.
+func scanConfig(b []byte) configTOML {
+
 	var (
 		table     []string
 		inArray   bool // inside a [[array of tables]]
@@ -90,6 +137,7 @@ func providerFromConfig(b []byte) string {
 		profile   string
 		byProfile = map[string]string{}
 		defined   = map[string]bool{}
+		baseURL   = map[string]string{}
 		skipUntil string // closing delimiter of a multi-line string in progress
 		depth     int    // open brackets of a multi-line value in progress
 	)
@@ -158,15 +206,14 @@ func providerFromConfig(b []byte) string {
 			profile = s
 		case len(full) == 3 && full[0] == "profiles" && full[2] == "model_provider":
 			byProfile[full[1]] = s
+		case len(full) == 3 && full[0] == "model_providers" && full[2] == "base_url":
+			baseURL[full[1]] = s
 		}
 	}
 	if p, ok := byProfile[profile]; profile != "" && ok {
 		selected = p
 	}
-	if selected == "" || !defined[selected] || !bareKeyRE.MatchString(selected) {
-		return ""
-	}
-	return selected
+	return configTOML{selected: selected, defined: defined, baseURL: baseURL}
 }
 
 // keyPath splits a TOML key (bare, quoted or dotted) into its parts.

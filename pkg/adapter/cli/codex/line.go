@@ -80,8 +80,7 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		if !message.Ok() {
 			return nil, false, nil
 		}
-		p.warn(message.S)
-		return nil, true, nil
+		return p.warn(message.S), true, nil
 	}
 	phase := ""
 	for _, ph := range phases {

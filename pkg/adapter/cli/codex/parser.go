@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -28,7 +29,7 @@ import (
 //	item.completed error           nothing: a non-fatal warning (an unknown model's metadata)
 //	item.updated, item.plan.delta  nothing: the completed item carries the final state
 //	turn.completed                 result: usage (this run's, see the package doc), session_id
-//	error "Reconnecting... n/m"    nothing: a retry in progress
+//	error "Reconnecting..."        a notice (cli.Notice): a retry in progress
 //	error (other)                  held; the error chunk if the stream ends without a turn end
 //	turn.failed                    the one error chunk, classified; nothing after it
 //
@@ -108,8 +109,7 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 		if !ok {
 			return nil, protocolf("error event without a string message")
 		}
-		p.warn(msg)
-		return nil, nil
+		return p.warn(msg), nil
 	case "request_user_input":
 		return nil, protocolf("request_user_input: the CLI asks a question a headless run cannot answer")
 	}
@@ -117,11 +117,21 @@ func (p *Parser) Event(ev map[string]any) ([]wire.Chunk, error) {
 }
 
 // warn holds an error event's message until the turn ends, unless it
-// is a retry or comes after the result.
-func (p *Parser) warn(msg string) {
-	if !isRetry(msg) && !p.result {
+// is a retry or comes after the result. A retry ("Reconnecting... 2/5
+// (...)", "Reconnecting... waiting for network (...)") is Codex's notice
+// that it has not reached its model API: a cli.Notice, classified as its
+// text says.
+func (p *Parser) warn(msg string) []wire.Chunk {
+	if isRetry(msg) {
+		if p.result {
+			return nil
+		}
+		return []wire.Chunk{cli.Notice(Name, safeText(msg), classify(msg))}
+	}
+	if !p.result {
 		p.pending = msg
 	}
+	return nil
 }
 
 // End reports an error Codex announced but never closed with turn.failed.

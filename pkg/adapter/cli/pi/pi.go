@@ -53,12 +53,13 @@ var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.CacheW
 // calls. It is a new value on every call.
 func DefaultConfig() cli.Config {
 	return cli.Config{
-		Binary:      Binary,
-		InstallHint: InstallHint,
-		EnvAllow:    []string{EnvAgentDir, EnvAPIKey},
-		Egress:      []string{"api.anthropic.com:443"},
-		StateVars:   []string{EnvAgentDir},
-		EnvSet:      map[string]string{EnvOffline: "1", EnvTelemetry: "0"},
+		Binary:         Binary,
+		InstallHint:    InstallHint,
+		EnvAllow:       []string{EnvAgentDir, EnvAPIKey},
+		Egress:         []string{"api.anthropic.com:443"},
+		StateVars:      []string{EnvAgentDir},
+		ConfigBaseURLs: ConfigBaseURLs,
+		EnvSet:         map[string]string{EnvOffline: "1", EnvTelemetry: "0"},
 	}
 }
 

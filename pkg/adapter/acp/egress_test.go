@@ -1,0 +1,101 @@
+package acp
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// TestSandboxEgress: an ACP agent's sandboxed runs reach the model API of
+// each vendor whose variables its environment holds, moved by the base
+// URL variable or Codex's config.toml, else the vendor's default; its
+// state directories are bound.
+func TestSandboxEgress(t *testing.T) {
+	for _, v := range []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
+		"OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"} {
+		t.Setenv(v, "")
+		os.Unsetenv(v)
+	}
+	codexHome := t.TempDir()
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte("model_provider = \"fake\"\n[model_providers.fake]\nbase_url = \"http://127.0.0.1:18702/v1\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		allow []string
+		set   map[string]string
+		want  []string
+	}{
+		{"claude-acp at its base URL", []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "HOME"},
+			map[string]string{"ANTHROPIC_BASE_URL": "http://127.0.0.1:9000", "CLAUDE_CONFIG_DIR": "/c"}, []string{"127.0.0.1:9000"}},
+		{"claude-acp by default", []string{"ANTHROPIC_BASE_URL"}, map[string]string{"ANTHROPIC_API_KEY": "k"}, []string{"api.anthropic.com:443"}},
+		{"codex-acp by its config.toml", []string{"CODEX_HOME", "OPENAI_API_KEY", "HOME"}, map[string]string{"CODEX_HOME": codexHome}, []string{"127.0.0.1:18702"}},
+		{"codex-acp without a file", nil, map[string]string{"CODEX_HOME": t.TempDir()}, []string{"api.openai.com:443"}},
+		{"gemini-acp at its base URL", []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "HOME"},
+			map[string]string{"GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": "https://gw.internal/gemini"}, []string{"gw.internal:443"}},
+		{"gemini-acp by default", nil, map[string]string{"GEMINI_API_KEY": "k"}, []string{"generativelanguage.googleapis.com:443"}},
+		{"a variable allowed but unset names nothing", []string{"ANTHROPIC_API_KEY", "GEMINI_API_KEY"}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.EnvAllow, cfg.EnvSet = tc.allow, tc.set
+			pol, err := cfg.SandboxPolicy()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(pol.Egress, tc.want) {
+				t.Errorf("egress %q, want %q", pol.Egress, tc.want)
+			}
+			if !slices.Equal(pol.StateVars, StateVars) {
+				t.Errorf("state %q, want %q", pol.StateVars, StateVars)
+			}
+		})
+	}
+}
+
+// TestConfinedArgs: codex-acp confined by the runner's sandbox runs its
+// shell with Codex's sandbox mode danger-full-access (bubblewrap cannot
+// run inside ours), unless its profile sets the mode; other agents get
+// nothing.
+func TestConfinedArgs(t *testing.T) {
+	want := []string{"-c", `sandbox_mode="danger-full-access"`}
+	if got := confinedArgs("/opt/bin/codex-acp-linux-x64", nil); !slices.Equal(got, want) {
+		t.Errorf("codex-acp: %q, want %q", got, want)
+	}
+	if got := confinedArgs("codex-acp", []string{"-c", `sandbox_mode="read-only"`}); got != nil {
+		t.Errorf("codex-acp with its own sandbox_mode: %q, want nothing", got)
+	}
+	for _, b := range []string{"claude-agent-acp", "gemini"} {
+		if got := confinedArgs(b, nil); got != nil {
+			t.Errorf("%s: %q, want nothing", b, got)
+		}
+	}
+}
+
+// TestUnresolvedToolCalls: a tool call whose outcome the agent never
+// reported is a failed tool_result at the turn's end, once; one that
+// completed is not.
+func TestUnresolvedToolCalls(t *testing.T) {
+	seen := map[sdk.ToolCallId]bool{}
+	for _, u := range []sdk.SessionUpdate{
+		{ToolCall: &sdk.SessionUpdateToolCall{ToolCallId: "a", Title: "echo hi", Status: "pending"}},
+		{ToolCall: &sdk.SessionUpdateToolCall{ToolCallId: "b", Title: "ls", Status: "in_progress"}},
+		sdk.UpdateToolCall("b", sdk.WithUpdateStatus("completed")),
+	} {
+		if _, err := Map(u, seen, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := Unresolved(seen, "never reported")
+	if len(got) != 1 || got[0].Type != wire.ChunkToolResult || got[0].ToolID != "a" || !got[0].IsError || got[0].ToolOutput != "never reported" {
+		t.Fatalf("Unresolved = %+v, want one failed tool_result for a", got)
+	}
+	if again := Unresolved(seen, "x"); len(again) != 0 {
+		t.Fatalf("second Unresolved = %+v, want none", again)
+	}
+}
