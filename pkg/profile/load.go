@@ -236,6 +236,9 @@ func (p *Profile) check(where string) []error {
 	if p.Policy.StallAfter < 0 || (p.Policy.StallAfter > 0 && p.Policy.StallAfter < MinStallAfter) {
 		bad("policy.stall_after", "must be at least %s, got %s", MinStallAfter, p.Policy.StallAfter)
 	}
+	if p.Policy.UnreachableAfter < 0 || (p.Policy.UnreachableAfter > 0 && p.Policy.UnreachableAfter < MinStallAfter) {
+		bad("policy.unreachable_after", "must be at least %s, got %s", MinStallAfter, p.Policy.UnreachableAfter)
+	}
 	switch p.Transport {
 	case wire.TransportSubprocess:
 		if p.Binary == "" {

@@ -146,6 +146,11 @@ type Policy struct {
 	// long with ProviderStallError, tearing the transport down (0 or
 	// absent: DefaultStallAfter for a subprocess profile, none otherwise).
 	StallAfter time.Duration `yaml:"stall_after,omitempty" msgpack:"stall_after,omitempty"`
+	// UnreachableAfter ends a subprocess run whose agent has reported
+	// only that it cannot reach its model API (its reconnect notices, as
+	// system chunks) for that long, with ProviderTransportError (0 or
+	// absent: DefaultUnreachableAfter).
+	UnreachableAfter time.Duration `yaml:"unreachable_after,omitempty" msgpack:"unreachable_after,omitempty"`
 	// Fallback names the profiles, in order, a run of this profile moves
 	// to when it fails before its first output with an unavailable, auth,
 	// quota or exhausted retryable error (docs/contract.md §4.13). They
@@ -173,6 +178,20 @@ func (p *Profile) StallAfter() time.Duration {
 		return DefaultStallAfter
 	}
 	return 0
+}
+
+// DefaultUnreachableAfter is a subprocess profile's unreachable_after
+// when it names none: long enough for a model API's brief outage and a
+// CLI's own backoff, short of a run sitting running until its deadline.
+const DefaultUnreachableAfter = 2 * time.Minute
+
+// UnreachableAfter is how long a subprocess run of p may report only
+// that its agent cannot reach its model API before it ends.
+func (p *Profile) UnreachableAfter() time.Duration {
+	if p.Policy.UnreachableAfter > 0 {
+		return p.Policy.UnreachableAfter
+	}
+	return DefaultUnreachableAfter
 }
 
 // ErrUnknown is returned by Resolve for a name that matches no profile.

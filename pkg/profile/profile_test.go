@@ -124,6 +124,7 @@ func TestLoadRejects(t *testing.T) {
 		}, wantFile: "b.yaml", wantField: "model", want: "a.yaml"},
 		{name: "fallback to an unknown profile", in: map[string]string{"x.yaml": base + "policy: {fallback: [nope]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: `"nope" is not a profile`},
 		{name: "stall_after too short", in: map[string]string{"x.yaml": base + "policy: {stall_after: 10ms}\n"}, wantFile: "x.yaml", wantField: "policy.stall_after", want: "at least 100ms"},
+		{name: "unreachable_after too short", in: map[string]string{"x.yaml": base + "policy: {unreachable_after: 10ms}\n"}, wantFile: "x.yaml", wantField: "policy.unreachable_after", want: "at least 100ms"},
 		{name: "stall_after not a duration", in: map[string]string{"x.yaml": base + "policy: {stall_after: soon}\n"}, wantFile: "x.yaml", wantField: "policy"},
 		{name: "fallback to itself", in: map[string]string{"x.yaml": base + "policy: {fallback: [x]}\n"}, wantFile: "x.yaml", wantField: "policy.fallback", want: "itself"},
 		{name: "fallback named twice", in: map[string]string{
@@ -164,7 +165,7 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 
 func TestLoadAcceptsTheOptionalFields(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "a.yaml", base+"capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\npolicy: {fallback: [y], stall_after: 90s}\n")
+	write(t, dir, "a.yaml", base+"capabilities: {resumable: true, resume_field: resume, emits_tool_events: true, reports_usage: true}\npolicy: {fallback: [y], stall_after: 90s, unreachable_after: 45s}\n")
 	write(t, dir, "b.yaml", strings.NewReplacer("name: x", "name: y", "model: m1", "model: m2").Replace(base)+"policy: {fallback: [x]}\n")
 	write(t, dir, "r.yaml", remote+"base_url: http://[::1]:8080/v1\nallow_loopback: true\n")
 	r, err := profile.Load(dir)
@@ -181,6 +182,12 @@ func TestLoadAcceptsTheOptionalFields(t *testing.T) {
 	}
 	if y, _ := r.Get("y"); y.StallAfter() != 0 {
 		t.Fatalf("in-process y without stall_after stalls after %s, want never", y.StallAfter())
+	}
+	if got := p.UnreachableAfter(); got != 45*time.Second {
+		t.Fatalf("x unreachable_after = %s, want 45s", got)
+	}
+	if y, _ := r.Get("y"); y.UnreachableAfter() != profile.DefaultUnreachableAfter {
+		t.Fatalf("y without unreachable_after: %s, want the default", y.UnreachableAfter())
 	}
 }
 

@@ -117,7 +117,13 @@ func check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending, p
 		hasTool := c.ToolName != "" || c.ToolID != "" || c.ToolInput != nil || c.ToolOutput != nil
 		switch c.Type {
 		case wire.ChunkSystem:
-			if c.Content != "" {
+			// A notice (the agent has not reached its model API, §1.3)
+			// carries its text and the class of its trouble.
+			notice := c.Metadata.ErrorClass != ""
+			if ec := c.Metadata.ErrorClass; notice && (!ec.Known() || !ec.IsA(wire.ProviderError) || c.Content == "") {
+				at(i, "a notice (system chunk with metadata.error_class %q) needs a ProviderError class and its text", ec)
+			}
+			if c.Content != "" && !notice {
 				at(i, "a system chunk carries text %q", c.Content)
 			}
 			if hasTool {
@@ -162,7 +168,7 @@ func check(caps wire.Capabilities, chunks []wire.Chunk, err error, end Ending, p
 				at(i, "a permission_resolved chunk without its request id, or with error_class %q (only PermissionTimeout)", ec)
 			}
 		}
-		if c.Type != wire.ChunkError && c.Type != wire.ChunkPermissionResolved && c.Metadata.ErrorClass != "" {
+		if c.Type != wire.ChunkError && c.Type != wire.ChunkPermissionResolved && c.Type != wire.ChunkSystem && c.Metadata.ErrorClass != "" {
 			at(i, "metadata.error_class on a %s chunk", c.Type)
 		}
 
