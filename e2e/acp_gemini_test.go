@@ -21,7 +21,7 @@ var geminiACP = acpAgent{
 env:
   GEMINI_TELEMETRY_ENABLED: "false"
 `,
-	allow:     []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
+	allow:     []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME"},
 	configure: configureGeminiACP,
 	// A refused call: no tool update at all; the refusal is the call's
 	// error to the model, and the turn goes on.
@@ -30,10 +30,12 @@ env:
 	hidesToolOutput: true,
 }
 
-// configureGeminiACP writes Gemini CLI's settings and policy under home
-// and returns its variables.
+// configureGeminiACP writes Gemini CLI's settings and policy under its own
+// home below home (GEMINI_CLI_HOME: the sandbox binds it, not the
+// runner's HOME) and returns its variables.
 func configureGeminiACP(t *testing.T, home, fakeURL string) map[string]string {
-	dir := mkdir(t, home, ".gemini")
+	geminiHome := mkdir(t, home, "gemini-cli-home")
+	dir := mkdir(t, geminiHome, ".gemini")
 	write(t, filepath.Join(dir, "settings.json"), geminiSettings)
 	write(t, filepath.Join(mkdir(t, dir, "policies"), "e2e.toml"), `[[rule]]
 toolName = "run_shell_command"
@@ -41,5 +43,5 @@ commandPrefix = "echo"
 decision = "ask_user"
 priority = 100
 `)
-	return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": fakeURL}
+	return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": fakeURL, "GEMINI_CLI_HOME": geminiHome}
 }

@@ -126,6 +126,8 @@ func startACPMesh(t *testing.T, label string, upArgs ...string) *acpMesh {
 		"PATH": os.Getenv("PATH"), "HOME": home, "TMPDIR": mkdir(t, root, "tmp"), tagVar: m.tag + "/up",
 		"CLAUDE_CONFIG_DIR": claudeDir, "ANTHROPIC_BASE_URL": m.fake.URL(), "ANTHROPIC_API_KEY": "sk-ant-fake-0000",
 		"CODEX_HOME": codexHome, "FAKE_OPENAI_API_KEY": "sk-fake-0000",
+		// Every agent runs confined, as a subprocess runner confines it.
+		"AGENTMESH_SANDBOX": "on",
 	}
 	for _, a := range acpAgents {
 		if a.configure != nil {
@@ -159,13 +161,13 @@ policy:
 `, a.name, a.name, a.model, a.pricing, filepath.Join(modules, ".bin", a.bin), strings.Join(allow, ", "), a.env))
 	}
 
-	m.natsURL = "nats://" + freeAddr(t)
 	m.upLog, m.stop = startUp(t, m.bin, m.env, append([]string{
-		"--listen", strings.TrimPrefix(m.natsURL, "nats://"), "--http", "",
+		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", m.profilesDir,
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
 		"--workspace-root", m.workRoot}, upArgs...)...)
+	m.natsURL = upNATS(t, m.upLog)
 	waitForRouter(t, m.natsURL, m.upLog)
 	nc, err := client.Connect(m.natsURL, tenant)
 	if err != nil {

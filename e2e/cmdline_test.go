@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/fakemodel"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go"
@@ -53,19 +53,20 @@ func TestCLICommandLine(t *testing.T) {
 		fakeURL: fake.URL(), tag: tag + "/up",
 		codexKeyVar: "OPENAI_API_KEY", // the key variable profiles/codex.yaml allows
 	}
-	env := merge(e.base(), map[string]string{"PATH": os.Getenv("PATH")})
+	// Every CLI runs confined, as a subprocess runner confines it.
+	env := merge(e.base(), map[string]string{"PATH": os.Getenv("PATH"), "AGENTMESH_SANDBOX": "on"})
 	for _, c := range clis {
 		env = merge(env, c.configure(t, e))
 	}
 	t.Cleanup(func() { checkReaped(t, tag+"/") })
 
-	natsURL := "nats://" + freeAddr(t)
 	upLog, stop := startUp(t, bin, env,
-		"--listen", strings.TrimPrefix(natsURL, "nats://"), "--http", "",
+		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", filepath.Join(repo, "profiles"),
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
 		"--workspace-root", e.workRoot)
+	natsURL := upNATS(t, upLog)
 	waitForRouter(t, natsURL, upLog)
 
 	for _, c := range clis {
@@ -187,15 +188,20 @@ func routerReady(url string) error {
 	return err
 }
 
-// freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t *testing.T) string {
+// upNATS waits for `agentmesh up --listen 127.0.0.1:0` to log the NATS URL
+// its server took, and returns it.
+func upNATS(t *testing.T, upLog *servicetest.Buffer) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	var url string
+	natstest.Eventually(t, 60*time.Second, func() error {
+		n := upNATSLine.FindStringSubmatch(upLog.String())
+		if n == nil {
+			return fmt.Errorf("agentmesh up has not logged its NATS URL yet:\n%s", upLog.String())
+		}
+		url = n[1]
+		return nil
+	})
+	return url
 }
 
 // environ is a child environment made only of vars.

@@ -88,7 +88,7 @@ func TestConsole(t *testing.T) {
 
 	env := map[string]string{"PATH": os.Getenv("PATH"), "HOME": mkdir(t, root, "home"), "TMPDIR": mkdir(t, root, "tmp")}
 	upLog, stop := startUp(t, bin, merge(env, map[string]string{tagVar: tag + "/up"}),
-		"--listen", "127.0.0.1:0", "--http", "", "--gateway", freeAddr(t),
+		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "127.0.0.1:0",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", profiles,
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
