@@ -171,6 +171,10 @@ func usageText(u *wire.Usage) string {
 func (p *humanPrinter) chunk(c *wire.Chunk) {
 	switch c.Type {
 	case wire.ChunkSystem:
+		if c.Content != "" { // the agent's notice: it has not reached its model API
+			p.line(styleDim, "[notice "+c.Metadata.Provider+"] "+c.Content)
+			return
+		}
 		p.line(styleDim, "[system"+metadata(c.Metadata)+"]")
 	case wire.ChunkThinking:
 		p.stream(c.Type, styleDim, "thinking: ", c.Content, c.IsDelta)
