@@ -39,7 +39,9 @@ func TestSandboxEgress(t *testing.T) {
 		{"gemini-acp at its base URL", []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "HOME"},
 			map[string]string{"GEMINI_API_KEY": "k", "GOOGLE_GEMINI_BASE_URL": "https://gw.internal/gemini"}, []string{"gw.internal:443"}},
 		{"gemini-acp by default", nil, map[string]string{"GEMINI_API_KEY": "k"}, []string{"generativelanguage.googleapis.com:443"}},
-		{"a variable allowed but unset names nothing", []string{"ANTHROPIC_API_KEY", "GEMINI_API_KEY"}, nil, nil},
+		{"a key variable allowed but unset names its API (cli.Key)", []string{"ANTHROPIC_API_KEY", "GEMINI_API_KEY"}, nil,
+			[]string{"api.anthropic.com:443", "generativelanguage.googleapis.com:443"}},
+		{"a configuration variable allowed but unset names nothing", []string{"CODEX_HOME", "CLAUDE_CONFIG_DIR"}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := DefaultConfig()
