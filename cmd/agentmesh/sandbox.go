@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
@@ -31,13 +31,11 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		} else {
 			fmt.Fprintf(io.stdout, "init: this program, re-executed (no %s next to it or on PATH: each run starts about 20 ms slower)\n", sandbox.InitBinary)
 		}
+		fmt.Fprintf(io.stdout, "ids: a run's uid and gid 0 are %s\n", m.IDs)
 		if m.Cgroup != "" {
 			fmt.Fprintf(io.stdout, "limits: %s, each run a cgroup under %s (memory, processes); wall time by the sandbox's init\n", m.Limits, m.Cgroup)
 		} else {
 			fmt.Fprintln(io.stdout, "limits: rlimits (RLIMIT_NPROC, RLIMIT_DATA; no cgroup this runner may create was found: set AGENTMESH_SANDBOX_CGROUP to a delegated cgroup v2 directory); wall time by the sandbox's init")
-			if os.Getuid() == 0 {
-				fmt.Fprintln(io.stdout, "warning: running as root, RLIMIT_NPROC does not bind: without a cgroup a run's process count is not limited")
-			}
 		}
 		return nil
 	}
@@ -85,5 +83,12 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 // the same variables.
 func sandboxConfig(io *stdio) sandbox.Config {
 	return sandbox.Config{Cgroup: io.getenv("AGENTMESH_SANDBOX_CGROUP"), RuntimeDir: io.getenv("AGENTMESH_SANDBOX_RUNTIME_DIR"),
-		Init: sandbox.InitPath(io.getenv("AGENTMESH_SANDBOX_INIT"))}
+		Init: sandbox.InitPath(io.getenv("AGENTMESH_SANDBOX_INIT")), UIDBase: atoi(io.getenv("AGENTMESH_SANDBOX_UID_BASE")),
+		UIDCount: atoi(io.getenv("AGENTMESH_SANDBOX_UID_COUNT"))}
+}
+
+// atoi is s's number, 0 (the default) when it is none.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

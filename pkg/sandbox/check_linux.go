@@ -34,7 +34,10 @@ type Mechanism struct {
 	Limits string
 	// Cgroup is the directory each run's cgroup is made under (for
 	// cgroup1, the pids hierarchy's), empty for rlimit.
-	Cgroup  string
+	Cgroup string
+	// IDs is what a run's uid and gid 0 are on the host: "host uids
+	// B..E, one a run" for a root runner, else "this runner's uid N".
+	IDs     string
 	cg      *cgroups
 	runtime string
 }
@@ -50,7 +53,7 @@ var (
 // ErrUnavailable and names what is missing. A result is kept for the
 // life of the process.
 func Check(cfg Config) (Mechanism, error) {
-	key := cfg.RuntimeDir + "\x00" + cfg.Cgroup + "\x00" + cfg.Init
+	key := fmt.Sprint(cfg.RuntimeDir, "\x00", cfg.Cgroup, "\x00", cfg.Init, "\x00", cfg.UIDBase, "\x00", cfg.UIDCount)
 	checkMu.Lock()
 	defer checkMu.Unlock()
 	if m, ok := checked[key]; ok {
@@ -74,6 +77,12 @@ func check(cfg Config) (Mechanism, error) {
 		return m, fmt.Errorf("%w: runtime directory %s: %v", ErrUnavailable, rt, err)
 	}
 	m.runtime = rt
+	if mapsIDs() {
+		base, count := cfg.idRange()
+		m.IDs = fmt.Sprintf("host uids and gids %d..%d, one a run", base, base+count-1)
+	} else {
+		m.IDs = fmt.Sprintf("this runner's uid %d and gid %d", os.Getuid(), os.Getgid())
+	}
 	cg, err := findCgroups(cfg.Cgroup)
 	if err != nil {
 		return m, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -84,7 +93,7 @@ func check(cfg Config) (Mechanism, error) {
 	}
 	// The probe: a confined run of the init's binary (the init binary, or
 	// this one) that checks it is pid 1's child in a namespace of its own.
-	s := &Sandbox{cfg: Config{RuntimeDir: rt, Init: cfg.Init}, runtime: rt}
+	s := &Sandbox{cfg: Config{RuntimeDir: rt, Init: cfg.Init, UIDBase: cfg.UIDBase, UIDCount: cfg.UIDCount}, runtime: rt}
 	ws, err := os.MkdirTemp(rt, "probe-")
 	if err != nil {
 		return m, fmt.Errorf("%w: %v", ErrUnavailable, err)

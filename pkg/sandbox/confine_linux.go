@@ -203,12 +203,21 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	}
 	cfg.Mounts = v.sorted()
 
+	var trees []*os.File
+	if run.lease != nil {
+		if trees, err = run.treesOf(cfg.Mounts); err != nil {
+			run.Release()
+			return nil, err
+		}
+	}
+
 	r, w, err := os.Pipe()
 	if err != nil {
+		closeAll(trees)
 		run.Release()
 		return nil, fmt.Errorf("config pipe: %v", err)
 	}
-	run.cfgW = w
+	run.cfgW, run.trees = w, trees
 	// The config waits in the (empty) pipe for the init, which reads it
 	// as soon as it runs, while Started places it in its cgroup; one too
 	// big for the pipe's buffer goes in Started.
@@ -221,17 +230,25 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	} else {
 		run.cfgB = b
 	}
-	uid, gid := os.Getuid(), os.Getgid()
 	attr := cmd.SysProcAttr
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}
 	}
 	attr.Cloneflags |= syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
-	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
-	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
-	attr.GidMappingsEnableSetgroups = false
-	if uid != 0 {
+	if run.lease != nil {
+		// A root runner's run: its 0 is a host id of its own, and it keeps
+		// none of the runner's supplementary groups.
+		id := run.lease.id
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: id, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: id, Size: 1}}
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	} else {
+		uid, gid := os.Getuid(), os.Getgid()
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
 		// The init keeps what it needs to build the view; the CLI gets none.
 		attr.AmbientCaps = []uintptr{capSysAdmin, capNetAdmin, capNetBindService, capSetpcap, capSysChroot}
 	}
@@ -240,10 +257,20 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	if cmd.Path == "" {
 		cmd.Path = "/proc/self/exe"
 	}
-	cmd.Args = []string{sandboxinit.InitName}
+	cmd.Args = []string{sandboxinit.InitName, strconv.Itoa(len(trees))}
 	cmd.Env = []string{}
 	cmd.Dir = "/"
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = append([]*os.File{r}, trees...)
+	if run.lease != nil && s.cfg.Init != "" {
+		// The init starts as the run's host id, which may not reach the
+		// binary by its path: it is exec'd by a descriptor (which it then
+		// closes as inherited).
+		if cmd.Path, err = execByFd(cmd, s.cfg.Init); err != nil {
+			run.Release()
+			return nil, err
+		}
+		run.trees = append(run.trees, cmd.ExtraFiles[len(cmd.ExtraFiles)-1])
+	}
 	run.cfgR = r
 	return run, nil
 }
@@ -418,6 +445,33 @@ func (v *view) sorted() []sandboxinit.Mount {
 	return out
 }
 
+// treesOf opens the view's binds for the init (trees), idmapped to the
+// run's host id.
+func (r *run) treesOf(mounts []sandboxinit.Mount) ([]*os.File, error) {
+	ns, err := idmapNS(r.s.cfg.Init, r.lease.id)
+	if err != nil {
+		return nil, err
+	}
+	return trees(mounts, 4, ns, r.lease.id)
+}
+
+// execByFd opens bin as the last of cmd's ExtraFiles and returns the
+// path that execs it from there.
+func execByFd(cmd *exec.Cmd, bin string) (string, error) {
+	f, err := os.Open(bin)
+	if err != nil {
+		return "", fmt.Errorf("the init binary: %v", err)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	return "/proc/self/fd/" + strconv.Itoa(2+len(cmd.ExtraFiles)), nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
 // run is one confined child's set-up: its runtime directory, proxy,
 // cgroup and config pipe (a proc.Confinement).
 type run struct {
@@ -430,6 +484,8 @@ type run struct {
 	cfgB    []byte    // the config, when Started sends it
 	cfgR    *os.File
 	cfgW    *os.File
+	trees   []*os.File // the view's mounts, passed to the init (a root runner's)
+	lease   *lease     // the host id the run's 0 is (a root runner's)
 	cgDirs  []string
 	timer   *time.Timer
 
@@ -449,6 +505,24 @@ func (s *Sandbox) newRun() (*run, error) {
 			return nil, fmt.Errorf("runtime directory: %v", err)
 		}
 	}
+	if mapsIDs() {
+		// The run's init, its host id, mounts its root in a directory of
+		// its own that it reaches by path: in UIDLockDir (0711), whatever
+		// the runtime directory's mode and the directories above it.
+		l, err := s.cfg.leaseID()
+		if err == nil {
+			r.lease, r.root = l, filepath.Join(UIDLockDir, "root-"+filepath.Base(dir))
+			err = os.Mkdir(r.root, 0o700)
+			if err == nil {
+				err = os.Chown(r.root, l.id, l.id)
+			}
+		}
+		if err != nil {
+			l.release()
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("the run's root: %v", err)
+		}
+	}
 	ln, err := net.Listen("unix", filepath.Join(r.sockDir, "egress.sock"))
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -465,6 +539,7 @@ func (s *Sandbox) newRun() (*run, error) {
 // CLI (proc.Confinement).
 func (r *run) Started(pid int) error {
 	r.cfgR.Close()
+	closeAll(r.trees) // the init has its own
 	defer r.cfgW.Close()
 	if r.cfgB != nil {
 		// Too big to have waited in the pipe (Confine).
@@ -502,6 +577,7 @@ func (r *run) Release() {
 		if r.cfgW != nil {
 			r.cfgW.Close()
 		}
+		closeAll(r.trees)
 		if r.timer != nil {
 			r.timer.Stop()
 		}
@@ -521,6 +597,8 @@ func (r *run) Release() {
 		}
 		removeCgroups(r.cgDirs)
 		_ = os.RemoveAll(r.dir)
+		_ = os.Remove(r.root)
+		r.lease.release()
 	})
 }
 

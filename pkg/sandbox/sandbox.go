@@ -77,6 +77,12 @@ type Config struct {
 	// instead, which works the same but costs its start-up: every package
 	// initializer of a large binary, about 20 ms a run.
 	Init string
+	// UIDBase and UIDCount are the host uids (and gids, the same numbers)
+	// a root runner's runs lease, one each while it runs, as their uid
+	// and gid 0 (zero: DefaultUIDBase, DefaultUIDCount). Runners on one
+	// host lease from one another's ranges safely (UIDLockDir). A runner
+	// that is not root maps its own uid instead.
+	UIDBase, UIDCount int
 }
 
 // InitBinary is the name of the init's own small binary

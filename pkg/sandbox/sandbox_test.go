@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -95,11 +96,22 @@ func TestWorkspaceRootIsPrivate(t *testing.T) {
 // confinedOutput runs cmd confined by s and returns what it printed.
 func confinedOutput(t *testing.T, s *Sandbox, cmd *exec.Cmd) string {
 	t.Helper()
+	out := startConfined(t, s, cmd)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	return out.String()
+}
+
+// startConfined starts cmd confined by s, its output in the builder
+// returned; the confinement is released when the test ends.
+func startConfined(t *testing.T, s *Sandbox, cmd *exec.Cmd) *strings.Builder {
+	t.Helper()
 	c, err := s.Confine(cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Release()
+	t.Cleanup(c.Release)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -108,10 +120,7 @@ func confinedOutput(t *testing.T, s *Sandbox, cmd *exec.Cmd) string {
 	if err := c.Started(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%v: %s", err, out.String())
-	}
-	return out.String()
+	return &out
 }
 
 // TestInitBinary: the small agentmesh-sandbox-init binary, built from
@@ -128,9 +137,9 @@ func TestInitBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", "tr '\\0' ' ' </proc/1/cmdline; echo; echo $PPID")
+	cmd := exec.Command("/bin/sh", "-c", "tr '\\0' '\\n' </proc/1/cmdline | head -n 1; echo $PPID")
 	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
-	if got, want := confinedOutput(t, s, cmd), InitBinary+" \n1\n"; got != want {
+	if got, want := confinedOutput(t, s, cmd), InitBinary+"\n1\n"; got != want {
 		t.Errorf("confined through %s, the run printed %q, want %q (pid 1 the init, the CLI its child)", bin, got, want)
 	}
 	missing := filepath.Join(t.TempDir(), InitBinary)
@@ -197,5 +206,62 @@ func TestInstallThroughASymlinkedDirectory(t *testing.T) {
 	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
 	if got, want := confinedOutput(t, s, cmd), "ran "+bin+"\n"; got != want {
 		t.Errorf("the run printed %q, want %q", got, want)
+	}
+}
+
+// TestRunsHoldHostIDsOfTheirOwn: under a root runner, a run's 0 is a host
+// uid and gid of the sandbox's range, another than a concurrent run's;
+// the run owns its workspace inside and what it writes there is root's
+// on the disk, for the runner to read.
+func TestRunsHoldHostIDsOfTheirOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a runner that is not root maps its own uid")
+	}
+	const base = 1_900_000_000
+	s, err := New(Config{UIDBase: base, UIDCount: 8}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "given"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `read -r in out n </proc/self/uid_map; echo "$in $out"; read -r in out n </proc/self/gid_map; echo "$in $out"
+stat -c '%u %g' . given; echo y >>given && echo z >made && echo wrote`
+	first := exec.Command("/bin/sh", "-c", script+"; sleep 1")
+	first.Dir, first.Env = ws, []string{"PATH=/usr/bin:/bin"}
+	out1 := startConfined(t, s, first)
+	// A second run while the first holds its id.
+	second := exec.Command("/bin/sh", "-c", `read -r in out n </proc/self/uid_map; echo "$in $out"`)
+	second.Dir, second.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
+	out2 := confinedOutput(t, s, second)
+	if err := first.Wait(); err != nil {
+		t.Fatalf("%v: %s", err, out1.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out1.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("the run printed %q", out1.String())
+	}
+	uid := strings.Fields(lines[0])
+	if uid[0] != "0" || uid[1] == "0" || !strings.HasPrefix(uid[1], "19000000") {
+		t.Errorf("the run's uid map is %q, want 0 to a host uid of %d..%d", lines[0], base, base+7)
+	}
+	if lines[1] != lines[0] {
+		t.Errorf("the run's gid map is %q, want %q", lines[1], lines[0])
+	}
+	if lines[2] != "0 0" || lines[3] != "0 0" || lines[4] != "wrote" {
+		t.Errorf("the run saw its workspace as %q and its file as %q, and %q; want both its own (0 0) and written", lines[2], lines[3], lines[4])
+	}
+	if strings.TrimSpace(out2) == lines[0] {
+		t.Errorf("two runs at once share the host uid %s", out2)
+	}
+	for _, name := range []string{"given", "made"} {
+		fi, err := os.Stat(filepath.Join(ws, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("on the disk %s is %d:%d, want root's", name, st.Uid, st.Gid)
+		}
 	}
 }

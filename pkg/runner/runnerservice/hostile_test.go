@@ -162,6 +162,13 @@ func (s hostileSpec) attack() []string {
 	}
 	say("inherited-fd", "%s", s.inheritedFds())
 	say("write-sysctl", "%s", writeSysctl())
+	if b, err := os.ReadFile("/proc/self/uid_map"); err != nil {
+		say("host-root", "refused (%v)", err)
+	} else if f := strings.Fields(string(b)); len(f) >= 2 && f[0] == "0" && f[1] != "0" {
+		say("host-root", "refused (this run's 0 is host uid %s)", f[1])
+	} else {
+		say("host-root", "ALLOWED, uid map %q", strings.TrimSpace(string(b)))
+	}
 	if f, err := os.OpenFile("/proc/sys/kernel/core_pattern", os.O_WRONLY, 0); err != nil {
 		say("open-core-pattern", "refused (%v)", err)
 	} else {
@@ -414,7 +421,7 @@ func TestHostileAgent(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"read-creds", "read-state-dir", "read-other-workspace", "read-runner-environ",
-			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd",
+			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd", "host-root",
 			"write-sysctl", "open-core-pattern", "read-kcore", "read-keys", "read-timer_list", "read-sched_debug"} {
 			if v := verdicts[name]; !strings.HasPrefix(v, "refused") {
 				t.Errorf("workspace %s: %s: %q, want refused", ws, name, v)

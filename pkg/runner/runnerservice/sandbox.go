@@ -30,6 +30,8 @@ type SandboxSettings struct {
 	SandboxCgroup     string        `split_words:"true" desc:"a delegated cgroup v2 directory (memory and pids enabled) under which each run gets its own (default: found, else rlimits)"`
 	SandboxRuntimeDir string        `split_words:"true" desc:"directory of the runs' proxy sockets and mount points (default: <temp dir>/agentmesh-sandbox-<uid>)"`
 	SandboxInit       string        `split_words:"true" desc:"the agentmesh-sandbox-init binary each run starts as its pid 1 (default: the one next to this runner's executable, else on PATH, else the runner re-executes itself, about 20 ms slower a run)"`
+	SandboxUIDBase    int           `envconfig:"SANDBOX_UID_BASE" default:"1800000000" desc:"a root runner's runs each lease a host uid and gid (the same number) from this one up, as their uid and gid 0, so that no run is host root and no two runs at once share one; runners on one host share the range safely (locks in /run/agentmesh-sandbox). A runner that is not root maps its own uid"`
+	SandboxUIDCount   int           `envconfig:"SANDBOX_UID_COUNT" default:"4096" desc:"how many host uids from AGENTMESH_SANDBOX_UID_BASE a root runner's runs lease (at most that many runs at once)"`
 }
 
 // check names each bad sandbox variable.
@@ -42,6 +44,9 @@ func (s SandboxSettings) check(bad *service.Problems) {
 	}
 	if s.SandboxProcs < 0 {
 		bad.Add("AGENTMESH_SANDBOX_PROCS", "must be >= 0, got %d", s.SandboxProcs)
+	}
+	if s.SandboxUIDBase < 0 || s.SandboxUIDCount < 0 || int64(s.SandboxUIDBase)+int64(s.SandboxUIDCount) > 1<<32-2 {
+		bad.Add("AGENTMESH_SANDBOX_UID_BASE", "with AGENTMESH_SANDBOX_UID_COUNT must name host uids up to 4294967294 (0: the default), got %d and %d", s.SandboxUIDBase, s.SandboxUIDCount)
 	}
 	if s.SandboxWallTime < 0 {
 		bad.Add("AGENTMESH_SANDBOX_WALL_TIME", "must be >= 0, got %s", s.SandboxWallTime)
@@ -70,6 +75,7 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	sc := sandbox.Config{
 		Limits:     sandbox.Limits{Memory: c.SandboxMemory, Procs: c.SandboxProcs, WallTime: c.SandboxWallTime},
 		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup, Init: sandbox.InitPath(c.SandboxInit),
+		UIDBase: c.SandboxUIDBase, UIDCount: c.SandboxUIDCount,
 	}
 	for _, p := range []string{c.StateDir, c.WorkspaceRoot, c.NatsCreds, c.NatsNkey, c.NatsTLSKey, c.ProfilesDir} {
 		if p == "" {
@@ -89,7 +95,8 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 	if init == "" {
 		init = "this runner, re-executed"
 	}
-	log.Info("sandbox on", "init", init, "limits", m.Limits, "cgroup", m.Cgroup, "memory", c.SandboxMemory, "procs", c.SandboxProcs, "wall_time", c.SandboxWallTime)
+	log.Info("sandbox on", "init", init, "limits", m.Limits, "cgroup", m.Cgroup, "memory", c.SandboxMemory, "procs", c.SandboxProcs, "wall_time", c.SandboxWallTime,
+		"run_ids", m.IDs)
 	c.Dirs.Sandbox = &sc
 	enabled.Set(1)
 	return enabled, nil

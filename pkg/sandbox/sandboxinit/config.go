@@ -17,25 +17,31 @@ import "time"
 
 // The names the init answers to (argv[0]).
 const (
-	// InitName starts the init; its Config is on fd 3.
+	// InitName starts the init; its Config is on fd 3, the descriptors of
+	// its tree mounts on 4 and after (argv[1] counts them).
 	InitName = "agentmesh-sandbox-init"
 	// ExecName is the init's last step before a CLI that rlimits bind.
 	ExecName = "agentmesh-sandbox-exec"
 	// ProbeName is pkg/sandbox.Check's probe, run confined.
 	ProbeName = "agentmesh-sandbox-probe"
+	// HoldName holds the user namespace it was started in until its stdin
+	// ends, for pkg/sandbox to open (an idmapped mount's).
+	HoldName = "agentmesh-sandbox-hold"
 )
 
 // Version is the version of Config. The init refuses another, so that an
 // init binary older or newer than its runner fails the run it was given,
 // naming both, rather than building a view it misreads.
-const Version = 1
+const Version = 2
 
 // A Mount is one step of the init's file system view; Dst is inside.
 type Mount struct {
-	Kind string // bind, robind, file (a bound file), tmpfs, symlink, write, proc
+	// bind, robind, file (a bound file), tree (a mount the runner opened,
+	// whose descriptor Data names), tmpfs, symlink, write, proc
+	Kind string
 	Src  string
 	Dst  string
-	Data string // tmpfs options, symlink target, a write's text
+	Data string // tmpfs options, symlink target, a write's text, a tree's descriptor
 	// RO remounts a tmpfs read-only once the view is built.
 	RO bool
 }

@@ -28,7 +28,11 @@ func init() {
 		// Its very first act: whatever started the runner may have left a
 		// descriptor open that Go's exec passed on (one not close-on-exec);
 		// none may reach the run.
-		if err := closeInherited(); err != nil {
+		fds := 0
+		if len(os.Args) > 1 {
+			fds, _ = strconv.Atoi(os.Args[1])
+		}
+		if err := closeInherited(3 + fds); err != nil {
 			os.Exit(fail("close the inherited descriptors: ", err.Error()))
 		}
 		os.Exit(initMain())
@@ -36,6 +40,9 @@ func init() {
 		os.Exit(execMain())
 	case ProbeName:
 		os.Exit(probeMain())
+	case HoldName:
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
 	}
 }
 
@@ -65,11 +72,11 @@ func (e *initError) Error() string {
 
 func (e *initError) Unwrap() error { return e.cause }
 
-// closeInherited closes each descriptor above the config's (3) that this
-// process inherited: the ones not close-on-exec, since every descriptor
-// the Go runtime opens is. /proc is still the host's here, before the
-// view is built.
-func closeInherited() error {
+// closeInherited closes each descriptor above last (the config's, 3, or
+// its last tree's) that this process inherited: the ones not
+// close-on-exec, since every descriptor the Go runtime opens is. /proc is
+// still the host's here, before the view is built.
+func closeInherited(last int) error {
 	d, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
@@ -87,7 +94,7 @@ func closeInherited() error {
 		}
 		_, _, names := unix.ParseDirent(buf[:n], -1, nil)
 		for _, name := range names {
-			if fd, err := strconv.Atoi(name); err == nil && fd > 3 && fd != d {
+			if fd, err := strconv.Atoi(name); err == nil && fd > last && fd != d {
 				fds = append(fds, fd)
 			}
 		}
@@ -108,6 +115,11 @@ func closeInherited() error {
 // the egress listeners, runs the CLI (through execMain) and ends every
 // process left when the CLI exits.
 func initMain() int {
+	// Not dumpable: the CLI, which may be the same host uid, can neither
+	// ptrace the init nor read its /proc files.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail("not dumpable: ", err.Error())
+	}
 	f := os.NewFile(3, "config")
 	cfg, err := ReadConfig(f)
 	if err != nil {
@@ -360,15 +372,8 @@ func mountOne(root string, m Mount) error {
 		}
 		return nil
 	case "file":
-		if err := mkdirAll(filepath.Dir(dst)); err != nil {
+		if err := mkFile(dst); err != nil {
 			return err
-		}
-		if _, err := os.Lstat(dst); err != nil {
-			f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			f.Close()
 		}
 		if err := unix.Mount(m.Src, dst, "", unix.MS_BIND, ""); err != nil {
 			return err
@@ -377,6 +382,25 @@ func mountOne(root string, m Mount) error {
 			return nil // devices stay writable (/dev/null)
 		}
 		return remountRO(dst)
+	case "tree":
+		fd, err := strconv.Atoi(m.Data)
+		if err != nil || fd < 4 {
+			return errf(err, "a tree's descriptor ", strconv.Quote(m.Data))
+		}
+		defer unix.Close(fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = mkdirAll(dst)
+		} else {
+			err = mkFile(dst)
+		}
+		if err != nil {
+			return err
+		}
+		return unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 	case "tmpfs":
 		if err := mkdirAll(dst); err != nil {
 			return err
@@ -444,6 +468,21 @@ func maskProc(proc string) error {
 		}
 	}
 	return nil
+}
+
+// mkFile makes a file's mount point.
+func mkFile(p string) error {
+	if err := mkdirAll(filepath.Dir(p)); err != nil {
+		return err
+	}
+	if _, err := os.Lstat(p); err == nil {
+		return nil
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // mkdirAll makes a mount point; one that exists (in a bound tree) is
