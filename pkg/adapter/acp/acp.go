@@ -245,7 +245,7 @@ func (a *Adapter) start(parent context.Context, dir string) (*agentRun, error) {
 	closeIn := func() { once.Do(func() { _ = inR.Close() }) }
 	args := a.cfg.Args
 	if a.cfg.Confine != nil {
-		args = append(confinedArgs(a.cfg.Binary, args), args...)
+		args = append(confinedArgs(a.cfg.Config, args), args...)
 	}
 	ps := proc.Spec{
 		Binary: a.cfg.Binary, InstallHint: a.cfg.InstallHint, Args: args, Dir: dir,

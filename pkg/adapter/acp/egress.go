@@ -87,21 +87,24 @@ func DefaultConfig() cli.Config {
 }
 
 // confinedArgs are the arguments an agent confined by the runner's
-// sandbox gets before its profile's. codex-acp gets Codex's sandbox mode
+// sandbox (cfg.Confine) gets before its profile's. codex-acp is pointed
+// at the runner's key proxy when it holds the key of the provider
+// config.toml selects (codex.ProxyArgs), and gets Codex's sandbox mode
 // danger-full-access, as the codex adapter gives a workspace-write run
 // (pkg/adapter/cli/codex, sandboxMode): Codex's own sandbox (bubblewrap)
 // cannot be built inside ours when the runner is root, nor at all where
 // bwrap is not installed, and every shell command would fail; ours
 // confines the agent's writes to its workspace and state, and its egress
 // to its model API. A profile whose args set sandbox_mode keeps its own.
-func confinedArgs(binary string, profileArgs []string) []string {
-	if !strings.HasPrefix(filepath.Base(binary), "codex-acp") {
+func confinedArgs(cfg cli.Config, profileArgs []string) []string {
+	if !strings.HasPrefix(filepath.Base(cfg.Binary), "codex-acp") {
 		return nil
 	}
+	args := codex.ProxyArgs(cfg)
 	for _, a := range profileArgs {
 		if strings.Contains(a, "sandbox_mode") {
-			return nil
+			return args
 		}
 	}
-	return []string{"-c", `sandbox_mode="danger-full-access"`}
+	return append(args, "-c", `sandbox_mode="danger-full-access"`)
 }

@@ -8,6 +8,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -66,14 +67,17 @@ func TestSandboxEgress(t *testing.T) {
 // nothing.
 func TestConfinedArgs(t *testing.T) {
 	want := []string{"-c", `sandbox_mode="danger-full-access"`}
-	if got := confinedArgs("/opt/bin/codex-acp-linux-x64", nil); !slices.Equal(got, want) {
+	bin := func(b string) cli.Config {
+		return cli.Config{Binary: b, EnvSet: map[string]string{"CODEX_HOME": t.TempDir()}}
+	}
+	if got := confinedArgs(bin("/opt/bin/codex-acp-linux-x64"), nil); !slices.Equal(got, want) {
 		t.Errorf("codex-acp: %q, want %q", got, want)
 	}
-	if got := confinedArgs("codex-acp", []string{"-c", `sandbox_mode="read-only"`}); got != nil {
+	if got := confinedArgs(bin("codex-acp"), []string{"-c", `sandbox_mode="read-only"`}); got != nil {
 		t.Errorf("codex-acp with its own sandbox_mode: %q, want nothing", got)
 	}
 	for _, b := range []string{"claude-agent-acp", "gemini"} {
-		if got := confinedArgs(b, nil); got != nil {
+		if got := confinedArgs(bin(b), nil); got != nil {
 			t.Errorf("%s: %q, want nothing", b, got)
 		}
 	}

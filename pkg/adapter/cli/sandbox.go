@@ -48,21 +48,26 @@ func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 			}
 		}
 	}
+	keys := c
 	if c.ConfigBaseURLs != nil {
 		urls, err := c.ConfigBaseURLs(c.ChildEnv)
 		if err != nil {
 			return p, err
 		}
+		keys.Keys = slices.Clone(c.Keys)
 		for _, u := range urls {
 			if err := add(u.Source, u.URL); err != nil {
 				return p, err
+			}
+			if u.KeyVar != "" && !slices.ContainsFunc(keys.Keys, func(k Key) bool { return k.Var == u.KeyVar }) {
+				keys.Keys = append(keys.Keys, Key{Var: u.KeyVar, URL: u.URL, Header: u.Header})
 			}
 		}
 	}
 	if len(p.Egress) == 0 {
 		p.Egress = slices.Clone(c.Egress)
 	}
-	keyed, err := c.keyed()
+	keyed, err := keys.keyed()
 	if err != nil {
 		return p, err
 	}
@@ -89,9 +94,14 @@ func (c Config) ChildEnv(name string) (string, bool) {
 var baseVars = []string{"HOME"}
 
 // A BaseURL is a model API base URL a CLI's own configuration names, and
-// where (the file and key), for the error that names a bad one.
+// where (the file and key), for the error that names a bad one. KeyVar,
+// if set, is the variable the configuration says holds the API's key,
+// and Header how the API takes it: a key the child would get there the
+// runner's proxy holds in a confined run (Key, with no BaseURLVar: the
+// adapter points the CLI at ProxyURL).
 type BaseURL struct {
-	URL, Source string
+	URL, Source    string
+	KeyVar, Header string
 }
 
 // ReadConfigFile reads a CLI's configuration file of at most max bytes,

@@ -2,6 +2,7 @@ package codex
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,7 +83,12 @@ func spec(cfg cli.Config) cli.Spec[Request] {
 		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke: func(req Request, call adapter.Call, dir string) (cli.Invocation, error) {
-			return invoke(req, call, dir, h.provider(), cfg.Confine != nil)
+			inv, err := invoke(req, call, dir, h.provider(), cfg.Confine != nil)
+			if err == nil {
+				// Before the prompt's "--": the proxy holds the key.
+				inv.Args = slices.Insert(inv.Args, len(inv.Args)-2, ProxyArgs(cfg)...)
+			}
+			return inv, err
 		},
 		NewParser: func(req Request, call adapter.Call) cli.Parser {
 			p := NewParser(modelOf(req, call), req.ResumeThreadID)

@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 )
 
 // home finds the child's CODEX_HOME from the environment the child will
@@ -81,31 +82,68 @@ func readConfig(dir string) ([]byte, error) {
 // ConfigBaseURLs is cli.Config.ConfigBaseURLs for Codex: the base_url of
 // the model provider $CODEX_HOME/config.toml (else $HOME/.codex's)
 // selects, by its model_provider or its selected profile's, when the file
-// sets one for that provider. A built-in provider (openai, the default)
-// has none there: its base URL is OPENAI_BASE_URL's, or Codex's default.
-// The codex-acp agent reads the same file.
+// sets one for that provider, with the provider's env_key: the variable
+// whose key a confined run's proxy holds (Authorization: Bearer) when the
+// child would get it, Codex pointed at the proxy by ProxyArgs. A built-in
+// provider (openai, the default) has none there: its base URL is
+// OPENAI_BASE_URL's, or Codex's default, and its key stays in the child's
+// environment. The codex-acp agent reads the same file.
 func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
+	dir, c, err := childConfig(env)
+	if err != nil || c.selected == "" {
+		return nil, err
+	}
+	u, ok := c.baseURL[c.selected]
+	if !ok {
+		return nil, nil
+	}
+	return []cli.BaseURL{{URL: u, Source: filepath.Join(dir, "config.toml") + ": model_providers." + c.selected + ".base_url",
+		KeyVar: c.envKey[c.selected], Header: sandbox.HeaderBearer}}, nil
+}
+
+// childConfig reads the config.toml of the child's Codex home, found by
+// env (cli.Config.ChildEnv); a zero configTOML when there is none.
+func childConfig(env func(string) (string, bool)) (string, configTOML, error) {
 	codexHome, _ := env(EnvCodexHome)
 	userHome, _ := env("HOME")
 	dir := homeDir(codexHome, userHome)
 	b, err := readConfig(dir)
 	if err != nil || b == nil {
-		return nil, err
+		return dir, configTOML{}, err
 	}
-	c := scanConfig(b)
-	u, ok := c.baseURL[c.selected]
-	if c.selected == "" || !ok {
-		return nil, nil
+	return dir, scanConfig(b), nil
+}
+
+// ProxyArgs are the -c overrides that point a confined Codex (codex exec,
+// codex-acp) at the runner's key proxy: the selected provider's base_url
+// replaced by cfg.ProxyURL's, when its config.toml defines it under a
+// bare key and the runner holds its key; else none.
+func ProxyArgs(cfg cli.Config) []string {
+	_, c, err := childConfig(cfg.ChildEnv)
+	if err != nil {
+		return nil
 	}
-	return []cli.BaseURL{{URL: u, Source: filepath.Join(dir, "config.toml") + ": model_providers." + c.selected + ".base_url"}}, nil
+	id := c.provider()
+	u, ok := c.baseURL[id]
+	if id == "" || !ok {
+		return nil
+	}
+	proxy, ok := cfg.ProxyURL(u)
+	if !ok {
+		return nil
+	}
+	return []string{"-c", configArg("model_providers."+id+".base_url", proxy)}
 }
 
 var bareKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // providerFromConfig is the model provider a config.toml selects (see
 // scanConfig), only if the file defines it under a bare key.
-func providerFromConfig(b []byte) string {
-	c := scanConfig(b)
+func providerFromConfig(b []byte) string { return scanConfig(b).provider() }
+
+// provider is the selected provider when the file defines it under a bare
+// key, else "".
+func (c configTOML) provider() string {
 	if c.selected == "" || !c.defined[c.selected] || !bareKeyRE.MatchString(c.selected) {
 		return ""
 	}
@@ -117,6 +155,7 @@ type configTOML struct {
 	selected string            // the selected model provider's id
 	defined  map[string]bool   // the providers the file defines
 	baseURL  map[string]string // their base_url, where one is set
+	envKey   map[string]string // their env_key, where one is set
 }
 
 // scanConfig scans TOML for the selected model provider: the top-level
@@ -138,6 +177,7 @@ func scanConfig(b []byte) configTOML {
 		byProfile = map[string]string{}
 		defined   = map[string]bool{}
 		baseURL   = map[string]string{}
+		envKey    = map[string]string{}
 		skipUntil string // closing delimiter of a multi-line string in progress
 		depth     int    // open brackets of a multi-line value in progress
 	)
@@ -208,12 +248,14 @@ func scanConfig(b []byte) configTOML {
 			byProfile[full[1]] = s
 		case len(full) == 3 && full[0] == "model_providers" && full[2] == "base_url":
 			baseURL[full[1]] = s
+		case len(full) == 3 && full[0] == "model_providers" && full[2] == "env_key":
+			envKey[full[1]] = s
 		}
 	}
 	if p, ok := byProfile[profile]; profile != "" && ok {
 		selected = p
 	}
-	return configTOML{selected: selected, defined: defined, baseURL: baseURL}
+	return configTOML{selected: selected, defined: defined, baseURL: baseURL, envKey: envKey}
 }
 
 // keyPath splits a TOML key (bare, quoted or dotted) into its parts.

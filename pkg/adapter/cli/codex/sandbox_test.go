@@ -1,13 +1,17 @@
 package codex
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 )
 
 // TestInvokeSandboxMode: a run the runner's sandbox confines gets
@@ -102,4 +106,48 @@ func TestConfigBaseURLs(t *testing.T) {
 			t.Errorf("err %v, want one naming model_providers.m.base_url", err)
 		}
 	})
+}
+
+// keyedSandbox is a Confiner that holds the key of one API, as a
+// *sandbox.Sandbox built with it keyed does (KeyedURL).
+type keyedSandbox struct{ api, proxy string }
+
+func (keyedSandbox) Confine(*exec.Cmd) (proc.Confinement, error) { return nil, errors.New("not run") }
+func (s keyedSandbox) KeyedURL(api string) (string, bool)       { return s.proxy, api == s.api }
+
+// TestKeyedProvider: the key of the provider config.toml selects, named
+// by its env_key, is held by the runner's proxy when the child would get
+// it (Authorization: Bearer, no base-URL variable), and a confined run's
+// argv points that provider's base_url at the proxy, before the prompt.
+func TestKeyedProvider(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(fakeConfigTOML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EnvSet = map[string]string{EnvCodexHome: home, "FAKE_OPENAI_API_KEY": "sk-real"}
+	pol, err := cfg.SandboxPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pol.Keyed) != 1 || pol.Keyed[0].KeyVar != "FAKE_OPENAI_API_KEY" || pol.Keyed[0].URL != "http://127.0.0.1:18702/v1" ||
+		pol.Keyed[0].Header != sandbox.HeaderBearer || pol.Keyed[0].BaseURLVar != "" || pol.Keyed[0].Key.Reveal() != "sk-real" {
+		t.Fatalf("keyed %+v, want the fake provider's key, Bearer", pol.Keyed)
+	}
+	if got := ProxyArgs(cfg); got != nil {
+		t.Errorf("unconfined ProxyArgs = %q, want none", got)
+	}
+	cfg.Confine = keyedSandbox{api: "http://127.0.0.1:18702/v1", proxy: "http://127.0.0.1:40001/v1"}
+	inv, err := spec(cfg).Invoke(Request{Prompt: "hi"}, adapter.Call{Model: "gpt-5.5"}, "/w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-c", `model_providers.fake.base_url="http://127.0.0.1:40001/v1"`, "--", "hi"}
+	if got := inv.Args[len(inv.Args)-4:]; !slices.Equal(got, want) {
+		t.Errorf("argv %q, want it to end %q", inv.Args, want)
+	}
+	cfg.Confine = keyedSandbox{api: "http://elsewhere/v1"}
+	if got := ProxyArgs(cfg); got != nil {
+		t.Errorf("ProxyArgs for a key the runner does not hold = %q, want none", got)
+	}
 }
