@@ -69,6 +69,9 @@ type cliEnv struct {
 	// ownHome: home is the runner's own HOME too, which the sandbox binds
 	// only when the policy names it; used by TestCLIGeminiTempHome.
 	ownHome bool
+	// unreachable is the adapter's UnreachableAfter (profile
+	// policy.unreachable_after); 0 leaves it off.
+	unreachable time.Duration
 }
 
 // base is the environment every CLI gets on top of its adapter's own:
@@ -131,6 +134,7 @@ func (c cliCase) adapter(t *testing.T, e cliEnv) (adapter.Adapter, error) {
 		return nil, err
 	}
 	cfg.Confine = s
+	cfg.UnreachableAfter = e.unreachable
 	return c.build(cfg)
 }
 
