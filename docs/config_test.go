@@ -9,57 +9,18 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
-	"github.com/agentmesh/agentmesh/pkg/exporter"
-	"github.com/agentmesh/agentmesh/pkg/gateway"
-	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/sweeper"
+	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
 	"github.com/kelseyhightower/envconfig"
 )
 
 // update rewrites the generated parts of the docs: go test ./docs -run
 // TestConfigReference -update.
 var update = flag.Bool("update", false, "rewrite the generated part of docs/configuration.md")
-
-// The services' Configs live in package main (services/*/run.go), which a
-// test cannot import: these are their copies, and TestServiceConfigsMirrored
-// checks each against its source field for field.
-type (
-	routerConfig struct {
-		service.Config
-		catalog.Dirs
-		Router router.Config `split_words:"true"`
-	}
-	sweeperConfig struct {
-		service.Config
-		ProfilesDir string         `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-		Sweeper     sweeper.Config `split_words:"true"`
-	}
-	exporterConfig struct {
-		service.Config
-		ProfilesDir string          `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-		Exporter    exporter.Config `split_words:"true"`
-	}
-	gatewayConfig struct {
-		service.Config
-		ProfilesDir string         `split_words:"true" default:"profiles" desc:"directory of the profile documents: the models the gateway accepts"`
-		Gateway     gateway.Config `split_words:"true"`
-	}
-)
-
-// mirrors maps a service directory to the copy of its Config.
-var mirrors = map[string]any{
-	"services/router":   routerConfig{},
-	"services/sweeper":  sweeperConfig{},
-	"services/exporter": exporterConfig{},
-	"services/gateway":  gatewayConfig{},
-}
 
 // configSection is one table of the reference: a service and its spec.
 type configSection struct {
@@ -71,11 +32,11 @@ type configSection struct {
 func configSections() []configSection {
 	return []configSection{
 		{"Every service (`service.Config`)", &service.Config{}, true},
-		{"`router`", &routerConfig{}, false},
+		{"`router`", &serviceconfig.Router{}, false},
 		{"`subprocess-runner` and `remote-runner` (`runnerservice.Spec`)", runnerservice.Subprocess.NewSpec(), false},
-		{"`sweeper`", &sweeperConfig{}, false},
-		{"`exporter`", &exporterConfig{}, false},
-		{"`gateway`", &gatewayConfig{}, false},
+		{"`sweeper`", &serviceconfig.Sweeper{}, false},
+		{"`exporter`", &serviceconfig.Exporter{}, false},
+		{"`gateway`", &serviceconfig.Gateway{}, false},
 	}
 }
 
@@ -292,84 +253,3 @@ func TestConfigReference(t *testing.T) {
 	}
 }
 
-// TestServiceConfigsMirrored checks that each copy in mirrors has the
-// fields, types and tags of its service's Config in services/*/run.go.
-func TestServiceConfigsMirrored(t *testing.T) {
-	for dir, mirror := range mirrors {
-		want := sourceFields(t, filepath.Join(root, dir, "run.go"), "Config")
-		var got []string
-		typ := reflect.TypeOf(mirror)
-		for i := 0; i < typ.NumField(); i++ {
-			f := typ.Field(i)
-			tname := filepath.Base(f.Type.PkgPath()) + "." + f.Type.Name()
-			if f.Type.PkgPath() == "" {
-				tname = f.Type.Name()
-			}
-			if f.Anonymous {
-				got = append(got, tname)
-			} else {
-				got = append(got, strings.TrimSpace(f.Name+" "+tname+" "+string(f.Tag)))
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s's Config is\n\t%s\nbut its copy in docs/config_test.go is\n\t%s",
-				dir, strings.Join(want, "\n\t"), strings.Join(got, "\n\t"))
-		}
-	}
-}
-
-// sourceFields lists struct name's fields in file as "Type" (embedded) or
-// "Name Type tag".
-func sourceFields(t *testing.T, file, name string) []string {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, file, nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	found := false
-	ast.Inspect(f, func(n ast.Node) bool {
-		ts, ok := n.(*ast.TypeSpec)
-		if !ok || ts.Name.Name != name {
-			return true
-		}
-		st, ok := ts.Type.(*ast.StructType)
-		if !ok {
-			return true
-		}
-		found = true
-		for _, fl := range st.Fields.List {
-			typ := exprString(fl.Type)
-			tag := ""
-			if fl.Tag != nil {
-				tag = strings.Trim(fl.Tag.Value, "`")
-			}
-			if len(fl.Names) == 0 {
-				out = append(out, typ)
-			}
-			for _, n := range fl.Names {
-				out = append(out, strings.TrimSpace(n.Name+" "+typ+" "+tag))
-			}
-		}
-		return false
-	})
-	if !found {
-		t.Fatalf("%s has no struct %s", file, name)
-	}
-	return out
-}
-
-func exprString(e ast.Expr) string {
-	switch e := e.(type) {
-	case *ast.Ident:
-		return e.Name
-	case *ast.SelectorExpr:
-		return exprString(e.X) + "." + e.Sel.Name
-	case *ast.StarExpr:
-		return "*" + exprString(e.X)
-	case *ast.ArrayType:
-		return "[]" + exprString(e.Elt)
-	}
-	return fmt.Sprintf("%T", e)
-}

@@ -7,21 +7,12 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
 )
 
-// Config is the exporter's configuration: the common variables, the
-// profiles' directory and the exporter's own (AGENTMESH_EXPORTER_WORKERS,
-// AGENTMESH_EXPORTER_ACK_WAIT), whose defaults and checks are
-// exporter.Config's. The retention is the operator's
-// AGENT_TRAJECTORY_RETENTION.
-type Config struct {
-	service.Config
-	ProfilesDir string          `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-	Exporter    exporter.Config `split_words:"true"`
-}
-
-// Validate names each bad exporter variable.
-func (c Config) Validate() error { return c.Exporter.Validate() }
+// Config is the exporter's configuration (serviceconfig.Exporter), which
+// agentmesh up reads too.
+type Config = serviceconfig.Exporter
 
 // run exports until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {

@@ -9,20 +9,12 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
 )
 
-// Config is the gateway's configuration: the common variables, the
-// profiles' directory (the models it accepts) and the gateway's own
-// (AGENTMESH_GATEWAY_ADDR, AGENTMESH_GATEWAY_MAX_BODY_BYTES), whose
-// defaults and checks are gateway.Config's.
-type Config struct {
-	service.Config
-	ProfilesDir string         `split_words:"true" default:"profiles" desc:"directory of the profile documents: the models the gateway accepts"`
-	Gateway     gateway.Config `split_words:"true"`
-}
-
-// Validate names each bad gateway variable.
-func (c Config) Validate() error { return c.Gateway.Validate() }
+// Config is the gateway's configuration (serviceconfig.Gateway), which
+// agentmesh up reads too.
+type Config = serviceconfig.Gateway
 
 // run serves the HTTP API until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {

@@ -6,23 +6,15 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
 )
 
-// Config is the router's configuration: the common variables, the
-// adapters' and the router's own (AGENTMESH_ROUTER_WORKERS, ...), whose
-// defaults and checks are router.Config's.
-type Config struct {
-	service.Config
-	catalog.Dirs
-	Router router.Config `split_words:"true"`
-}
-
-// Validate names each bad router variable.
-func (c Config) Validate() error { return c.Router.Validate() }
+// Config is the router's configuration (serviceconfig.Router), which
+// agentmesh up reads too.
+type Config = serviceconfig.Router
 
 // run routes submissions until ctx ends. The router validates requests with
 // every adapter this build knows, so it builds all of them.

@@ -7,22 +7,13 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 )
 
-// Config is the sweeper's configuration: the common variables, the
-// profiles' directory and the sweeper's own
-// (AGENTMESH_SWEEPER_RECONCILE_EVERY, AGENTMESH_SWEEPER_EXPORTS_EVERY,
-// AGENTMESH_SWEEPER_ARTIFACTS_EVERY),
-// whose defaults and checks are sweeper.Config's.
-type Config struct {
-	service.Config
-	ProfilesDir string         `split_words:"true" default:"profiles" desc:"directory of the profile documents; their registry version is in this service's micro info"`
-	Sweeper     sweeper.Config `split_words:"true"`
-}
-
-// Validate names each bad sweeper variable.
-func (c Config) Validate() error { return c.Sweeper.Validate() }
+// Config is the sweeper's configuration (serviceconfig.Sweeper), which
+// agentmesh up reads too.
+type Config = serviceconfig.Sweeper
 
 // run sweeps until ctx ends.
 func run(ctx context.Context, cfg Config, log *slog.Logger) (err error) {
