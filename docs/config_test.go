@@ -252,4 +252,3 @@ func TestConfigReference(t *testing.T) {
 		}
 	}
 }
-
