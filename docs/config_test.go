@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
+	"github.com/agentmesh/agentmesh/pkg/service/serviceconfig"
 	"github.com/kelseyhightower/envconfig"
 )
 

@@ -103,6 +103,10 @@ func connectEditor(t *testing.T, m *testMesh, e *editor) (*sdk.ClientSideConnect
 // session/load of the earlier session, whose next prompt continues the
 // conversation on a fresh agent (session/load on the runner).
 func TestACPServerDrivenByAnEditor(t *testing.T) {
+	// The fake agent keeps its sessions in a directory of the host
+	// (ACPFAKE_STATE), which a sandboxed run does not see: session/load on
+	// a fresh agent needs it, so this test runs the agent unsandboxed.
+	t.Setenv("AGENTMESH_SANDBOX", "off")
 	m := startUpWith(t, acpProfiles(t), false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

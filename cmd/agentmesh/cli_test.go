@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"go.uber.org/goleak"
@@ -125,11 +126,11 @@ func TestRunRequest(t *testing.T) {
 func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
-	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", console: true, fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
 	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}
-	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
+	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--console=false", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
 	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true}
 	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
@@ -145,8 +146,8 @@ func TestParseUp(t *testing.T) {
 			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
 		}
 	}
-	if _, port, _ := splitListen("127.0.0.1:0"); port != -1 {
-		t.Errorf("splitListen(127.0.0.1:0) port = %d, want -1 (random)", port)
+	if _, port, _ := mesh.SplitListen("127.0.0.1:0"); port != -1 {
+		t.Errorf("mesh.SplitListen(127.0.0.1:0) port = %d, want -1 (random)", port)
 	}
 }
 

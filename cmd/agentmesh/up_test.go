@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,12 +44,21 @@ func startUpWith(t *testing.T, profiles string, demo bool) *testMesh {
 // startUpOptions is startUp with the options o.
 func startUpOptions(t *testing.T, o upOptions) *testMesh {
 	t.Helper()
+	m, _ := startUpStop(t, o)
+	return m
+}
+
+// startUpStop starts up with the options o and returns the mesh and a
+// function that stops it (once; the test's cleanup calls it too),
+// failing the test unless up then returns nil promptly.
+func startUpStop(t *testing.T, o upOptions) (*testMesh, func()) {
+	t.Helper()
 	io, out, errOut := testIO(nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() { done <- up(ctx, o, io, func(url string) { ready <- url }) }()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		select {
 		case err := <-done:
@@ -59,15 +69,17 @@ func startUpOptions(t *testing.T, o upOptions) *testMesh {
 			t.Errorf("up did not return within 30s of its context ending; stderr:\n%s", errOut)
 		}
 	})
+	t.Cleanup(stop)
 	select {
 	case url := <-ready:
-		return &testMesh{url: url, stdout: out, stderr: errOut}
+		return &testMesh{url: url, stdout: out, stderr: errOut}, stop
 	case err := <-done:
+		done <- err // for stop
 		t.Fatalf("up returned before ready: %v; stderr:\n%s", err, errOut)
 	case <-time.After(30 * time.Second):
 		t.Fatalf("up not ready within 30s; stderr:\n%s", errOut)
 	}
-	return nil
+	return nil, nil
 }
 
 // cli runs an agentmesh client command against the mesh.

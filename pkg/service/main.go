@@ -81,17 +81,29 @@ func runMain(ctx context.Context, name string, args []string, stderr io.Writer, 
 // load fills spec from the environment, checks it and returns the logger it
 // configures.
 func load(name string, spec any, common *Config, stderr io.Writer) (*slog.Logger, error) {
-	if err := LoadConfig(spec, common); err != nil {
+	if err := LoadService(name, spec, common); err != nil {
 		return nil, err
-	}
-	if _, set := os.LookupEnv("AGENTMESH_HTTP_ADDR"); !set {
-		common.HTTPAddr = DefaultHTTPAddr(name)
 	}
 	log, err := NewLogger(stderr, common.LogLevel)
 	if err != nil {
 		return nil, err
 	}
 	return log.With("service", name), nil
+}
+
+// LoadService fills spec (a pointer to the Config of the service named
+// name, which embeds the Config common points to) from the AGENTMESH_*
+// environment and checks it, as the service's binary does before it
+// runs (Main): LoadConfig, then the service's own metrics address
+// (DefaultHTTPAddr) when AGENTMESH_HTTP_ADDR is unset.
+func LoadService(name string, spec any, common *Config) error {
+	if err := LoadConfig(spec, common); err != nil {
+		return err
+	}
+	if _, set := os.LookupEnv("AGENTMESH_HTTP_ADDR"); !set {
+		common.HTTPAddr = DefaultHTTPAddr(name)
+	}
+	return nil
 }
 
 // NewLogger returns a JSON logger on w at level (debug, info, warn, error,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exporter"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
+	"github.com/agentmesh/agentmesh/pkg/service/serviceconfig"
 )
 
 // Config is the exporter's configuration (serviceconfig.Exporter), which

@@ -9,7 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
+	"github.com/agentmesh/agentmesh/pkg/service/serviceconfig"
 )
 
 // Config is the gateway's configuration (serviceconfig.Gateway), which

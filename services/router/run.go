@@ -9,7 +9,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/service"
-	"github.com/agentmesh/agentmesh/pkg/serviceconfig"
+	"github.com/agentmesh/agentmesh/pkg/service/serviceconfig"
 )
 
 // Config is the router's configuration (serviceconfig.Router), which

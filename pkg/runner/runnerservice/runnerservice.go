@@ -15,10 +15,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is a runner service's environment configuration: the common
@@ -74,27 +77,19 @@ func (c Config) Check(transports ...wire.Transport) error {
 }
 
 // Run is the run function of a runner service named name that hosts the
-// adapters of transports. It checks c (Check), reaps the process groups
-// dead runners on this host left, builds the adapters c names from the
-// profiles, starts the infrastructure (service.Start) and runs a runner
-// host until ctx ends, then shuts down in reverse order. It fails before
-// it connects to anything when a profile contradicts its adapter.
+// adapters of transports. It readies c (Prepare), starts the
+// infrastructure (service.Start) and runs a runner host until ctx ends,
+// then shuts down in reverse order. It fails before it connects to
+// anything when a profile contradicts its adapter.
 func Run(ctx context.Context, name string, transports []wire.Transport, c Config, log *slog.Logger) (err error) {
 	if err := c.Check(transports...); err != nil {
-		return err
+		return err // before the profiles: the variables are the first problem
 	}
 	profiles, err := c.Profiles()
 	if err != nil {
 		return err
 	}
-	if c.StateDir, err = catalog.ReapProcessGroups(c.RunnerStateDir, log); err != nil {
-		return fmt.Errorf("%w: AGENTMESH_RUNNER_STATE_DIR: %v", service.ErrConfig, err)
-	}
-	enabled, err := c.sandbox(log)
-	if err != nil {
-		return err
-	}
-	adapters, err := c.Registry(profiles, c.RunnerAdapters...)
+	adapters, enabled, err := c.Prepare(transports, profiles, log)
 	if err != nil {
 		return err
 	}
@@ -106,16 +101,47 @@ func Run(ctx context.Context, name string, transports []wire.Transport, c Config
 	if enabled != nil {
 		infra.Deps.Metrics.Register(enabled)
 	}
-	rc := c.Runner
-	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
-	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())
-	rc.WorkspaceRoot = c.WorkspaceRoot
-	host, err := runner.New(ctx, infra.Deps, adapters, rc)
+	host, err := runner.New(ctx, infra.Deps, adapters, c.Host(profiles))
 	if err != nil {
 		return err
 	}
 	log.Info("runner started", "runner_id", host.ID(), "registry_version", profiles.Version(), "adapters", adapters.Names(), "nats", service.ConnectedURL(infra.Deps.NC), "http", infra.HTTPAddr())
 	return host.Run(ctx)
+}
+
+// Prepare readies c to host the adapters it names, of transports, from
+// profiles: it checks c (Check), reaps the process groups dead runners on
+// this host left, sets the sandbox up (hiding the runner's own files and
+// hidden from every CLI run) or, with AGENTMESH_SANDBOX=off, marks the
+// runs' statuses, and builds the adapters. The gauge, for a runner that
+// hosts a CLI adapter, says whether the sandbox is on. agentmesh up readies
+// its runner with it too.
+func (c *Config) Prepare(transports []wire.Transport, profiles *profile.Registry, log *slog.Logger, hidden ...string) (*adapter.Registry, prometheus.Gauge, error) {
+	if err := c.Check(transports...); err != nil {
+		return nil, nil, err
+	}
+	var err error
+	if c.StateDir, err = catalog.ReapProcessGroups(c.RunnerStateDir, log); err != nil {
+		return nil, nil, fmt.Errorf("%w: AGENTMESH_RUNNER_STATE_DIR: %v", service.ErrConfig, err)
+	}
+	enabled, err := c.sandbox(log, hidden...)
+	if err != nil {
+		return nil, nil, err
+	}
+	adapters, err := c.Registry(profiles, c.RunnerAdapters...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return adapters, enabled, nil
+}
+
+// Host is the runner host's configuration c gives, for profiles.
+func (c Config) Host(profiles *profile.Registry) runner.Config {
+	rc := c.Runner
+	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
+	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())
+	rc.WorkspaceRoot = c.WorkspaceRoot
+	return rc
 }
 
 // Service is a runner service binary: its name and the transports of the

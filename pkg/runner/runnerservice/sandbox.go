@@ -55,9 +55,9 @@ func (s SandboxSettings) check(bad *service.Problems) {
 
 // sandbox sets c up to confine its CLI runs, when it hosts a CLI adapter
 // and the sandbox is on: it checks the machine can build the sandbox and
-// hides the runner's own files from every run. With the sandbox off it
-// marks the runs' statuses instead.
-func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
+// hides the runner's own files, and hidden, from every run. With the
+// sandbox off it marks the runs' statuses instead.
+func (c *Config) sandbox(log *slog.Logger, hidden ...string) (prometheus.Gauge, error) {
 	cli := slices.ContainsFunc(c.RunnerAdapters, func(n string) bool {
 		t, _ := catalog.Transport(n)
 		return t == wire.TransportSubprocess
@@ -77,7 +77,7 @@ func (c *Config) sandbox(log *slog.Logger) (prometheus.Gauge, error) {
 		RuntimeDir: c.SandboxRuntimeDir, Cgroup: c.SandboxCgroup, Init: sandbox.InitPath(c.SandboxInit),
 		UIDBase: c.SandboxUIDBase, UIDCount: c.SandboxUIDCount,
 	}
-	for _, p := range []string{c.StateDir, c.WorkspaceRoot, c.NatsCreds, c.NatsNkey, c.NatsTLSKey, c.ProfilesDir} {
+	for _, p := range append([]string{c.StateDir, c.WorkspaceRoot, c.NatsCreds, c.NatsNkey, c.NatsTLSKey, c.ProfilesDir}, hidden...) {
 		if p == "" {
 			continue
 		}
