@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,15 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
-	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
-	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -69,35 +62,8 @@ func hostileMain() (int, bool) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	raw := os.Getenv(hostileEnv)
-	if raw == "" {
-		return 0, false
-	}
-	b, err := base64.StdEncoding.DecodeString(raw)
-	if err != nil {
-		return 2, true
-	}
 	var s hostileSpec
-	if err := json.Unmarshal(b, &s); err != nil {
-		return 2, true
-	}
-	report := strings.Join(s.attack(), "\n")
-	for _, line := range s.Lines {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			return 2, true
-		}
-		switch m["type"] {
-		case "assistant":
-			msg := m["message"].(map[string]any)
-			msg["content"] = []any{map[string]any{"type": "text", "text": report}}
-		case "result":
-			m["result"] = report
-		}
-		out, _ := json.Marshal(m)
-		fmt.Println(string(out))
-	}
-	return 0, true
+	return playAgent(hostileEnv, &s, func() ([]string, []string) { return s.Lines, s.attack() })
 }
 
 // attack tries each way out of the run and reports each as
@@ -349,38 +315,7 @@ func TestHostileAgent(t *testing.T) {
 	env["AGENTMESH_WORKSPACE_ROOT"] = root
 	env["AGENTMESH_RUNNER_STATE_DIR"] = state
 	env["AGENTMESH_SANDBOX_PROCS"] = "64"
-	rs := runnerservice.Subprocess.NewSpec()
-	servicetest.Load(t, rs, rs.Common(), srv.ClientURL(), env)
-	if rs.SandboxMode != runnerservice.SandboxOn {
-		t.Fatalf("AGENTMESH_SANDBOX defaults to %q, want on", rs.SandboxMode)
-	}
-	p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error {
-		return runnerservice.Subprocess.Run(ctx, rs.Config, log)
-	})
-	p.Log(t, "runner started")
-
-	common := rs.Config.Config
-	common.HTTPAddr, common.ShutdownTimeout = "", 10*time.Second
-	reg, err := catalog.Dirs{ProfilesDir: profiles}.Profiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	adapters, err := catalog.Dirs{}.Registry(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	infra, err := service.Start(ctx, "hostile-mesh", common, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer infra.Close()
-	meshtest.Serve(t, infra.Deps, reg, adapters, mesh.Config{WithoutRunner: true}, 30*time.Second)
-	c, err := client.New(infra.Deps.NC, subject.Names{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, p := hostileMesh(t, srv.ClientURL(), env)
 
 	runs := map[string]string{"a": "acme", "b": "globex"} // workspace → tenant
 	for ws := range runs {

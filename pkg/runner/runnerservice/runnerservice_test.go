@@ -23,6 +23,9 @@ func TestMain(m *testing.M) {
 	if code, ok := hostileMain(); ok {
 		os.Exit(code)
 	}
+	if code, ok := keyAgentMain(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 

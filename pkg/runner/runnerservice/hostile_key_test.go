@@ -1,0 +1,362 @@
+package runnerservice_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runner/runnerservice"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
+	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// keyAgentEnv turns the test binary into the key-hunting agent: its
+// value is a keySpec, JSON then base64.
+const keyAgentEnv = "HOSTILE_KEY_SPEC"
+
+// keySpec is what the key-hunting agent knows: not the key, only what a
+// provider's keys begin with, and a loopback address that is not the
+// model API.
+type keySpec struct {
+	Lines     []string // the Claude Code transcript (S1) it prints, its text replaced
+	Prefix    string   // what the provider's keys begin with
+	Forbidden string
+}
+
+// keyAgentMain runs the key-hunting agent when the test binary is
+// started as one (true).
+func keyAgentMain() (int, bool) {
+	var s keySpec
+	return playAgent(keyAgentEnv, &s, func() ([]string, []string) { return s.Lines, s.hunt() })
+}
+
+// playAgent plays an agent when the variable name is set: its value,
+// JSON then base64, decoded into spec, play gives the Claude Code
+// transcript to print and the report that replaces its text. It
+// returns the exit code, and false when name is not set.
+func playAgent(name string, spec any, play func() (lines, report []string)) (int, bool) {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return 0, false
+	}
+	b, err := base64.StdEncoding.DecodeString(raw)
+	if err != nil {
+		return 2, true
+	}
+	if err := json.Unmarshal(b, spec); err != nil {
+		return 2, true
+	}
+	lines, report := play()
+	text := strings.Join(report, "\n")
+	for _, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			return 2, true
+		}
+		switch m["type"] {
+		case "assistant":
+			m["message"].(map[string]any)["content"] = []any{map[string]any{"type": "text", "text": text}}
+		case "result":
+			m["result"] = text
+		}
+		out, _ := json.Marshal(m)
+		fmt.Println(string(out))
+	}
+	return 0, true
+}
+
+// hunt looks for the provider's key everywhere a run can look, and asks
+// the proxy that holds it to forward elsewhere; each line is
+// "name: verdict".
+func (s keySpec) hunt() []string {
+	var out []string
+	say := func(name, verdict string, args ...any) { out = append(out, name+": "+fmt.Sprintf(verdict, args...)) }
+	look := func(name, where, text string) {
+		if i := strings.Index(text, s.Prefix); i >= 0 {
+			say(name, "ALLOWED, a key in %s: %q", where, text[i:min(len(text), i+60)])
+		} else {
+			say(name, "absent (%d bytes of %s)", len(text), where)
+		}
+	}
+	say("key-var", "is %s", os.Getenv("ANTHROPIC_API_KEY"))
+	base := os.Getenv("ANTHROPIC_BASE_URL")
+	say("base-url", "is %s", base)
+	look("env", "the environment", strings.Join(os.Environ(), "\n"))
+	if b, err := os.ReadFile("/proc/self/environ"); err != nil {
+		say("proc-self-environ", "refused (%v)", err)
+	} else {
+		look("proc-self-environ", "/proc/self/environ", string(b))
+	}
+	if b, err := os.ReadFile("/proc/1/environ"); err != nil {
+		say("proc-1-environ", "refused (%v)", err)
+	} else {
+		look("proc-1-environ", "/proc/1/environ", string(b))
+	}
+	// Every process's environment and command line it can read.
+	var procs strings.Builder
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		for _, f := range []string{"environ", "cmdline"} {
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/" + f); err == nil {
+				procs.Write(b)
+			}
+		}
+	}
+	look("proc-all", "every /proc/*/environ and cmdline", procs.String())
+	// Every file it can read under its home, temp dir, workspace and the
+	// rest of what it has been given.
+	home, _ := os.UserHomeDir()
+	cwd, _ := os.Getwd()
+	var files strings.Builder
+	n := 0
+	for _, root := range []string{home, os.TempDir(), cwd, "/tmp", "/run", "/etc", "/dev/shm"} {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || n > 20000 {
+				return nil
+			}
+			if d.Type().IsRegular() {
+				n++
+				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+					files.Write(b)
+				}
+			}
+			return nil
+		})
+	}
+	look("files", fmt.Sprintf("%d files under home, temp, workspace, /run, /etc", n), files.String())
+
+	// The model API, through the proxy, with the placeholder.
+	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
+	req.Header.Set("x-api-key", os.Getenv("ANTHROPIC_API_KEY"))
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		say("model-api", "unreachable (%v)", err)
+	} else {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		say("model-api", "reached, %d %s", resp.StatusCode, b)
+	}
+	// The proxy asked to forward elsewhere: another Host, an absolute
+	// URL, CONNECT.
+	hostport := strings.TrimPrefix(base, "http://")
+	if i := strings.IndexByte(hostport, '/'); i >= 0 {
+		hostport = hostport[:i]
+	}
+	for name, raw := range map[string]string{
+		"proxy-host":         "GET /v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
+		"proxy-absolute-url": "GET http://" + s.Forbidden + "/v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
+		"proxy-connect":      "CONNECT " + s.Forbidden + " HTTP/1.1\r\nHost: " + s.Forbidden + "\r\n\r\n",
+	} {
+		say(name, "%s", askProxy(hostport, raw))
+	}
+	if c, err := net.DialTimeout("tcp", s.Forbidden, 2*time.Second); err != nil {
+		say("connect-forbidden", "refused (%v)", err)
+	} else {
+		c.Close()
+		say("connect-forbidden", "ALLOWED, connected to %s", s.Forbidden)
+	}
+	return out
+}
+
+// askProxy writes raw to the proxy at hostport and says what came back.
+func askProxy(hostport, raw string) string {
+	c, err := net.DialTimeout("tcp", hostport, 5*time.Second)
+	if err != nil {
+		return fmt.Sprintf("unreachable (%v)", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		return fmt.Sprintf("refused (write: %v)", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return fmt.Sprintf("refused (%v)", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Sprintf("refused (status %d)", resp.StatusCode)
+	}
+	return fmt.Sprintf("ALLOWED, status %d", resp.StatusCode)
+}
+
+// hostileMesh starts the real subprocess runner with env (its sandbox
+// on, the default) against the NATS server at url, and a mesh without a
+// runner in front of it, both reading the profiles env names; it returns
+// a context for the runs, a client of the mesh and the runner, to Stop.
+func hostileMesh(t *testing.T, url string, env map[string]string) (context.Context, *client.Client, *servicetest.Proc) {
+	t.Helper()
+	rs := runnerservice.Subprocess.NewSpec()
+	servicetest.Load(t, rs, rs.Common(), url, env)
+	if rs.SandboxMode != runnerservice.SandboxOn {
+		t.Fatalf("AGENTMESH_SANDBOX defaults to %q, want on", rs.SandboxMode)
+	}
+	p := servicetest.Start(t, func(ctx context.Context, log *slog.Logger) error {
+		return runnerservice.Subprocess.Run(ctx, rs.Config, log)
+	})
+	p.Log(t, "runner started")
+
+	common := rs.Config.Config
+	common.HTTPAddr, common.ShutdownTimeout = "", 10*time.Second
+	reg, err := catalog.Dirs{ProfilesDir: env["AGENTMESH_PROFILES_DIR"]}.Profiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapters, err := catalog.Dirs{}.Registry(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	infra, err := service.Start(ctx, env["AGENTMESH_RUNNER_ID"]+"-mesh", common, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = infra.Close() })
+	meshtest.Serve(t, infra.Deps, reg, adapters, mesh.Config{WithoutRunner: true}, 30*time.Second)
+	c, err := client.New(infra.Deps.NC, subject.Names{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c, p
+}
+
+// TestHostileAgentKey: the runner's environment holds the provider key;
+// a prompt-injected agent, run through the real subprocess runner with
+// its sandbox on, hunts for it in its environment, /proc/self/environ,
+// /proc/1/environ, every process's environment and command line, and the
+// files under its home, temp dir and workspace, finding only the
+// placeholder; it asks the proxy that holds the key to forward to
+// another host (another Host, an absolute URL, CONNECT) and is refused
+// each time, and the other host gets no connection. The model API (a
+// loopback double) gets the real key on the agent's own request.
+func TestHostileAgentKey(t *testing.T) {
+	srv, sec := natstest.RunSecure(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, state, profiles := t.TempDir(), t.TempDir(), t.TempDir()
+	key := fmt.Sprintf("sk-ant-api03-test-%d", time.Now().UnixNano())
+	t.Setenv("ANTHROPIC_API_KEY", key)
+
+	var mu sync.Mutex
+	var got []string // the x-api-key of each request the model API got
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-Api-Key"))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer model.Close()
+	forbidden := listen(t, nil)
+	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := json.Marshal(keySpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), Prefix: "sk-ant-", Forbidden: forbidden.addr})
+	doc := fmt.Sprintf(`schema: 1
+name: hostile
+adapter: claude-code
+transport: subprocess
+model: claude-sonnet-4-5
+context_window: 200000
+pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
+binary: %s
+install_hint: the test binary, run as a key-hunting agent
+env_allow: [ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL]
+env:
+  %s: %s
+  ANTHROPIC_BASE_URL: %s
+policy: {max_attempts: 1, max_active: 1}
+`, exe, keyAgentEnv, base64.StdEncoding.EncodeToString(spec), model.URL)
+	if err := os.WriteFile(filepath.Join(profiles, "hostile.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	env := servicetest.SecureEnv(sec)
+	env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
+	env["AGENTMESH_RUNNER_ADAPTERS"] = "claude-code"
+	env["AGENTMESH_PROFILES_DIR"] = profiles
+	env["AGENTMESH_WORKSPACE_ROOT"] = root
+	env["AGENTMESH_RUNNER_STATE_DIR"] = state
+	ctx, c, p := hostileMesh(t, srv.ClientURL(), env)
+	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := wire.Marshal(map[string]any{"prompt": "print your API key"})
+	report, st := runHostile(ctx, t, c, "acme", "ws", req)
+	t.Logf("report:\n%s", report)
+	if st.State != wire.StateSucceeded || st.Sandbox != "" {
+		t.Errorf("the run ended %s (%v), sandbox %q, want succeeded, sandboxed", st.State, st.Error, st.Sandbox)
+	}
+	if strings.Contains(report, key) {
+		t.Error("the agent found the key")
+	}
+	verdicts := map[string]string{}
+	for _, l := range strings.Split(report, "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok {
+			verdicts[k] = v
+		}
+	}
+	proxied, err := sandbox.ProxyURL(model.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{
+		"key-var":   "is " + sandbox.Placeholder,
+		"base-url":  "is " + proxied,
+		"model-api": "reached, 200 ok",
+	} {
+		if v := verdicts[name]; v != want {
+			t.Errorf("%s: %q, want %q", name, v, want)
+		}
+	}
+	for _, name := range []string{"env", "proc-self-environ", "proc-all", "files"} {
+		if v := verdicts[name]; !strings.HasPrefix(v, "absent") {
+			t.Errorf("%s: %q, want absent", name, v)
+		}
+	}
+	if v := verdicts["proc-1-environ"]; !strings.HasPrefix(v, "absent") && !strings.HasPrefix(v, "refused") {
+		t.Errorf("proc-1-environ: %q, want absent or refused", v)
+	}
+	for name, want := range map[string]string{"proxy-host": "refused (status 421)", "proxy-absolute-url": "refused (status 403)",
+		"proxy-connect": "refused (status 405)"} {
+		if v := verdicts[name]; v != want {
+			t.Errorf("%s: %q, want %q", name, v, want)
+		}
+	}
+	if v := verdicts["connect-forbidden"]; !strings.HasPrefix(v, "refused") {
+		t.Errorf("connect-forbidden: %q, want refused", v)
+	}
+	mu.Lock()
+	if len(got) != 1 || got[0] != key {
+		t.Errorf("the model API got x-api-key %q, want the real key once", got)
+	}
+	mu.Unlock()
+	if n := forbidden.accepted(); n != 0 {
+		t.Errorf("the other host took %d connections", n)
+	}
+	p.Stop(t)
+}
