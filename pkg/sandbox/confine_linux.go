@@ -48,6 +48,7 @@ type Sandbox struct {
 	credFiles []string
 	cg        *cgroups
 	runtime   string
+	filter    []sandboxinit.BPF // the CLI's seccomp filter
 }
 
 var _ proc.Confiner = (*Sandbox)(nil)
@@ -66,7 +67,12 @@ func New(cfg Config, p Policy) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), roVars: slices.Clone(p.ReadOnlyVars), cg: mech.cg, runtime: mech.runtime}
+	filter, err := seccompFilter()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s := &Sandbox{cfg: cfg, egress: eps, stateVars: slices.Clone(p.StateVars), roVars: slices.Clone(p.ReadOnlyVars), cg: mech.cg, runtime: mech.runtime,
+		filter: filter}
 	if err := s.withKeyed(p); err != nil {
 		return nil, err
 	}
@@ -184,7 +190,8 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	v.add(sandboxinit.Mount{Kind: "bind", Src: run.sockDir, Dst: insideSocketDir})
 	hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
 	cfg := sandboxinit.Config{V: sandboxinit.Version, Root: run.root, Socket: insideSocketDir + "/egress.sock", Dir: ws, Path: path,
-		Args: slices.Clone(cmd.Args), Env: keyEnv(cmd.Env, s.keyed), WallTime: s.cfg.WallTime}
+		Args: slices.Clone(cmd.Args), Env: keyEnv(cmd.Env, s.keyed), WallTime: s.cfg.WallTime,
+		Seccomp: s.filter}
 	if len(cfg.Args) == 0 {
 		cfg.Args = []string{path}
 	}

@@ -17,11 +17,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"golang.org/x/sys/unix"
 )
 
 // hostileEnv turns the test binary into the hostile agent: its value is
@@ -50,6 +52,9 @@ type hostileSpec struct {
 	// runner's process holds open on an inherited descriptor (not
 	// close-on-exec, as one left open by whatever started the runner).
 	FdSecret [2]string
+	// HostKey is a kernel key (user type) of the runner's user keyring,
+	// readable by any uid that holds its id.
+	HostKey int
 }
 
 // hostileMain runs the hostile agent when the test binary is started as
@@ -128,6 +133,7 @@ func (s hostileSpec) attack() []string {
 	}
 	say("inherited-fd", "%s", s.inheritedFds())
 	say("write-sysctl", "%s", writeSysctl())
+	s.kernelAttacks(say)
 	if b, err := os.ReadFile("/proc/self/uid_map"); err != nil {
 		say("host-root", "refused (%v)", err)
 	} else if f := strings.Fields(string(b)); len(f) >= 2 && f[0] == "0" && f[1] != "0" {
@@ -163,6 +169,56 @@ func (s hostileSpec) attack() []string {
 	time.Sleep(200 * time.Millisecond) // let it beat
 	say("fork", "%s", forkUntilRefused())
 	return out
+}
+
+// kernelAttacks tries the kernel's keyrings (its own key, another's),
+// a user namespace of its own, bpf, perf_event_open, io_uring, mount and
+// ptrace of the sandbox's init.
+func (s hostileSpec) kernelAttacks(say func(name, verdict string, args ...any)) {
+	refusedOr := func(name string, err error, allowed string, args ...any) {
+		if err != nil {
+			say(name, "refused (%v)", err)
+		} else {
+			say(name, "ALLOWED, "+allowed, args...)
+		}
+	}
+	id, err := unix.AddKey("user", "hostile-"+s.Token, []byte("a run's secret"), unix.KEY_SPEC_USER_KEYRING)
+	refusedOr("add-key", err, "key %d", id)
+	buf := make([]byte, 256)
+	n, err := unix.KeyctlBuffer(unix.KEYCTL_READ, s.HostKey, buf, 0)
+	refusedOr("read-other-key", err, "read %q", buf[:max(n, 0)])
+	_, err = unix.KeyctlInt(unix.KEYCTL_GET_KEYRING_ID, unix.KEY_SPEC_USER_KEYRING, 0, 0, 0)
+	refusedOr("keyctl", err, "keyctl answered")
+	err = unshareUser()
+	refusedOr("unshare-user", err, "a user namespace of its own")
+	fd, _, errno := unix.Syscall(unix.SYS_BPF, 0 /* BPF_MAP_CREATE */, 0, 0)
+	refusedOr("bpf", errnoErr(errno), "fd %d", fd)
+	var attr unix.PerfEventAttr
+	attr.Type, attr.Config, attr.Size = unix.PERF_TYPE_SOFTWARE, unix.PERF_COUNT_SW_CPU_CLOCK, uint32(unsafe.Sizeof(attr))
+	pfd, err := unix.PerfEventOpen(&attr, 0, -1, -1, 0)
+	refusedOr("perf-event-open", err, "fd %d", pfd)
+	var params [120]byte
+	fd, _, errno = unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&params[0])), 0)
+	refusedOr("io-uring", errnoErr(errno), "fd %d", fd)
+	err = unix.Mount("tmpfs", os.TempDir(), "tmpfs", 0, "")
+	refusedOr("mount", err, "mounted a tmpfs")
+	err = unix.PtraceAttach(1)
+	refusedOr("ptrace-init", err, "attached to the sandbox's init")
+}
+
+func errnoErr(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+// unshareUser makes a user namespace on a thread of its own (unshare of
+// CLONE_NEWUSER refuses a process of several threads).
+func unshareUser() error {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER}
+	return cmd.Run()
 }
 
 // writeSysctl writes a global sysctl (kernel.printk_ratelimit_burst,
@@ -296,6 +352,16 @@ func TestHostileAgent(t *testing.T) {
 			_ = os.WriteFile(burst, hostBurst, 0)
 		}
 	})
+	// A key of the runner's, which another uid may read by its id.
+	hostKey, err := unix.AddKey("user", "hostile-host-"+spec.Token, []byte("the runner's key"), unix.KEY_SPEC_USER_KEYRING)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = unix.KeyctlInt(unix.KEYCTL_INVALIDATE, hostKey, 0, 0, 0) })
+	if err := unix.KeyctlSetperm(hostKey, 0x3f3f3f3f); err != nil {
+		t.Fatal(err)
+	}
+	spec.HostKey = hostKey
 	// A directory descriptor the runner inherited, not close-on-exec.
 	fdDir := t.TempDir()
 	spec.FdSecret = [2]string{"nats.creds", "fake NATS credentials " + spec.Token}
@@ -356,7 +422,8 @@ func TestHostileAgent(t *testing.T) {
 			}
 		}
 		for _, name := range []string{"read-creds", "read-state-dir", "read-other-workspace", "read-runner-environ",
-			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd", "host-root",
+			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd", "host-root", "add-key", "read-other-key", "keyctl", "unshare-user", "bpf",
+			"perf-event-open", "io-uring", "mount", "ptrace-init",
 			"write-sysctl", "open-core-pattern", "read-kcore", "read-keys", "read-timer_list", "read-sched_debug"} {
 			if v := verdicts[name]; !strings.HasPrefix(v, "refused") {
 				t.Errorf("workspace %s: %s: %q, want refused", ws, name, v)

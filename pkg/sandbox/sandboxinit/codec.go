@@ -50,6 +50,10 @@ func Encode(cfg Config) []byte {
 		e.str(l.Addr)
 		e.str(l.Target)
 	}
+	e.u32(len(cfg.Seccomp))
+	for _, f := range cfg.Seccomp {
+		e.num(int64(f.Code)<<48 | int64(f.Jt)<<40 | int64(f.Jf)<<32 | int64(f.K))
+	}
 	n := len(e.b) - 4
 	e.b[0], e.b[1], e.b[2], e.b[3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	return e.b
@@ -98,6 +102,10 @@ func Decode(b []byte) (Config, error) {
 	}
 	for range d.count(2 * 4) {
 		cfg.Listen = append(cfg.Listen, Listener{Addr: d.str(), Target: d.str()})
+	}
+	for range d.count(8) {
+		n := d.num()
+		cfg.Seccomp = append(cfg.Seccomp, BPF{Code: uint16(n >> 48), Jt: uint8(n >> 40), Jf: uint8(n >> 32), K: uint32(n)})
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail(strconv.Itoa(len(d.b)) + " bytes after the last field")

@@ -16,7 +16,8 @@ func sample() Config {
 		WallTime: 2 * time.Hour,
 		Mounts: []Mount{{Kind: "tmpfs", Dst: "/etc", Data: "mode=0755", RO: true}, {Kind: "robind", Src: "/usr", Dst: "/usr"},
 			{Kind: "write", Dst: "/etc/hosts", Data: "127.0.1.1\tapi.anthropic.com\n"}},
-		Listen: []Listener{{Addr: "127.0.1.1:443", Target: "api.anthropic.com:443"}}}
+		Listen:  []Listener{{Addr: "127.0.1.1:443", Target: "api.anthropic.com:443"}},
+		Seccomp: []BPF{{Code: 0x20, K: 4}, {Code: 0x15, Jt: 1, K: 0xc000003e}, {Code: 0x6, K: 0x7fff0000}}}
 }
 
 // TestCodec: a config survives the frame, read from a stream that holds

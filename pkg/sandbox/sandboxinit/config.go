@@ -32,7 +32,7 @@ const (
 // Version is the version of Config. The init refuses another, so that an
 // init binary older or newer than its runner fails the run it was given,
 // naming both, rather than building a view it misreads.
-const Version = 2
+const Version = 3
 
 // A Mount is one step of the init's file system view; Dst is inside.
 type Mount struct {
@@ -51,6 +51,13 @@ type Mount struct {
 type Listener struct {
 	Addr   string
 	Target string
+}
+
+// BPF is one instruction of a classic BPF program (struct sock_filter).
+type BPF struct {
+	Code   uint16
+	Jt, Jf uint8
+	K      uint32
 }
 
 // Go is the byte the runner writes on fd 3 after the Config once the
@@ -73,4 +80,7 @@ type Config struct {
 	Procs    int   // as an rlimit, when no cgroup holds the run
 	Memory   int64 // as an rlimit, likewise
 	WallTime time.Duration
+	// Seccomp is the filter the CLI runs under, installed just before its
+	// exec (none when empty).
+	Seccomp []BPF
 }

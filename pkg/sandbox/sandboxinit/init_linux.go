@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -188,7 +189,8 @@ func initMain() int {
 func startCLI(cfg Config) (int, error) {
 	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}}
 	if cfg.Procs > 0 || cfg.Memory > 0 {
-		args := append([]string{ExecName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), cfg.Path}, cfg.Args...)
+		args := append([]string{ExecName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), filterArg(cfg.Seccomp), cfg.Path},
+			cfg.Args...)
 		return syscall.ForkExec("/proc/self/exe", args, attr)
 	}
 	type started struct {
@@ -200,6 +202,10 @@ func startCLI(cfg Config) (int, error) {
 		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
 		if err := dropPrivileges(); err != nil {
 			ch <- started{0, errf(err, "drop privileges")}
+			return
+		}
+		if err := loadSeccomp(cfg.Seccomp); err != nil {
+			ch <- started{0, errf(err, "seccomp")}
 			return
 		}
 		pid, err := syscall.ForkExec(cfg.Path, cfg.Args, attr)
@@ -532,14 +538,18 @@ func loopbackUp() error {
 
 // execMain is the last step before the CLI, in the CLI's process: the
 // rlimits, no capabilities and no new privileges, then the CLI itself.
-// argv: execName, procs, memory, path, args....
+// argv: execName, procs, memory, seccomp filter (filterArg), path, args....
 func execMain() int {
-	if len(os.Args) < 5 {
+	if len(os.Args) < 6 {
 		return fail("exec: bad arguments")
 	}
 	procs, _ := strconv.Atoi(os.Args[1])
 	memory, _ := strconv.ParseInt(os.Args[2], 10, 64)
-	path, args := os.Args[3], os.Args[4:]
+	filter, ok := parseFilterArg(os.Args[3])
+	if !ok {
+		return fail("exec: a bad seccomp filter argument")
+	}
+	path, args := os.Args[4], os.Args[5:]
 	runtime.LockOSThread() // capabilities are per thread: drop them on the one that executes
 	if procs > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(procs), Max: uint64(procs)}); err != nil {
@@ -554,8 +564,55 @@ func execMain() int {
 	if err := dropPrivileges(); err != nil {
 		return fail("drop privileges: ", err.Error())
 	}
+	if err := loadSeccomp(filter); err != nil {
+		return fail("seccomp: ", err.Error())
+	}
 	err := syscall.Exec(path, args, os.Environ())
 	return fail("exec ", path, ": ", err.Error())
+}
+
+// loadSeccomp installs filter on the calling thread (no_new_privs is
+// set), which the processes it starts inherit: the last step before the
+// CLI's exec, since it refuses what the init does.
+func loadSeccomp(filter []BPF) error {
+	if len(filter) == 0 {
+		return nil
+	}
+	prog := make([]unix.SockFilter, len(filter))
+	for i, f := range filter {
+		prog[i] = unix.SockFilter{Code: f.Code, Jt: f.Jt, Jf: f.Jf, K: f.K}
+	}
+	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	return unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&fprog)), 0, 0)
+}
+
+// filterArg is a filter as execMain's argument: each instruction 16 hex
+// digits.
+func filterArg(filter []BPF) string {
+	const digits = "0123456789abcdef"
+	b := make([]byte, 0, 16*len(filter))
+	for _, f := range filter {
+		n := uint64(f.Code)<<48 | uint64(f.Jt)<<40 | uint64(f.Jf)<<32 | uint64(f.K)
+		for i := 60; i >= 0; i -= 4 {
+			b = append(b, digits[n>>i&0xf])
+		}
+	}
+	return string(b)
+}
+
+func parseFilterArg(s string) ([]BPF, bool) {
+	if len(s)%16 != 0 {
+		return nil, false
+	}
+	var out []BPF
+	for ; s != ""; s = s[16:] {
+		n, err := strconv.ParseUint(s[:16], 16, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, BPF{Code: uint16(n >> 48), Jt: uint8(n >> 40), Jf: uint8(n >> 32), K: uint32(n)})
+	}
+	return out, true
 }
 
 // dropPrivileges clears the calling thread's capabilities (bounding,
