@@ -77,11 +77,11 @@ func TestGoldenSemantics(t *testing.T) {
 		"S2":                             {types: "system text tool_use tool_result text result"},
 		"S2-no-allowedTools":             {types: "system text tool_use tool_result text result"},
 		"S2-skip-permissions-IS_SANDBOX": {types: "system text tool_use tool_result text result"},
-		"S3":                             {types: "system error", errorClass: wire.ProviderAuthError},
+		"S3":                             {types: "system system system system system system system system system system system error", errorClass: wire.ProviderAuthError}, // ten retry notices
 		"S3-noretry":                     {types: "system error", errorClass: wire.ProviderAuthError},
-		"S4":                             {types: "system error", errorClass: wire.ProviderQuotaError},
+		"S4":                             {types: "system system system system system system system system system system system error", errorClass: wire.ProviderQuotaError}, // ten retry notices
 		"S4-noretry":                     {types: "system error", errorClass: wire.ProviderQuotaError},
-		"S5":                             {types: "system error", errorClass: wire.ProviderError},
+		"S5":                             {types: "system system system system system system system system system system system error", errorClass: wire.ProviderError}, // ten retry notices
 		"S5-noretry":                     {types: "system error", errorClass: wire.ProviderError},
 		"S6":                             {types: "system thinking text result"},
 		"S6-partial":                     {types: "system thinking thinking text text result"},

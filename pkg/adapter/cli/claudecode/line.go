@@ -116,6 +116,8 @@ func (p *Parser) Line(b []byte) ([]wire.Chunk, bool, error) {
 		switch {
 		case string(sub) == "init":
 			chunks = p.init(string(model), sid)
+		case string(sub) == "api_retry":
+			return nil, false, nil // Event's: a notice
 		case dropSystem[string(sub)]:
 		default:
 			return nil, false, nil // what Event reports

@@ -1,10 +1,12 @@
 package claudecode
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -31,8 +33,9 @@ import (
 //
 // The session id, on every line, is published on a system chunk as soon as
 // a valid event confirms it (normally system/init), and again if it
-// changes. Telemetry-only events are dropped: system/thinking_tokens,
-// api_retry, status, compact_boundary, hook_* and task_* (and the other
+// changes. system/api_retry is the CLI's notice (cli.Notice) that it
+// retries. Telemetry-only events are dropped: system/thinking_tokens,
+// status, compact_boundary, hook_* and task_* (and the other
 // subtypes in dropSystem), tool_progress, auth_status, rate_limit_event, and
 // the stream_event envelopes that carry no text (message_start/delta/stop,
 // content_block_start/stop, signature, tool-input and citation deltas,
@@ -82,7 +85,7 @@ func NewParser() *Parser {
 
 // dropSystem are the telemetry-only system subtypes.
 var dropSystem = map[string]bool{
-	"thinking_tokens": true, "api_retry": true, "status": true, "compact_boundary": true,
+	"thinking_tokens": true, "status": true, "compact_boundary": true,
 	"hook_started": true, "hook_progress": true, "hook_response": true,
 	"task_started": true, "task_progress": true, "task_notification": true, "files_persisted": true,
 }
@@ -176,10 +179,40 @@ func (p *Parser) system(ev map[string]any, sid string) ([]wire.Chunk, error) {
 			return nil, err
 		}
 		return p.init(model, sid), nil
+	case sub == "api_retry":
+		return []wire.Chunk{retryNotice(ev)}, nil
 	case dropSystem[sub]:
 		return nil, nil
 	}
 	return nil, protocolf("unknown system event subtype %q", sub)
+}
+
+// retryNotice is the CLI's notice that it retries an API call
+// (system/api_retry: attempt, max_retries, error_status, error), as a
+// cli.Notice classified by the status it got: none is a connection that
+// failed.
+func retryNotice(ev map[string]any) wire.Chunk {
+	attempt, _ := ev["attempt"].(float64)
+	max, _ := ev["max_retries"].(float64)
+	status, _ := ev["error_status"].(float64)
+	msg, _ := ev["error"].(string)
+	class := wire.ProviderTransportError
+	switch s := int(status); {
+	case s == 401 || s == 403:
+		class = wire.ProviderAuthError
+	case s == 429 || s == 529:
+		class = wire.ProviderQuotaError
+	case s >= 400:
+		class = wire.ProviderError
+	}
+	text := fmt.Sprintf("retrying (attempt %d of %d)", int(attempt), int(max))
+	if status != 0 {
+		text += fmt.Sprintf(": status %d", int(status))
+	}
+	if msg != "" {
+		text += " " + msg
+	}
+	return cli.Notice(Name, text, class)
 }
 
 // init takes a system/init event's model and session id.

@@ -159,11 +159,11 @@ func TestParser(t *testing.T) {
 			want: "system:aaaaaaaa-0000-4000-8000-00000000000a system:bbbbbbbb-0000-4000-8000-00000000000b text:Hi",
 		},
 		{
-			name: "telemetry is dropped",
+			name: "telemetry is dropped, api_retry is a notice (a system chunk of no session)",
 			in: []string{initA, `{"type":"system","subtype":"api_retry","attempt":1,"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
 				`{"type":"system","subtype":"thinking_tokens","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`, `{"type":"tool_progress","session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`,
 				`{"type":"stream_event","event":{"type":"ping"},"session_id":"aaaaaaaa-0000-4000-8000-00000000000a"}`},
-			want: "system:aaaaaaaa-0000-4000-8000-00000000000a",
+			want: "system:aaaaaaaa-0000-4000-8000-00000000000a system:",
 		},
 		{
 			name: "an empty stream is a normal end",

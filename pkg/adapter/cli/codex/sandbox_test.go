@@ -113,7 +113,7 @@ func TestConfigBaseURLs(t *testing.T) {
 type keyedSandbox struct{ api, proxy string }
 
 func (keyedSandbox) Confine(*exec.Cmd) (proc.Confinement, error) { return nil, errors.New("not run") }
-func (s keyedSandbox) KeyedURL(api string) (string, bool)       { return s.proxy, api == s.api }
+func (s keyedSandbox) KeyedURL(api string) (string, bool)        { return s.proxy, api == s.api }
 
 // TestKeyedProvider: the key of the provider config.toml selects, named
 // by its env_key, is held by the runner's proxy when the child would get

@@ -252,10 +252,11 @@ func TestStreamFailures(t *testing.T) {
 			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
 			wantClass: wire.ProviderError, wantContent: "HTTP 500 api_error: Internal server error"},
 		{name: "429: the attempt policy stops pi's retries and pi", fake: fake{transcript: "S4", hang: true}, maxAttempts: 2,
-			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
+			// the retry within the policy is Pi's notice (a system chunk)
+			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
 			wantClass: wire.ProviderQuotaError, wantContent: "(after 2 attempts; the run allows 2)"},
 		{name: "429: pi gives up first", fake: fake{transcript: "S4"}, maxAttempts: 10,
-			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
+			wantTypes: []wire.ChunkType{wire.ChunkSystem, wire.ChunkSystem, wire.ChunkSystem, wire.ChunkSystem, wire.ChunkSystem, wire.ChunkError},
 			wantClass: wire.ProviderQuotaError, wantContent: "HTTP 429 rate_limit_error: Number of request tokens has exceeded your per-minute rate limit (after 4 attempts)"},
 		{name: "non-zero exit without an in-band error", fake: fake{stderr: "No session found matching 'x'\n", exit: 1},
 			wantErr: wire.ProviderProcessError, wantClass: wire.ProviderProcessError, wantCode: 1, wantStderr: "No session found matching"},

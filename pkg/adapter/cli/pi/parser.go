@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -21,7 +22,7 @@ import (
 //	tool_execution_start            tool_use, unless its id was already announced
 //	tool_execution_end              tool_result (same id; is_error when the tool failed)
 //	message_end (assistant)         the text/thinking a delta did not carry; usage
-//	auto_retry_start                nothing, or the error when the attempt policy is spent
+//	auto_retry_start                a notice (cli.Notice), or the error when the attempt policy is spent
 //	auto_retry_end (success:false)  the error
 //	EOF (End)                       the error of a failure nothing retried, else the result
 //
@@ -659,10 +660,13 @@ func (p *Parser) retryStart(ev map[string]any) ([]wire.Chunk, error) {
 }
 
 // retryStartWith maps auto_retry_start with its attempt number and
-// errorMessage.
+// errorMessage: within the run's attempt policy, Pi's notice that it
+// retries (cli.Notice, classified as the error it retries), else the
+// error chunk.
 func (p *Parser) retryStartWith(attempt int, errMsg string) []wire.Chunk {
 	if attempt <= p.maxAttempts-1 {
-		return nil // Pi retries within the run's attempt policy
+		f := describe(errMsg)
+		return []wire.Chunk{cli.Notice(Name, fmt.Sprintf("retrying (attempt %d): %s", attempt, f.msg), f.class)}
 	}
 	f := p.pending
 	if f == nil {
