@@ -177,8 +177,11 @@ var clis = []cliCase{
 		name: gemini.Name, binary: gemini.Name, hint: gemini.InstallHint,
 		model: "gemini-2.5-flash", shell: "run_shell_command",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
-			write(t, filepath.Join(mkdir(t, e.home, ".gemini"), "settings.json"), geminiSettings)
-			return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": e.fakeURL}
+			// Its own home, which the sandbox binds (the runner's HOME is
+			// private inside).
+			geminiHome := mkdir(t, e.home, "gemini-cli-home")
+			write(t, filepath.Join(mkdir(t, geminiHome, ".gemini"), "settings.json"), geminiSettings)
+			return map[string]string{"GEMINI_API_KEY": "fake-gemini-key-0000", "GOOGLE_GEMINI_BASE_URL": e.fakeURL, gemini.EnvCLIHome: geminiHome}
 		},
 		defaults: gemini.DefaultConfig,
 		build:    func(cfg cli.Config) (adapter.Adapter, error) { return gemini.New(cfg) },

@@ -423,8 +423,8 @@ func TestDeclaration(t *testing.T) {
 	if cfg.Binary != "gemini" || cfg.InstallHint != "npm install -g @google/gemini-cli@0.61.0" {
 		t.Errorf("DefaultConfig binary/hint = %q, %q", cfg.Binary, cfg.InstallHint)
 	}
-	if want := []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"}; !reflect.DeepEqual(cfg.EnvAllow, want) {
-		t.Errorf("EnvAllow = %q, want %q", cfg.EnvAllow, want)
+	if want := []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_CLI_HOME"}; !reflect.DeepEqual(cfg.EnvAllow, want) || !reflect.DeepEqual(cfg.StateVars, []string{"GEMINI_CLI_HOME"}) {
+		t.Errorf("EnvAllow = %q, want %q; StateVars %q", cfg.EnvAllow, want, cfg.StateVars)
 	}
 }
 

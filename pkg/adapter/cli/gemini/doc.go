@@ -16,12 +16,16 @@
 //
 //	GEMINI_API_KEY          the Gemini API key (x-goog-api-key)
 //	GOOGLE_GEMINI_BASE_URL  the API base URL: a proxy or a test double
+//	GEMINI_CLI_HOME         the CLI's home, in place of HOME
 //
 // DefaultConfig also sets GEMINI_TELEMETRY_ENABLED=false. The CLI's own
-// configuration lives under $HOME/.gemini (settings.json, sessions), so the
-// runner's HOME is the config directory; give the runner a HOME whose
-// settings.json selects API-key auth, as the transcripts in
-// testdata/cli/gemini show.
+// configuration lives under $GEMINI_CLI_HOME/.gemini, else $HOME/.gemini
+// (settings.json, sessions); give it a settings.json that selects API-key
+// auth, as the transcripts in testdata/cli/gemini show (with
+// GOOGLE_GEMINI_BASE_URL set and no selection, the CLI picks its
+// "gateway" auth and refuses it). A sandboxed run's HOME is private and
+// empty unless the adapter sets it; GEMINI_CLI_HOME is bound read-write
+// (StateVars), so a runner under the sandbox names it.
 //
 // The adapter itself sets, per run:
 //

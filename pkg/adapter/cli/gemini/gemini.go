@@ -39,14 +39,20 @@ var capabilities = cli.AgentCapabilities(ResumeField)
 // counts only in total_tokens, as reasoning.
 var tokenClasses = []string{cost.Input, cost.Output, cost.CacheRead, cost.Reasoning}
 
+// EnvCLIHome moves the CLI's home ($GEMINI_CLI_HOME/.gemini holds its
+// settings and sessions), a state directory under the sandbox.
+const EnvCLIHome = "GEMINI_CLI_HOME"
+
 // DefaultConfig is the operator configuration for the real CLI on PATH:
 // the binary, its install hint, and the only runner variables the child
-// may receive (the API key and the base URL). Callers add WorkspaceRoot.
+// may receive (the API key, the base URL, the CLI's home). Callers add
+// WorkspaceRoot.
 func DefaultConfig() cli.Config {
 	return cli.Config{
 		Binary:      Name,
 		InstallHint: InstallHint,
-		EnvAllow:    []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
+		EnvAllow:    []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", EnvCLIHome},
+		StateVars:   []string{EnvCLIHome},
 		Egress:      []string{"generativelanguage.googleapis.com:443"},
 		BaseURLVars: []string{"GOOGLE_GEMINI_BASE_URL"},
 		Keys:        []cli.Key{cli.GeminiKey},
