@@ -3,6 +3,7 @@ package acp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -125,6 +126,29 @@ func TestOneTurn(t *testing.T) {
 	}
 	if chunks[0].Metadata.ProviderSessionID == "" || chunks[0].Metadata.Provider != acp.Name {
 		t.Errorf("system chunk %+v", chunks[0].Metadata)
+	}
+}
+
+// A tool call the agent starts and never reports completed or failed is a
+// failed tool_result at the turn's end, before the turn's result: never
+// silence.
+func TestToolCallNeverResolved(t *testing.T) {
+	a, _ := newAdapter(t, nil)
+	chunks, err := collect(t, a, adapter.Call{RunID: "r", Request: request(t, a, map[string]any{"prompt": "hello [lost_tool]"}), Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRules(t, a, chunks, err)
+	want := []wire.ChunkType{wire.ChunkSystem, wire.ChunkThinking, wire.ChunkToolUse, wire.ChunkText, wire.ChunkToolResult, wire.ChunkResult}
+	if got := types(chunks); !slices.Equal(got, want) {
+		t.Fatalf("chunk types %v, want %v", got, want)
+	}
+	at := func(typ wire.ChunkType) wire.Chunk {
+		return chunks[slices.IndexFunc(chunks, func(c wire.Chunk) bool { return c.Type == typ })]
+	}
+	use, res := at(wire.ChunkToolUse), at(wire.ChunkToolResult)
+	if res.ToolID != use.ToolID || !res.IsError || !strings.Contains(fmt.Sprint(res.ToolOutput), "without reporting this tool call completed or failed") {
+		t.Errorf("tool_result %+v for tool_use %+v, want a failed result for it", res, use)
 	}
 }
 

@@ -185,6 +185,12 @@ func (a *agent) Prompt(parent context.Context, p sdk.PromptRequest) (sdk.PromptR
 		_ = a.update(ctx, id, sdk.StartToolCall(tc, "Read README.md", sdk.WithStartKind(sdk.ToolKindRead), sdk.WithStartRawInput(map[string]any{"path": "README.md"})))
 		_ = a.update(ctx, id, sdk.UpdateToolCall(tc, sdk.WithUpdateStatus(sdk.ToolCallStatusCompleted), sdk.WithUpdateContent([]sdk.ToolCallContent{sdk.ToolContent(sdk.TextBlock("# readme"))})))
 	}
+	if strings.Contains(prompt, "[lost_tool]") {
+		// A shell that could not start: the call begins and is never
+		// reported completed or failed (codex-acp without bubblewrap).
+		tc := sdk.ToolCallId(fmt.Sprintf("lost-%d", turn))
+		_ = a.update(ctx, id, sdk.StartToolCall(tc, "Run echo hi", sdk.WithStartKind(sdk.ToolKindExecute), sdk.WithStartStatus(sdk.ToolCallStatusInProgress)))
+	}
 	if strings.Contains(prompt, "[permission]") {
 		tc := sdk.ToolCallId(fmt.Sprintf("exec-%d", turn))
 		kind := sdk.ToolKindExecute
