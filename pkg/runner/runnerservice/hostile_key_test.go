@@ -129,23 +129,25 @@ func (s keySpec) hunt() []string {
 	// rest of what it has been given.
 	home, _ := os.UserHomeDir()
 	cwd, _ := os.Getwd()
-	var files strings.Builder
-	n := 0
+	n, where, text := 0, "", ""
 	for _, root := range []string{home, os.TempDir(), cwd, "/tmp", "/run", "/etc", "/dev/shm"} {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil || n > 20000 {
+			if err != nil || n > 20000 || where != "" {
 				return nil
 			}
 			if d.Type().IsRegular() {
 				n++
-				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
-					files.Write(b)
+				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 && strings.Contains(string(b), s.Prefix) {
+					where, text = p, string(b)
 				}
 			}
 			return nil
 		})
 	}
-	look("files", fmt.Sprintf("%d files under home, temp, workspace, /run, /etc", n), files.String())
+	if where == "" {
+		where = fmt.Sprintf("%d files under home, temp, workspace, /run, /etc", n)
+	}
+	look("files", where, text)
 
 	// The model API, through the proxy, with the placeholder.
 	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
@@ -258,7 +260,8 @@ func TestHostileAgentKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, state, profiles := t.TempDir(), t.TempDir(), t.TempDir()
-	key := fmt.Sprintf("sk-ant-api03-test-%d", time.Now().UnixNano())
+	// A key of the provider's form, with a prefix no other file has.
+	key := fmt.Sprintf("sk-ant-api03-agentmesh-test-%d", time.Now().UnixNano())
 	t.Setenv("ANTHROPIC_API_KEY", key)
 
 	var mu sync.Mutex
@@ -275,7 +278,7 @@ func TestHostileAgentKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := json.Marshal(keySpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), Prefix: "sk-ant-", Forbidden: forbidden.addr})
+	spec, _ := json.Marshal(keySpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr})
 	doc := fmt.Sprintf(`schema: 1
 name: hostile
 adapter: claude-code
