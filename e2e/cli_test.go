@@ -72,6 +72,9 @@ type cliEnv struct {
 	// unreachable is the adapter's UnreachableAfter (profile
 	// policy.unreachable_after); 0 leaves it off.
 	unreachable time.Duration
+	// egress, if set, replaces the egress the adapter derives (a
+	// profile's egress: that leaves the model API out).
+	egress []string
 }
 
 // base is the environment every CLI gets on top of its adapter's own:
@@ -126,6 +129,9 @@ func (c cliCase) adapter(t *testing.T, e cliEnv) (adapter.Adapter, error) {
 	if !slices.Equal(pol.Egress, []string{fake}) {
 		return nil, fmt.Errorf("%s: sandbox egress %v, want only the fake at %s", c.name, pol.Egress, fake)
 	}
+	if e.egress != nil {
+		pol.Egress = e.egress
+	}
 	if e.ownHome {
 		pol.StateVars = append(pol.StateVars, "HOME")
 	}
@@ -165,6 +171,9 @@ var clis = []cliCase{
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			home := mkdir(t, e.home, ".codex")
 			write(t, filepath.Join(home, "config.toml"), codexConfig(e.fakeURL, e.codexKeyVar))
+			if e.codexKeyVar == "" {
+				return map[string]string{codex.EnvCodexHome: home}
+			}
 			return map[string]string{codex.EnvCodexHome: home, e.codexKeyVar: "sk-fake-0000"}
 		},
 		defaults: codex.DefaultConfig,
@@ -226,8 +235,13 @@ const geminiSettings = `{"security":{"auth":{"selectedType":"gemini-api-key"},"f
 
 // codexConfig is the e2e $CODEX_HOME/config.toml (testdata/acp/README.md
 // names it too): the fake model API as the provider, whose key is read
-// from keyVar, with every retry, update check, analytics and plugin off.
+// from keyVar (none when keyVar is ""), with every retry, update check,
+// analytics and plugin off.
 func codexConfig(fakeURL, keyVar string) string {
+	envKey := fmt.Sprintf("env_key = %q", keyVar)
+	if keyVar == "" {
+		envKey = "requires_openai_auth = false"
+	}
 	return fmt.Sprintf(`model = "gpt-5.5"
 model_provider = "fake"
 check_for_update_on_startup = false
@@ -235,7 +249,7 @@ check_for_update_on_startup = false
 [model_providers.fake]
 name = "fake"
 base_url = "%s/v1"
-env_key = %q
+%s
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
@@ -250,7 +264,7 @@ enabled = false
 plugins = false
 remote_plugin = false
 apps = false
-`, fakeURL, keyVar)
+`, fakeURL, envKey)
 }
 
 // Compile-time checks that the CLI adapters are mesh adapters.
