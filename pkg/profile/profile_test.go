@@ -90,6 +90,8 @@ func TestLoadRejects(t *testing.T) {
 		{name: "bad price", in: map[string]string{"x.yaml": strings.Replace(base, `"1.5"`, `"-1"`, 1)}, wantFile: "x.yaml", wantField: "pricing.input"},
 		{name: "unknown token class", in: map[string]string{"x.yaml": strings.Replace(base, `output: "0"`, `vibes: "2"`, 1)}, wantFile: "x.yaml", wantField: "pricing.vibes"},
 		{name: "subprocess without binary", in: map[string]string{"x.yaml": strings.Replace(base, "in_process", "subprocess", 1)}, wantFile: "x.yaml", wantField: "binary"},
+		{name: "credential_files on an in-process profile", in: map[string]string{"x.yaml": base + "credential_files: [/root/.claude/.credentials.json]\n"}, wantFile: "x.yaml", wantField: "binary", want: "credential_files are for subprocess profiles only"},
+		{name: "relative credential_files", in: map[string]string{"x.yaml": strings.Replace(base, "in_process", "subprocess", 1) + "binary: claude\ncredential_files: [.claude/.credentials.json]\n"}, wantFile: "x.yaml", wantField: "credential_files", want: "absolute path"},
 		{name: "remote field on an in-process profile", in: map[string]string{"x.yaml": base + "base_url: https://example.com\n"}, wantFile: "x.yaml", wantField: "base_url"},
 		{name: "remote without base_url", in: map[string]string{"r.yaml": remote}, wantFile: "r.yaml", wantField: "base_url", want: "required"},
 		{name: "base_url scheme", in: map[string]string{"r.yaml": remote + "base_url: ftp://example.com\n"}, wantFile: "r.yaml", wantField: "base_url", want: "scheme"},

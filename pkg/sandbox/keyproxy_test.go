@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -386,5 +388,49 @@ curl -sS -o /dev/null -w "%{http_code}\n" -x "$ANTHROPIC_BASE_URL" ` + other.URL
 	}
 	if strings.Contains(out, realKey) {
 		t.Errorf("the run saw the key: %q", out)
+	}
+}
+
+// TestCredentialFiles: a credential file is in a run only when the
+// policy names it, then read-only at its own path; one under a hidden
+// path fails the run before it starts.
+func TestCredentialFiles(t *testing.T) {
+	dir := t.TempDir()
+	cred := filepath.Join(dir, ".credentials.json")
+	if err := os.WriteFile(cred, []byte(`{"token":"t"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `cat "` + cred + `" 2>/dev/null || echo absent; echo; { echo changed >"` + cred + `"; } 2>/dev/null || echo refused`
+	for _, tc := range []struct {
+		files []string
+		want  string
+	}{
+		{nil, "absent\n\nrefused\n"},
+		{[]string{cred}, "{\"token\":\"t\"}\nrefused\n"},
+	} {
+		s, err := New(Config{}, Policy{CredentialFiles: tc.files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
+		if got := confinedOutput(t, s, cmd); got != tc.want {
+			t.Errorf("credential files %q: the run printed %q, want %q", tc.files, got, tc.want)
+		}
+	}
+	if b, _ := os.ReadFile(cred); string(b) != `{"token":"t"}` {
+		t.Errorf("the credential file is now %q", b)
+	}
+	hidden, err := New(Config{Hidden: []string{dir}}, Policy{CredentialFiles: []string{cred}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/true")
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin"}
+	if _, err := hidden.Confine(cmd); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Confine of a hidden credential file = %v, want a refusal naming %s", err, dir)
+	}
+	if _, err := New(Config{}, Policy{CredentialFiles: []string{"relative.json"}}); err == nil {
+		t.Error("New took a relative credential file")
 	}
 }

@@ -12,10 +12,12 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/anthropic"
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/openai"
 	"github.com/agentmesh/agentmesh/pkg/profile"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -306,4 +308,32 @@ func build(t *testing.T, dir string) (Dirs, *profile.Registry, *adapter.Registry
 		t.Fatal(err)
 	}
 	return ac, profiles, reg
+}
+
+// TestSandboxKeys: under the sandbox, a profile whose egress does not list
+// the API of the key the runner holds fails to build, naming it; one that
+// lists it holds the key; network: none gives the run no key at all.
+func TestSandboxKeys(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789")
+	t.Setenv("ANTHROPIC_BASE_URL", "")
+	c := Dirs{Sandbox: &sandbox.Config{}}
+	p := profile.Profile{EnvAllow: []string{"ANTHROPIC_API_KEY"}, Egress: []string{"other.example:443"}}
+	if _, err := c.cliConfig(claudecode.DefaultConfig(), &p); err == nil || !strings.Contains(err.Error(), "ANTHROPIC_API_KEY's key for its API at api.anthropic.com:443, which egress does not list") {
+		t.Errorf("egress without the API: %v, want a refusal naming it", err)
+	}
+	p.Egress = []string{"API.anthropic.com:443"}
+	cfg, err := c.cliConfig(claudecode.DefaultConfig(), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.ProxyURL("https://api.anthropic.com"); !ok {
+		t.Error("egress with the API: the runner holds no key for it")
+	}
+	p = profile.Profile{EnvAllow: []string{"ANTHROPIC_API_KEY", "HOME"}, Network: profile.NetworkNone}
+	if cfg, err = c.cliConfig(claudecode.DefaultConfig(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.ProxyURL("https://api.anthropic.com"); ok || slices.Contains(cfg.EnvAllow, "ANTHROPIC_API_KEY") {
+		t.Errorf("network none: the run gets the key variable (env_allow %q) or a key proxy (%v)", cfg.EnvAllow, ok)
+	}
 }
