@@ -121,7 +121,10 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 		return nil, err
 	}
 	for _, d := range filepath.SplitList(env["PATH"]) {
-		if filepath.IsAbs(d) {
+		// A directory of PATH that does not exist is not there (install
+		// would take it for a binary and bind its parent: all of ~/go for
+		// a missing ~/go/bin).
+		if fi, err := os.Stat(d); filepath.IsAbs(d) && err == nil && fi.IsDir() {
 			if err := v.install(filepath.Join(d, ".")); err != nil {
 				return nil, err
 			}

@@ -265,3 +265,21 @@ stat -c '%u %g' . given; echo y >>given && echo z >made && echo wrote`
 		}
 	}
 }
+
+// TestMissingPathDirectory: a directory of the child's PATH that does
+// not exist binds nothing (not its parent, as a binary's directory).
+func TestMissingPathDirectory(t *testing.T) {
+	parent := t.TempDir()
+	if err := os.WriteFile(filepath.Join(parent, "secret"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{}, Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `cat "$1" 2>/dev/null || echo hidden`, "sh", filepath.Join(parent, "secret"))
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=" + filepath.Join(parent, "bin") + ":/usr/bin:/bin"}
+	if got := confinedOutput(t, s, cmd); got != "hidden\n" {
+		t.Errorf("the run printed %q, want the parent of a missing PATH directory hidden", got)
+	}
+}
