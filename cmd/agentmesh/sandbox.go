@@ -32,6 +32,12 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 			fmt.Fprintf(io.stdout, "init: this program, re-executed (no %s next to it or on PATH: each run starts about 20 ms slower)\n", sandbox.InitBinary)
 		}
 		fmt.Fprintf(io.stdout, "ids: a run's uid and gid 0 are %s\n", m.IDs)
+		fmt.Fprintf(io.stdout, "seccomp: a deny list modelled on Docker's default profile, EPERM\n")
+		if m.Landlock > 0 {
+			fmt.Fprintf(io.stdout, "landlock: ABI %d, a second fence on the file view (writes only in the run's read-write trees)\n", m.Landlock)
+		} else {
+			fmt.Fprintf(io.stdout, "landlock: absent (%s): the file view rests on its mounts alone\n", m.NoLandlock)
+		}
 		if m.Cgroup != "" {
 			fmt.Fprintf(io.stdout, "limits: %s, each run a cgroup under %s (memory, processes); wall time by the sandbox's init\n", m.Limits, m.Cgroup)
 		} else {

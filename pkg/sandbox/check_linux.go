@@ -37,9 +37,13 @@ type Mechanism struct {
 	Cgroup string
 	// IDs is what a run's uid and gid 0 are on the host: "host uids
 	// B..E, one a run" for a root runner, else "this runner's uid N".
-	IDs     string
-	cg      *cgroups
-	runtime string
+	IDs string
+	// Landlock is the Landlock ABI version every run is fenced with, 0
+	// where the kernel has none (NoLandlock says why).
+	Landlock   int
+	NoLandlock string
+	cg         *cgroups
+	runtime    string
 }
 
 var (
@@ -82,6 +86,10 @@ func check(cfg Config) (Mechanism, error) {
 		m.IDs = fmt.Sprintf("host uids and gids %d..%d, one a run", base, base+count-1)
 	} else {
 		m.IDs = fmt.Sprintf("this runner's uid %d and gid %d", os.Getuid(), os.Getgid())
+	}
+	var err error
+	if m.Landlock, err = sandboxinit.LandlockABI(); err != nil {
+		m.NoLandlock = err.Error()
 	}
 	cg, err := findCgroups(cfg.Cgroup)
 	if err != nil {

@@ -193,7 +193,8 @@ func trees(mounts []sandboxinit.Mount, first, ns, id int) ([]*os.File, error) {
 				}
 			}
 		}
-		mounts[i] = sandboxinit.Mount{Kind: "tree", Src: m.Src, Dst: m.Dst, Data: strconv.Itoa(first + len(files) - 1)}
+		mounts[i] = sandboxinit.Mount{Kind: "tree", Src: m.Src, Dst: m.Dst, Data: strconv.Itoa(first + len(files) - 1),
+			RO: attr&unix.MOUNT_ATTR_RDONLY != 0}
 	}
 	return files, nil
 }

@@ -204,6 +204,8 @@ func (s hostileSpec) kernelAttacks(say func(name, verdict string, args ...any)) 
 	refusedOr("mount", err, "mounted a tmpfs")
 	err = unix.PtraceAttach(1)
 	refusedOr("ptrace-init", err, "attached to the sandbox's init")
+	err = unix.Kill(1, 0) // a signal's permission check, the signal not sent
+	refusedOr("signal-init", err, "may signal the sandbox's init")
 }
 
 func errnoErr(e syscall.Errno) error {
@@ -423,7 +425,7 @@ func TestHostileAgent(t *testing.T) {
 		}
 		for _, name := range []string{"read-creds", "read-state-dir", "read-other-workspace", "read-runner-environ",
 			"scan-proc-environ", "write-state-dir", "write-root", "connect-loopback", "fork", "inherited-fd", "host-root", "add-key", "read-other-key", "keyctl", "unshare-user", "bpf",
-			"perf-event-open", "io-uring", "mount", "ptrace-init",
+			"perf-event-open", "io-uring", "mount", "ptrace-init", "signal-init",
 			"write-sysctl", "open-core-pattern", "read-kcore", "read-keys", "read-timer_list", "read-sched_debug"} {
 			if v := verdicts[name]; !strings.HasPrefix(v, "refused") {
 				t.Errorf("workspace %s: %s: %q, want refused", ws, name, v)

@@ -96,7 +96,10 @@ func (c *Config) sandbox(log *slog.Logger, hidden ...string) (prometheus.Gauge, 
 		init = "this runner, re-executed"
 	}
 	log.Info("sandbox on", "init", init, "limits", m.Limits, "cgroup", m.Cgroup, "memory", c.SandboxMemory, "procs", c.SandboxProcs, "wall_time", c.SandboxWallTime,
-		"run_ids", m.IDs)
+		"run_ids", m.IDs, "landlock_abi", m.Landlock)
+	if m.Landlock == 0 {
+		log.Warn("sandbox: no Landlock on this kernel, the runs' file view rests on its mounts alone", "why", m.NoLandlock)
+	}
 	c.Dirs.Sandbox = &sc
 	enabled.Set(1)
 	return enabled, nil

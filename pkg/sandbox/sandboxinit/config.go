@@ -42,7 +42,8 @@ type Mount struct {
 	Src  string
 	Dst  string
 	Data string // tmpfs options, symlink target, a write's text, a tree's descriptor
-	// RO remounts a tmpfs read-only once the view is built.
+	// RO remounts a tmpfs read-only once the view is built; a tree is
+	// read-only already, and RO says so (for the Landlock fence).
 	RO bool
 }
 

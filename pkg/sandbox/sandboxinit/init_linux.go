@@ -188,9 +188,15 @@ func initMain() int {
 // never used again: its goroutine ends locked, which ends the thread.
 func startCLI(cfg Config) (int, error) {
 	attr := &syscall.ProcAttr{Dir: cfg.Dir, Env: cfg.Env, Files: []uintptr{0, 1, 2}}
+	var rw []string
+	for _, p := range writable(cfg.Mounts) {
+		if !strings.Contains(p, "\n") { // execMain's argument is a list of lines: such a path stays read-only
+			rw = append(rw, p)
+		}
+	}
 	if cfg.Procs > 0 || cfg.Memory > 0 {
-		args := append([]string{ExecName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), filterArg(cfg.Seccomp), cfg.Path},
-			cfg.Args...)
+		args := append([]string{ExecName, strconv.Itoa(cfg.Procs), strconv.FormatInt(cfg.Memory, 10), filterArg(cfg.Seccomp),
+			strings.Join(rw, "\n"), cfg.Path}, cfg.Args...)
 		return syscall.ForkExec("/proc/self/exe", args, attr)
 	}
 	type started struct {
@@ -202,6 +208,10 @@ func startCLI(cfg Config) (int, error) {
 		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
 		if err := dropPrivileges(); err != nil {
 			ch <- started{0, errf(err, "drop privileges")}
+			return
+		}
+		if err := applyLandlock(rw); err != nil {
+			ch <- started{0, err}
 			return
 		}
 		if err := loadSeccomp(cfg.Seccomp); err != nil {
@@ -538,9 +548,10 @@ func loopbackUp() error {
 
 // execMain is the last step before the CLI, in the CLI's process: the
 // rlimits, no capabilities and no new privileges, then the CLI itself.
-// argv: execName, procs, memory, seccomp filter (filterArg), path, args....
+// argv: execName, procs, memory, seccomp filter (filterArg), the
+// read-write trees (lines), path, args....
 func execMain() int {
-	if len(os.Args) < 6 {
+	if len(os.Args) < 7 {
 		return fail("exec: bad arguments")
 	}
 	procs, _ := strconv.Atoi(os.Args[1])
@@ -549,7 +560,11 @@ func execMain() int {
 	if !ok {
 		return fail("exec: a bad seccomp filter argument")
 	}
-	path, args := os.Args[4], os.Args[5:]
+	var rw []string
+	if os.Args[4] != "" {
+		rw = strings.Split(os.Args[4], "\n")
+	}
+	path, args := os.Args[5], os.Args[6:]
 	runtime.LockOSThread() // capabilities are per thread: drop them on the one that executes
 	if procs > 0 {
 		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(procs), Max: uint64(procs)}); err != nil {
@@ -563,6 +578,9 @@ func execMain() int {
 	}
 	if err := dropPrivileges(); err != nil {
 		return fail("drop privileges: ", err.Error())
+	}
+	if err := applyLandlock(rw); err != nil {
+		return fail(err.Error())
 	}
 	if err := loadSeccomp(filter); err != nil {
 		return fail("seccomp: ", err.Error())
