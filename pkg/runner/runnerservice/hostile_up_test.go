@@ -1,0 +1,211 @@
+package runnerservice_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/mesh"
+	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
+	"github.com/agentmesh/agentmesh/pkg/wire"
+)
+
+// upAgentEnv turns the test binary into the agent that tries to exhaust
+// the host, its value an upAgentSpec (JSON, then base64); hogEnv into the
+// memory hog it starts, its value the MiB to hold.
+const (
+	upAgentEnv = "HOSTILE_UP_SPEC"
+	hogEnv     = "HOSTILE_UP_HOG"
+)
+
+// upAgentSpec is what the exhausting agent does.
+type upAgentSpec struct {
+	Lines  []string // the Claude Code transcript it prints, its text replaced
+	HogMiB int      // the memory its hog tries to hold
+}
+
+// The agent's mains come first, before TestMain (runnerservice_test.go),
+// as the other agents' would.
+func init() {
+	if v := os.Getenv(hogEnv); v != "" {
+		mib, _ := strconv.Atoi(v)
+		hog(mib)
+		os.Exit(0)
+	}
+	var s upAgentSpec
+	if code, ok := playAgent(upAgentEnv, &s, func() ([]string, []string) {
+		return s.Lines, []string{"memory: " + s.hogInChild(), "fork: " + forkUntilRefused()}
+	}); ok {
+		os.Exit(code)
+	}
+}
+
+// hog allocates and touches mib MiB, 16 MiB at a time, printing the MiB
+// it holds after each step.
+func hog(mib int) {
+	var held [][]byte
+	for n := 16; n <= mib; n += 16 {
+		b := make([]byte, 16<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+		fmt.Println(n)
+	}
+	_ = held
+}
+
+// hogInChild runs the hog in a child and says how far it got.
+func (s upAgentSpec) hogInChild() string {
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = []string{hogEnv + "=" + strconv.Itoa(s.HogMiB)}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "refused (" + err.Error() + ")"
+	}
+	if err := cmd.Start(); err != nil {
+		return "refused (" + err.Error() + ")"
+	}
+	held := 0
+	for sc := bufio.NewScanner(out); sc.Scan(); {
+		held, _ = strconv.Atoi(sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Sprintf("contained (stopped holding %d MiB of %d: %v)", held, s.HogMiB, err)
+	}
+	return fmt.Sprintf("ALLOWED, held %d MiB", held)
+}
+
+// TestHostileAgentUnderUp runs an agent that forks without end and then
+// holds memory without end through `agentmesh up` as a newcomer runs it
+// (mesh.LoadUpConfig and mesh.Up with up's default choice of services,
+// a runner of every profile's adapters; no AGENTMESH_SANDBOX), its runner
+// root where the test is, with the sandbox's limits set to 64 processes
+// and 256 MiB: the sandbox is on, the hog is stopped near 256 MiB and the
+// fork bomb refused before 64 processes. Before up read the runner's
+// configuration, the sandbox was off unless asked for, and on it applied
+// none of these limits: the hog held its 768 MiB and the fork bomb
+// started its 5,000 children.
+func TestHostileAgentUnderUp(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, data, root := t.TempDir(), t.TempDir(), t.TempDir()
+	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limitMiB = 256
+	spec, _ := json.Marshal(upAgentSpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), HogMiB: 3 * limitMiB})
+	doc := fmt.Sprintf(`schema: 1
+name: exhaust
+adapter: claude-code
+transport: subprocess
+model: claude-sonnet-4-5
+context_window: 200000
+pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
+binary: %s
+install_hint: the test binary, run as an agent that exhausts the host
+env:
+  %s: %s
+policy: {max_attempts: 1, max_active: 1}
+`, exe, upAgentEnv, base64.StdEncoding.EncodeToString(spec))
+	if err := os.WriteFile(filepath.Join(profiles, "exhaust.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTMESH_SANDBOX_PROCS", "64")
+	t.Setenv("AGENTMESH_SANDBOX_MEMORY", strconv.Itoa(limitMiB<<20))
+	t.Setenv("AGENTMESH_RUNNER_STATE_DIR", t.TempDir())
+	cfg, err := mesh.LoadUpConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ready := make(chan service.Deps, 1)
+	done := make(chan error, 1)
+	var log servicetest.Buffer
+	go func() {
+		done <- mesh.Up(ctx, cfg, mesh.UpOptions{Listen: "127.0.0.1:0", DataDir: data, ProfilesDir: profiles, WorkspaceRoot: root,
+			Ready: func(_ string, d service.Deps) { ready <- d }}, slog.New(slog.NewTextHandler(&log, nil)))
+	}()
+	var d service.Deps
+	select {
+	case d = <-ready:
+	case err := <-done:
+		t.Fatalf("up: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("up: %v", err)
+		}
+	}()
+	c, err := client.New(d.NC, d.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := wire.Marshal(map[string]any{"prompt": "use everything"})
+	id, evs, err := c.Start(ctx, wire.RunRequest{V: 2, Tenant: "acme", Principal: "mallory", Profile: "exhaust", Request: req,
+		Runtime: map[string]any{"workspace": "ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	var st wire.Status
+	for ev, err := range evs {
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
+			report.WriteString(ev.Chunk.Content)
+		}
+		if ev.Terminal() {
+			st = *ev.Status
+			break
+		}
+	}
+	t.Logf("runner uid %d; report:\n%s", os.Getuid(), &report)
+	if st.State != wire.StateSucceeded || st.Sandbox != "" {
+		t.Fatalf("run ended %s (%v), sandbox %q; want succeeded in the sandbox", st.State, st.Error, st.Sandbox)
+	}
+	verdicts := map[string]string{}
+	for _, l := range strings.Split(report.String(), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok {
+			verdicts[k] = v
+		}
+	}
+	m := regexp.MustCompile(`^contained \(stopped holding (\d+) MiB`).FindStringSubmatch(verdicts["memory"])
+	if m == nil {
+		t.Errorf("memory: %q, want contained", verdicts["memory"])
+	} else if held, _ := strconv.Atoi(m[1]); held > limitMiB {
+		t.Errorf("memory: the hog held %d MiB, over the %d MiB limit", held, limitMiB)
+	}
+	m = regexp.MustCompile(`^refused after (\d+) children`).FindStringSubmatch(verdicts["fork"])
+	if m == nil {
+		t.Errorf("fork: %q, want refused", verdicts["fork"])
+	} else if n, _ := strconv.Atoi(m[1]); n >= 64 {
+		t.Errorf("fork: %d children, want fewer than the limit of 64 processes", n)
+	}
+	if !strings.Contains(log.String(), "sandbox on") {
+		t.Errorf("up's log does not say the sandbox is on:\n%s", &log)
+	}
+}
