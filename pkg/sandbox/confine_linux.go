@@ -146,6 +146,10 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 		v.add(sandboxinit.Mount{Kind: "symlink", Dst: "/dev/" + name, Data: target})
 	}
 	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/dev/shm", Data: "mode=1777"})
+	// A private pty (a shell tool in a pty, forkpty(3)): a devpts of the
+	// run's own, its ptmx the one /dev/ptmx opens.
+	v.add(sandboxinit.Mount{Kind: "devpts", Dst: "/dev/pts", Data: "newinstance,ptmxmode=0666,mode=0620"})
+	v.add(sandboxinit.Mount{Kind: "symlink", Dst: "/dev/ptmx", Data: "pts/ptmx"})
 	v.add(sandboxinit.Mount{Kind: "proc", Dst: "/proc"})
 	v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: "/tmp", Data: "mode=1777"})
 	// The state directories: the runner's own HOME, TMPDIR and XDG

@@ -37,11 +37,11 @@ const Version = 3
 // A Mount is one step of the init's file system view; Dst is inside.
 type Mount struct {
 	// bind, robind, file (a bound file), tree (a mount the runner opened,
-	// whose descriptor Data names), tmpfs, symlink, write, proc
+	// whose descriptor Data names), tmpfs, symlink, write, proc, devpts
 	Kind string
 	Src  string
 	Dst  string
-	Data string // tmpfs options, symlink target, a write's text, a tree's descriptor
+	Data string // tmpfs or devpts options, symlink target, a write's text, a tree's descriptor
 	// RO remounts a tmpfs read-only once the view is built; a tree is
 	// read-only already, and RO says so (for the Landlock fence).
 	RO bool

@@ -422,6 +422,11 @@ func mountOne(root string, m Mount) error {
 			return err
 		}
 		return unix.Mount("tmpfs", dst, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, m.Data)
+	case "devpts":
+		if err := mkdirAll(dst); err != nil {
+			return err
+		}
+		return unix.Mount("devpts", dst, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, m.Data)
 	case "symlink":
 		if err := mkdirAll(filepath.Dir(dst)); err != nil {
 			return err
