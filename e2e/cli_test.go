@@ -684,6 +684,13 @@ func (h *harness) testAnswer(t *testing.T, c cliCase) {
 	if r.systemSession() == "" {
 		t.Errorf("no system chunk confirms a session id\n%s", r.describe())
 	}
+	// The model API gets the profile's key: from the runner's key proxy
+	// for a CLI whose key it holds, which has only the placeholder.
+	for _, req := range h.requestsFor(p) {
+		if req.Key == "" || req.Key == sandbox.Placeholder {
+			t.Errorf("the model API got key %q on %s %s, want the profile's", req.Key, req.Method, req.Path)
+		}
+	}
 }
 
 func (h *harness) testTool(t *testing.T, c cliCase) {

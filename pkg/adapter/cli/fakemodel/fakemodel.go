@@ -203,7 +203,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.handlers.Done()
 
 	api, model, stream := route(r)
-	rec := Request{API: api, Method: r.Method, Path: r.URL.RequestURI(), Model: model}
+	rec := Request{API: api, Method: r.Method, Path: r.URL.RequestURI(), Model: model, Key: requestKey(r)}
 	if r.URL.Path == "/" && (r.Method == http.MethodHead || r.Method == http.MethodGet) {
 		// Claude Code probes its base URL (HEAD /) before a session to
 		// warm the connection; any answer will do.
@@ -401,4 +401,17 @@ func newID(prefix string) string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// requestKey is the credential r carried, as the APIs take one.
+func requestKey(r *http.Request) string {
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
+		if v := r.Header.Get(h); v != "" {
+			return v
+		}
+	}
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return v
+	}
+	return r.URL.Query().Get("key")
 }

@@ -26,6 +26,9 @@ type Request struct {
 	Path   string
 	Model  string
 	Stream bool
+	// Key is the credential the request carried: its x-api-key,
+	// x-goog-api-key or Authorization bearer token, else its ?key=.
+	Key string
 	// System is the system prompt (Anthropic system, Responses
 	// instructions, Gemini systemInstruction), texts joined by "\n".
 	System string
