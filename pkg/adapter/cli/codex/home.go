@@ -86,15 +86,21 @@ func readConfig(dir string) ([]byte, error) {
 // whose key a confined run's proxy holds (Authorization: Bearer) when the
 // child would get it, Codex pointed at the proxy by ProxyArgs. A built-in
 // provider (openai, the default) has none there: its base URL is
-// OPENAI_BASE_URL's, or Codex's default, and its key stays in the child's
-// environment. The codex-acp agent reads the same file.
+// Codex's default unless openai_base_url sets it, and its key stays in the child's
+// environment; its top-level openai_base_url moves it (Codex 0.171 reads
+// no OPENAI_BASE_URL). The codex-acp agent reads the same file.
 func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 	dir, c, err := childConfig(env)
-	if err != nil || c.selected == "" {
+	if err != nil {
 		return nil, err
 	}
+	if (c.selected == "" || c.selected == "openai") && c.openaiBaseURL != "" {
+		// The built-in provider, moved; its key is Codex's login
+		// (auth.json), not a variable.
+		return []cli.BaseURL{{URL: c.openaiBaseURL, Source: filepath.Join(dir, "config.toml") + ": openai_base_url"}}, nil
+	}
 	u, ok := c.baseURL[c.selected]
-	if !ok {
+	if c.selected == "" || !ok {
 		return nil, nil
 	}
 	return []cli.BaseURL{{URL: u, Source: filepath.Join(dir, "config.toml") + ": model_providers." + c.selected + ".base_url",
@@ -156,6 +162,9 @@ type configTOML struct {
 	defined  map[string]bool   // the providers the file defines
 	baseURL  map[string]string // their base_url, where one is set
 	envKey   map[string]string // their env_key, where one is set
+	// openaiBaseURL is the top-level openai_base_url: the built-in
+	// provider's base URL.
+	openaiBaseURL string
 }
 
 // scanConfig scans TOML for the selected model provider: the top-level
@@ -170,16 +179,17 @@ type configTOML struct {
 func scanConfig(b []byte) configTOML {
 
 	var (
-		table     []string
-		inArray   bool // inside a [[array of tables]]
-		selected  string
-		profile   string
-		byProfile = map[string]string{}
-		defined   = map[string]bool{}
-		baseURL   = map[string]string{}
-		envKey    = map[string]string{}
-		skipUntil string // closing delimiter of a multi-line string in progress
-		depth     int    // open brackets of a multi-line value in progress
+		table         []string
+		inArray       bool // inside a [[array of tables]]
+		selected      string
+		profile       string
+		byProfile     = map[string]string{}
+		defined       = map[string]bool{}
+		baseURL       = map[string]string{}
+		envKey        = map[string]string{}
+		openaiBaseURL string
+		skipUntil     string // closing delimiter of a multi-line string in progress
+		depth         int    // open brackets of a multi-line value in progress
 	)
 	for _, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
@@ -244,6 +254,8 @@ func scanConfig(b []byte) configTOML {
 			selected = s
 		case len(full) == 1 && full[0] == "profile":
 			profile = s
+		case len(full) == 1 && full[0] == "openai_base_url":
+			openaiBaseURL = s
 		case len(full) == 3 && full[0] == "profiles" && full[2] == "model_provider":
 			byProfile[full[1]] = s
 		case len(full) == 3 && full[0] == "model_providers" && full[2] == "base_url":
@@ -255,7 +267,7 @@ func scanConfig(b []byte) configTOML {
 	if p, ok := byProfile[profile]; profile != "" && ok {
 		selected = p
 	}
-	return configTOML{selected: selected, defined: defined, baseURL: baseURL, envKey: envKey}
+	return configTOML{selected: selected, defined: defined, baseURL: baseURL, envKey: envKey, openaiBaseURL: openaiBaseURL}
 }
 
 // keyPath splits a TOML key (bare, quoted or dotted) into its parts.

@@ -71,6 +71,10 @@ func TestConfigBaseURLs(t *testing.T) {
 		{"a provider not selected is not reached", "[model_providers.a]\nbase_url = \"http://a.example/v1\"\n",
 			map[string]string{EnvCodexHome: codexHome}, []string{"api.openai.com:443"}},
 		{"no file: the default host", "", map[string]string{EnvCodexHome: t.TempDir()}, []string{"api.openai.com:443"}},
+		{"openai_base_url moves the built-in provider", "check_for_update_on_startup = false\nopenai_base_url = \"https://llm-gw.internal/openai/v1\"\n",
+			map[string]string{EnvCodexHome: codexHome}, []string{"llm-gw.internal:443"}},
+		{"openai_base_url is not a custom provider's", "openai_base_url = \"https://llm-gw.internal/v1\"\n" + fakeConfigTOML,
+			map[string]string{EnvCodexHome: codexHome}, []string{"127.0.0.1:18702"}},
 		{"OPENAI_BASE_URL for the built-in provider", "", map[string]string{EnvCodexHome: t.TempDir(), "OPENAI_BASE_URL": "http://proxy.internal:3128/v1"}, []string{"proxy.internal:3128"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
