@@ -129,7 +129,7 @@ func (s keySpec) hunt() []string {
 	// rest of what it has been given.
 	home, _ := os.UserHomeDir()
 	cwd, _ := os.Getwd()
-	n, where, text := 0, "", ""
+	n, size, where, text := 0, 0, "", ""
 	for _, root := range []string{home, os.TempDir(), cwd, "/tmp", "/run", "/etc", "/dev/shm"} {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || n > 20000 || where != "" {
@@ -137,17 +137,21 @@ func (s keySpec) hunt() []string {
 			}
 			if d.Type().IsRegular() {
 				n++
-				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 && strings.Contains(string(b), s.Prefix) {
-					where, text = p, string(b)
+				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
+					size += len(b)
+					if strings.Contains(string(b), s.Prefix) {
+						where, text = p, string(b)
+					}
 				}
 			}
 			return nil
 		})
 	}
 	if where == "" {
-		where = fmt.Sprintf("%d files under home, temp, workspace, /run, /etc", n)
+		say("files", "absent (%d files, %d bytes, under home, temp, workspace, /run, /etc)", n, size)
+	} else {
+		look("files", where, text)
 	}
-	look("files", where, text)
 
 	// The model API, through the proxy, with the placeholder.
 	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
@@ -244,22 +248,69 @@ func hostileMesh(t *testing.T, url string, env map[string]string) (context.Conte
 	return ctx, c, p
 }
 
+// upMesh starts agentmesh up as a newcomer runs it (mesh.LoadUpConfig,
+// mesh.Up with up's default choice of services: a runner of every
+// profile's adapters, its sandbox on by default) on free ports, reading
+// the profiles of dir and keeping every workspace under root; it returns
+// a context for the runs, a client of the mesh and up's log. Up stops
+// when the test ends.
+func upMesh(t *testing.T, profiles, root string) (context.Context, *client.Client, *servicetest.Buffer) {
+	t.Helper()
+	t.Setenv("AGENTMESH_RUNNER_STATE_DIR", t.TempDir())
+	cfg, err := mesh.LoadUpConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ready := make(chan service.Deps, 1)
+	done := make(chan error, 1)
+	log := &servicetest.Buffer{}
+	go func() {
+		done <- mesh.Up(ctx, cfg, mesh.UpOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir(), ProfilesDir: profiles, WorkspaceRoot: root,
+			Ready: func(_ string, d service.Deps) { ready <- d }}, slog.New(slog.NewTextHandler(log, nil)))
+	}()
+	var d service.Deps
+	select {
+	case d = <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("up: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("up: %v", err)
+		}
+	})
+	c, err := client.New(d.NC, d.Names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, c, log
+}
+
 // TestHostileAgentKey: the runner's environment holds the provider key;
-// a prompt-injected agent, run through the real subprocess runner with
-// its sandbox on, hunts for it in its environment, /proc/self/environ,
-// /proc/1/environ, every process's environment and command line, and the
-// files under its home, temp dir and workspace, finding only the
-// placeholder; it asks the proxy that holds the key to forward to
-// another host (another Host, an absolute URL, CONNECT) and is refused
-// each time, and the other host gets no connection. The model API (a
-// loopback double) gets the real key on the agent's own request.
+// a prompt-injected agent, run with the sandbox on through the real
+// subprocess runner and through agentmesh up as a newcomer runs it, hunts
+// for it in its environment, /proc/self/environ, /proc/1/environ, every
+// process's environment and command line, and the files under its home,
+// temp dir, workspace, /run and /etc, finding only the placeholder; it
+// asks the proxy that holds the key to forward to another host (another
+// Host, an absolute URL, CONNECT) and is refused each time, and the other
+// host gets no connection. The model API (a loopback double) gets the
+// real key on the agent's own request.
 func TestHostileAgentKey(t *testing.T) {
-	srv, sec := natstest.RunSecure(t)
+	for _, via := range []string{"runner", "up"} {
+		t.Run(via, func(t *testing.T) { testHostileAgentKey(t, via) })
+	}
+}
+
+func testHostileAgentKey(t *testing.T, via string) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, state, profiles := t.TempDir(), t.TempDir(), t.TempDir()
+	root, profiles := t.TempDir(), t.TempDir()
 	// A key of the provider's form, with a prefix no other file has.
 	key := fmt.Sprintf("sk-ant-api03-agentmesh-test-%d", time.Now().UnixNano())
 	t.Setenv("ANTHROPIC_API_KEY", key)
@@ -297,14 +348,22 @@ policy: {max_attempts: 1, max_active: 1}
 	if err := os.WriteFile(filepath.Join(profiles, "hostile.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	env := servicetest.SecureEnv(sec)
-	env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
-	env["AGENTMESH_RUNNER_ADAPTERS"] = "claude-code"
-	env["AGENTMESH_PROFILES_DIR"] = profiles
-	env["AGENTMESH_WORKSPACE_ROOT"] = root
-	env["AGENTMESH_RUNNER_STATE_DIR"] = state
-	ctx, c, p := hostileMesh(t, srv.ClientURL(), env)
+	var ctx context.Context
+	var c *client.Client
+	if via == "up" {
+		ctx, c, _ = upMesh(t, profiles, root)
+	} else {
+		srv, sec := natstest.RunSecure(t)
+		env := servicetest.SecureEnv(sec)
+		env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
+		env["AGENTMESH_RUNNER_ADAPTERS"] = "claude-code"
+		env["AGENTMESH_PROFILES_DIR"] = profiles
+		env["AGENTMESH_WORKSPACE_ROOT"] = root
+		env["AGENTMESH_RUNNER_STATE_DIR"] = t.TempDir()
+		var p *servicetest.Proc
+		ctx, c, p = hostileMesh(t, srv.ClientURL(), env)
+		defer p.Stop(t)
+	}
 	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -361,5 +420,4 @@ policy: {max_attempts: 1, max_active: 1}
 	if n := forbidden.accepted(); n != 0 {
 		t.Errorf("the other host took %d connections", n)
 	}
-	p.Stop(t)
 }

@@ -2,11 +2,9 @@ package runnerservice_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/mesh"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -105,7 +99,7 @@ func TestHostileAgentUnderUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	profiles, data, root := t.TempDir(), t.TempDir(), t.TempDir()
+	profiles, root := t.TempDir(), t.TempDir()
 	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
 	if err != nil {
 		t.Fatal(err)
@@ -130,36 +124,7 @@ policy: {max_attempts: 1, max_active: 1}
 	}
 	t.Setenv("AGENTMESH_SANDBOX_PROCS", "64")
 	t.Setenv("AGENTMESH_SANDBOX_MEMORY", strconv.Itoa(limitMiB<<20))
-	t.Setenv("AGENTMESH_RUNNER_STATE_DIR", t.TempDir())
-	cfg, err := mesh.LoadUpConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	ready := make(chan service.Deps, 1)
-	done := make(chan error, 1)
-	var log servicetest.Buffer
-	go func() {
-		done <- mesh.Up(ctx, cfg, mesh.UpOptions{Listen: "127.0.0.1:0", DataDir: data, ProfilesDir: profiles, WorkspaceRoot: root,
-			Ready: func(_ string, d service.Deps) { ready <- d }}, slog.New(slog.NewTextHandler(&log, nil)))
-	}()
-	var d service.Deps
-	select {
-	case d = <-ready:
-	case err := <-done:
-		t.Fatalf("up: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("up: %v", err)
-		}
-	}()
-	c, err := client.New(d.NC, d.Names)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, log := upMesh(t, profiles, root)
 	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +171,6 @@ policy: {max_attempts: 1, max_active: 1}
 		t.Errorf("fork: %d children, want fewer than the limit of 64 processes", n)
 	}
 	if !strings.Contains(log.String(), "sandbox on") {
-		t.Errorf("up's log does not say the sandbox is on:\n%s", &log)
+		t.Errorf("up's log does not say the sandbox is on:\n%s", log)
 	}
 }
