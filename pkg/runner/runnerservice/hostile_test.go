@@ -136,8 +136,8 @@ func (s hostileSpec) attack() []string {
 	s.kernelAttacks(say)
 	if b, err := os.ReadFile("/proc/self/uid_map"); err != nil {
 		say("host-root", "refused (%v)", err)
-	} else if f := strings.Fields(string(b)); len(f) >= 2 && f[0] == "0" && f[1] != "0" {
-		say("host-root", "refused (this run's 0 is host uid %s)", f[1])
+	} else if f := strings.Fields(string(b)); len(f) >= 2 && f[1] != "0" {
+		say("host-root", "refused (this run's uid %s is host uid %s)", f[0], f[1])
 	} else {
 		say("host-root", "ALLOWED, uid map %q", strings.TrimSpace(string(b)))
 	}
