@@ -47,8 +47,9 @@ type acpRunner struct {
 
 // startACPRunner starts runner id of bin for m's ACP profiles, with the
 // environment up's own runner would have (m.env: the agents' HOME, CODEX_HOME,
-// keys and base URLs) and the runners' shared state directory, unconfined
-// as up's runner is, and waits until it says it started. Its cleanup
+// keys and base URLs) and the runners' shared state directory, confined
+// as up's runner confines its agents (the sandbox on, the runner's
+// default), and waits until it says it started. Its cleanup
 // stops it (acpRunner.stop), which the test must do itself before it
 // stops up.
 func startACPRunner(t *testing.T, m *acpMesh, bin, id, stateDir string) *acpRunner {
@@ -61,7 +62,6 @@ func startACPRunner(t *testing.T, m *acpMesh, bin, id, stateDir string) *acpRunn
 		"AGENTMESH_PROFILES_DIR":     m.profilesDir,
 		"AGENTMESH_WORKSPACE_ROOT":   m.workRoot,
 		"AGENTMESH_RUNNER_STATE_DIR": stateDir,
-		"AGENTMESH_SANDBOX":          "off",
 		"AGENTMESH_HTTP_ADDR":        "",
 	})
 	r := &acpRunner{id: id, cmd: exec.Command(bin), log: &servicetest.Buffer{}, exited: make(chan struct{})}
