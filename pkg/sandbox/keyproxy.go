@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
@@ -200,12 +201,26 @@ type apiProxy struct {
 }
 
 // keyedConn is a connection handed to the key proxy; closed is closed
-// once the server is done with it (its handler returned).
+// once the server is done with it (its handler returned), or, when a
+// handler took it over for an upgraded protocol (a WebSocket), once that
+// handler closed it.
 type keyedConn struct {
 	net.Conn
-	api    *apiProxy
-	closed chan struct{}
-	once   sync.Once
+	api      *apiProxy
+	closed   chan struct{}
+	once     sync.Once
+	hijacked atomic.Bool
+}
+
+func (kc *keyedConn) done() { kc.once.Do(func() { close(kc.closed) }) }
+
+// Close closes the connection; a hijacked one is then done.
+func (kc *keyedConn) Close() error {
+	err := kc.Conn.Close()
+	if kc.hijacked.Load() {
+		kc.done()
+	}
+	return err
 }
 
 type apiCtxKey struct{}
@@ -237,9 +252,11 @@ func newKeyProxy(apis []*keyed) *keyProxy {
 			return context.WithValue(ctx, apiCtxKey{}, c.(*keyedConn).api)
 		},
 		ConnState: func(c net.Conn, st http.ConnState) {
-			if st == http.StateClosed || st == http.StateHijacked {
-				kc := c.(*keyedConn)
-				kc.once.Do(func() { close(kc.closed) })
+			switch kc := c.(*keyedConn); st {
+			case http.StateClosed:
+				kc.done()
+			case http.StateHijacked:
+				kc.hijacked.Store(true)
 			}
 		},
 	}

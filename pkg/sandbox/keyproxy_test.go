@@ -468,3 +468,50 @@ func BenchmarkKeyProxyRequest(b *testing.B) {
 	wg.Wait()
 	p.closeIdle()
 }
+
+// TestKeyProxyUpgrade: an upgraded connection (a WebSocket, as a CLI may
+// open one to its API) goes through with the key added, both ways, and
+// ends when the API closes it.
+func TestKeyProxyUpgrade(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after every other cleanup
+	gotKey := make(chan string, 1)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotKey <- r.Header.Get("X-Api-Key")
+		c, brw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		line, _ := brw.ReadString('\n')
+		_, _ = io.WriteString(c, "echo "+line)
+	}))
+	t.Cleanup(api.Close)
+	p, _ := startKeyProxy(t, []KeyedAPI{{URL: api.URL, Header: HeaderAPIKey, Key: secret.New(realKey)}})
+	ep := strings.TrimPrefix(api.URL, "http://")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	c := p.dial(&wg, ep)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	go func() {
+		_, _ = io.WriteString(c, "GET /v1/responses HTTP/1.1\r\nHost: "+ep+"\r\nx-api-key: "+Placeholder+"\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+	}()
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v, %v", resp, err)
+	}
+	if _, err := io.WriteString(c, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := br.ReadString('\n'); err != nil || l != "echo hello\n" {
+		t.Fatalf("through the upgraded connection: %q, %v", l, err)
+	}
+	if k := <-gotKey; k != realKey {
+		t.Errorf("the API got x-api-key %q, want the real key", k)
+	}
+	if _, err := br.ReadString('\n'); err != io.EOF {
+		t.Errorf("after the API closed: %v, want EOF", err)
+	}
+}
