@@ -61,6 +61,12 @@ func (n Names) SubmitStream() string { return n.res("AGENTMESH_SUBMIT") }
 func (n Names) WorkStream() string   { return n.res("AGENTMESH_WORK") }
 func (n Names) EventsStream() string { return n.res("AGENTMESH_EVENTS") }
 
+// SubmitAnchorStream is the empty stream the submit stream sources, so
+// that it may keep no dedupe window (pkg/topology); SubmitAnchor is its
+// subject, which nothing publishes on.
+func (n Names) SubmitAnchorStream() string { return n.res("AGENTMESH_SUBMIT_ANCHOR") }
+func (n Names) SubmitAnchor() string       { return n.subj("agentmesh.submit-anchor") }
+
 // Buckets and the object store.
 func (n Names) RunsBucket() string        { return n.res("agentmesh_runs") }
 func (n Names) SessionsBucket() string    { return n.res("agentmesh_sessions") }

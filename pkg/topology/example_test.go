@@ -56,6 +56,7 @@ func ExampleEnsure() {
 	// OBJ_acme_agentmesh_trajectories
 	// acme_AGENTMESH_EVENTS
 	// acme_AGENTMESH_SUBMIT
+	// acme_AGENTMESH_SUBMIT_ANCHOR
 	// acme_AGENTMESH_WORK
 	// lease TTL 30s ended runs kept 168h0m0s
 }

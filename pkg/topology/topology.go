@@ -32,8 +32,6 @@ type Config struct {
 	Names subject.Names
 	// Replicas of every stream and bucket (default 1; 3 on a cluster).
 	Replicas int
-	// SubmitDuplicates is the dedupe window of submissions (default and minimum 2m).
-	SubmitDuplicates time.Duration
 	// EventsMaxAge is how long run events are kept (default 24h).
 	EventsMaxAge time.Duration
 	// EventsDuplicates is the dedupe window of events (default 2m).
@@ -84,9 +82,6 @@ func (c *Config) setDefaults() {
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
-	if c.SubmitDuplicates == 0 {
-		c.SubmitDuplicates = 2 * time.Minute
-	}
 	if c.EventsMaxAge == 0 {
 		c.EventsMaxAge = 24 * time.Hour
 	}
@@ -115,8 +110,6 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("%w: replicas must be 1 to 5, got %d", ErrInvalidConfig, c.Replicas)
-	case c.SubmitDuplicates < 2*time.Minute:
-		return fmt.Errorf("%w: submit dedupe window must be at least 2m, got %s", ErrInvalidConfig, c.SubmitDuplicates)
 	case c.EventsDuplicates > c.EventsMaxAge:
 		return fmt.Errorf("%w: events dedupe window %s exceeds events max age %s", ErrInvalidConfig, c.EventsDuplicates, c.EventsMaxAge)
 	case c.WorkQueueMax < 1:
@@ -147,13 +140,28 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		return err
 	}
 	n := cfg.Names
+	// The submit stream keeps no dedupe window: JetStream's is
+	// stream-wide, keyed by Nats-Msg-Id alone, so within it one tenant's
+	// submission would suppress another's of the same id (a v1 submitter's
+	// bare run id, or any id a submitter sets). The run record, keyed
+	// <tenant>.<run_id>, is what makes a submission idempotent
+	// (docs/contract.md §4.1). JetStream lets only a stream that sources
+	// another go without a window, so the submit stream sources an empty
+	// anchor stream, through a filter that takes nothing from it.
 	streams := []jetstream.StreamConfig{{
-		Name:       n.SubmitStream(),
-		Subjects:   []string{n.SubmitAll()},
-		Retention:  jetstream.WorkQueuePolicy,
-		Duplicates: cfg.SubmitDuplicates,
+		Name:       n.SubmitAnchorStream(),
+		Subjects:   []string{n.SubmitAnchor()},
+		MaxMsgs:    1,
+		Duplicates: 2 * time.Minute, // the server's default, stated so that Ensure finds it unchanged
 		Storage:    cfg.Storage,
 		Replicas:   cfg.Replicas,
+	}, {
+		Name:      n.SubmitStream(),
+		Subjects:  []string{n.SubmitAll()},
+		Retention: jetstream.WorkQueuePolicy,
+		Sources:   []*jetstream.StreamSource{{Name: n.SubmitAnchorStream(), FilterSubject: n.SubmitAnchor() + ".none"}},
+		Storage:   cfg.Storage,
+		Replicas:  cfg.Replicas,
 	}, {
 		Name:                 n.WorkStream(),
 		Subjects:             []string{n.WorkAll()},
@@ -178,6 +186,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		if err := ensureStream(ctx, js, sc); err != nil {
 			return fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 		}
+	}
+	if err := awaitSources(ctx, js, n.SubmitStream()); err != nil {
+		return fmt.Errorf("ensure stream %s: its source: %w", n.SubmitStream(), err)
 	}
 	// The runs bucket allows per-message TTLs (nats-server 2.11): an ended
 	// run's record is written with the retention as its TTL (pkg/runs). It
@@ -279,6 +290,32 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 	_, err = js.CreateOrUpdateStream(ctx, want)
 	return err
+}
+
+// awaitSources waits until every source of the stream name is active.
+// The server sets a source up (on a stream's creation, and on its own
+// start) in a goroutine that waits for the source's consumer with nothing
+// but a 30 s timer (nats-server 2.15), so a server stopped meanwhile
+// leaves it running that long; once Ensure has returned, none waits.
+func awaitSources(ctx context.Context, js jetstream.JetStream, name string) error {
+	for {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		active := true
+		for _, si := range st.CachedInfo().Sources {
+			active = active && si.Active >= 0
+		}
+		if active {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // unlimited folds the server's -1 and the config's 0, both "no limit".

@@ -138,7 +138,6 @@ func TestConfigValidate(t *testing.T) {
 		name string
 		in   topology.Config
 	}{
-		{"short dedupe window", topology.Config{SubmitDuplicates: time.Minute}},
 		{"zero queue", topology.Config{WorkQueueMax: -1}},
 		{"tenant queue above adapter queue", topology.Config{WorkQueueMax: 4, WorkQueueTenantMax: 5}},
 		{"short lease", topology.Config{LeaseTTL: 10 * time.Millisecond}},
