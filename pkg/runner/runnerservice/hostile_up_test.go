@@ -2,6 +2,7 @@ package runnerservice_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
@@ -29,6 +31,7 @@ const (
 type upAgentSpec struct {
 	Lines  []string // the Claude Code transcript it prints, its text replaced
 	HogMiB int      // the memory its hog tries to hold
+	Calm   bool     // only report "calm", trying nothing
 }
 
 // The agent's mains come first, before TestMain (runnerservice_test.go),
@@ -41,6 +44,9 @@ func init() {
 	}
 	var s upAgentSpec
 	if code, ok := playAgent(upAgentEnv, &s, func() ([]string, []string) {
+		if s.Calm {
+			return s.Lines, []string{"calm"}
+		}
 		return s.Lines, []string{"memory: " + s.hogInChild(), "fork: " + forkUntilRefused()}
 	}); ok {
 		os.Exit(code)
@@ -95,65 +101,19 @@ func (s upAgentSpec) hogInChild() string {
 // none of these limits: the hog held its 768 MiB and the fork bomb
 // started its 5,000 children.
 func TestHostileAgentUnderUp(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	profiles, root := t.TempDir(), t.TempDir()
-	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const limitMiB = 256
-	spec, _ := json.Marshal(upAgentSpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), HogMiB: 3 * limitMiB})
-	doc := fmt.Sprintf(`schema: 1
-name: exhaust
-adapter: claude-code
-transport: subprocess
-model: claude-sonnet-4-5
-context_window: 200000
-pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
-binary: %s
-install_hint: the test binary, run as an agent that exhausts the host
-env:
-  %s: %s
-policy: {max_attempts: 1, max_active: 1}
-`, exe, upAgentEnv, base64.StdEncoding.EncodeToString(spec))
-	if err := os.WriteFile(filepath.Join(profiles, "exhaust.yaml"), []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeUpAgent(t, profiles, upAgentSpec{HogMiB: 3 * limitMiB})
 	t.Setenv("AGENTMESH_SANDBOX_PROCS", "64")
 	t.Setenv("AGENTMESH_SANDBOX_MEMORY", strconv.Itoa(limitMiB<<20))
 	ctx, c, log := upMesh(t, profiles, root)
-	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	req, _ := wire.Marshal(map[string]any{"prompt": "use everything"})
-	id, evs, err := c.Start(ctx, wire.RunRequest{V: 2, Tenant: "acme", Principal: "mallory", Profile: "exhaust", Request: req,
-		Runtime: map[string]any{"workspace": "ws"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var report strings.Builder
-	var st wire.Status
-	for ev, err := range evs {
-		if err != nil {
-			t.Fatalf("run %s: %v", id, err)
-		}
-		if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
-			report.WriteString(ev.Chunk.Content)
-		}
-		if ev.Terminal() {
-			st = *ev.Status
-			break
-		}
-	}
-	t.Logf("runner uid %d; report:\n%s", os.Getuid(), &report)
+	report, st := runUpAgent(ctx, t, c, root)
+	t.Logf("runner uid %d; report:\n%s", os.Getuid(), report)
 	if st.State != wire.StateSucceeded || st.Sandbox != "" {
 		t.Fatalf("run ended %s (%v), sandbox %q; want succeeded in the sandbox", st.State, st.Error, st.Sandbox)
 	}
 	verdicts := map[string]string{}
-	for _, l := range strings.Split(report.String(), "\n") {
+	for _, l := range strings.Split(report, "\n") {
 		if k, v, ok := strings.Cut(l, ": "); ok {
 			verdicts[k] = v
 		}
@@ -173,4 +133,82 @@ policy: {max_attempts: 1, max_active: 1}
 	if !strings.Contains(log.String(), "sandbox on") {
 		t.Errorf("up's log does not say the sandbox is on:\n%s", log)
 	}
+}
+
+// TestUpSandboxOffSaysSo: AGENTMESH_SANDBOX=off, the one way out of the
+// sandbox under agentmesh up, runs the CLI unconfined, up's log warns, and
+// the run's status says "sandbox": "off".
+func TestUpSandboxOffSaysSo(t *testing.T) {
+	profiles, root := t.TempDir(), t.TempDir()
+	writeUpAgent(t, profiles, upAgentSpec{Calm: true})
+	t.Setenv("AGENTMESH_SANDBOX", "off")
+	ctx, c, log := upMesh(t, profiles, root)
+	report, st := runUpAgent(ctx, t, c, root)
+	if st.State != wire.StateSucceeded || st.Sandbox != "off" || report != "calm" {
+		t.Errorf("run ended %s (%v), sandbox %q, report %q; want succeeded, sandbox off, calm", st.State, st.Error, st.Sandbox, report)
+	}
+	if !strings.Contains(log.String(), "AGENTMESH_SANDBOX=off") || strings.Contains(log.String(), "sandbox on") {
+		t.Errorf("up's log does not warn that the sandbox is off:\n%s", log)
+	}
+}
+
+// writeUpAgent writes the profile "exhaust" into profiles: Claude Code's
+// adapter running the test binary as the agent spec describes, printing
+// Claude Code's transcript S1.
+func writeUpAgent(t *testing.T, profiles string, spec upAgentSpec) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Lines = strings.Split(strings.TrimSpace(string(lines)), "\n")
+	b, _ := json.Marshal(spec)
+	doc := fmt.Sprintf(`schema: 1
+name: exhaust
+adapter: claude-code
+transport: subprocess
+model: claude-sonnet-4-5
+context_window: 200000
+pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
+binary: %s
+install_hint: the test binary, run as an agent that exhausts the host
+env:
+  %s: %s
+policy: {max_attempts: 1, max_active: 1}
+`, exe, upAgentEnv, base64.StdEncoding.EncodeToString(b))
+	if err := os.WriteFile(filepath.Join(profiles, "exhaust.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runUpAgent runs the profile "exhaust" in workspace ws under root and
+// returns the text it delivered and its terminal status.
+func runUpAgent(ctx context.Context, t *testing.T, c *client.Client, root string) (string, wire.Status) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := wire.Marshal(map[string]any{"prompt": "use everything"})
+	id, evs, err := c.Start(ctx, wire.RunRequest{V: 2, Tenant: "acme", Principal: "mallory", Profile: "exhaust", Request: req,
+		Runtime: map[string]any{"workspace": "ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var report strings.Builder
+	for ev, err := range evs {
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
+			report.WriteString(ev.Chunk.Content)
+		}
+		if ev.Terminal() {
+			return report.String(), *ev.Status
+		}
+	}
+	return report.String(), wire.Status{}
 }
