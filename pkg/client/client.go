@@ -159,8 +159,10 @@ func NewRunID() string { return nuid.Next() }
 // Through a failover (a JetStream leader election, a reconnect to another
 // server) Submit publishes the same message again, with the same
 // Nats-Msg-Id, with capped exponential backoff until it is stored or ctx
-// ends; a duplicate acknowledgement then means an earlier attempt got
-// through. Give ctx a deadline: without one Submit retries for as long as
+// ends. The submit stream keeps no dedupe window (docs/contract.md §3.2),
+// so an attempt that got through and its retry are both stored; the
+// router finds the run's record from the first and drops the second as a
+// duplicate. Give ctx a deadline: without one Submit retries for as long as
 // the failover lasts. On an error that is not a failover's (permissions, a
 // missing stream) it returns at once.
 func (c *Client) Submit(ctx context.Context, req wire.RunRequest) (string, error) {
