@@ -222,7 +222,7 @@ type agentRun struct {
 	procErr error         // the transport's error, once exited is closed
 	items   chan item
 
-	sid     sdk.SessionId
+	sid     sdk.SessionId // set by run (setSID) under mu; read under mu by the handlers
 	session *adapter.Session
 
 	mu       sync.Mutex
@@ -354,7 +354,7 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 			g.Fail(wire.Errorf(wire.SessionLost, "acp: agent %s cannot load session %s (no loadSession capability); it is not started afresh", r.a.cfg.Binary, c.Checkpoint))
 			return
 		}
-		r.sid = sdk.SessionId(c.Checkpoint)
+		r.setSID(sdk.SessionId(c.Checkpoint))
 		r.setLoading(true)
 		_, err = call(r, "session/load", handshakeTimeout, func(ctx context.Context) (sdk.LoadSessionResponse, error) {
 			return r.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: r.sid, Cwd: dir, McpServers: servers})
@@ -372,7 +372,7 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 			g.Fail(err)
 			return
 		}
-		r.sid = ns.SessionId
+		r.setSID(ns.SessionId)
 	}
 	if c.SaveCheckpoint != nil {
 		c.SaveCheckpoint([]byte(r.sid))
@@ -533,6 +533,14 @@ func classify(re *sdk.RequestError) wire.Class {
 		return wire.ProviderContextError
 	}
 	return wire.ProviderError
+}
+
+// setSID sets the session id, which the connection's notification
+// handler reads (SessionUpdate) while run sets it.
+func (r *agentRun) setSID(id sdk.SessionId) {
+	r.mu.Lock()
+	r.sid = id
+	r.mu.Unlock()
 }
 
 func (r *agentRun) setLoading(v bool) {

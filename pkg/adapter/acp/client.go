@@ -28,12 +28,12 @@ type client struct {
 // content and is dropped.
 func (c client) SessionUpdate(_ context.Context, n sdk.SessionNotification) error {
 	r := c.r
-	if n.SessionId != r.sid && r.sid != "" {
+	r.mu.Lock()
+	sid, loading := r.sid, r.loading
+	r.mu.Unlock()
+	if n.SessionId != sid && sid != "" {
 		return nil // another session's (none is ever opened): not this run's
 	}
-	r.mu.Lock()
-	loading := r.loading
-	r.mu.Unlock()
 	if loading {
 		return nil
 	}
