@@ -15,13 +15,6 @@ import (
 // ptyEnv makes the test binary the pty child (ptyChild).
 const ptyEnv = "SANDBOX_PTY_CHILD"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(ptyEnv) != "" {
-		os.Exit(ptyChild())
-	}
-	os.Exit(m.Run())
-}
-
 // ptyChild does what forkpty(3) does: opens /dev/ptmx, unlocks its pty,
 // starts a shell with the pty as its controlling terminal, and prints
 // what the shell wrote to it.

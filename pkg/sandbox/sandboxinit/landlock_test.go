@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) {
 	if dirs := os.Getenv("LANDLOCK_CHILD"); dirs != "" {
 		os.Exit(landlockChild(strings.Split(dirs, "\n")))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // landlockChild fences itself with dirs[0] read-write, then writes in
