@@ -174,7 +174,8 @@ func LockDataDir(dir string) (release func(), err error) {
 		pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
 		return nil, &DataDirInUseError{Dir: dir, PID: pid}
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
