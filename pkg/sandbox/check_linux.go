@@ -100,8 +100,14 @@ func check(cfg Config) (Mechanism, error) {
 		m.cg, m.Limits, m.Cgroup = cg, cg.kind, cg.dirs[0]
 	}
 	// The probe: a confined run of the init's binary (the init binary, or
-	// this one) that checks it is pid 1's child in a namespace of its own.
-	s := &Sandbox{cfg: Config{RuntimeDir: rt, Init: cfg.Init, UIDBase: cfg.UIDBase, UIDCount: cfg.UIDCount}, runtime: rt}
+	// this one) that checks it is pid 1's child in a namespace of its own,
+	// under the seccomp filter every run gets, so a kernel that cannot
+	// load it fails here, not each run.
+	filter, err := seccompFilter()
+	if err != nil {
+		return m, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s := &Sandbox{cfg: Config{RuntimeDir: rt, Init: cfg.Init, UIDBase: cfg.UIDBase, UIDCount: cfg.UIDCount}, runtime: rt, filter: filter}
 	ws, err := os.MkdirTemp(rt, "probe-")
 	if err != nil {
 		return m, fmt.Errorf("%w: %v", ErrUnavailable, err)

@@ -674,5 +674,8 @@ func probeMain() int {
 	if err := unix.Capget(&hdr, &data[0]); err != nil || data[0].Effective != 0 || data[0].Permitted != 0 {
 		return fail("probe: capabilities are left (", errString(err), ")")
 	}
+	if mode, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil || mode != unix.SECCOMP_MODE_FILTER {
+		return fail("probe: not under the seccomp filter (", errString(err), ")")
+	}
 	return 0
 }
