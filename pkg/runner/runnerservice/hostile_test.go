@@ -166,7 +166,13 @@ func (s hostileSpec) attack() []string {
 		_ = d.Process.Release()
 		say("daemon", "started")
 	}
-	time.Sleep(200 * time.Millisecond) // let it beat
+	// Let it beat before the fork bomb takes every process slot: a busy
+	// machine may take far longer than a moment to start it.
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat("daemon.beat"); err == nil {
+			break
+		}
+	}
 	say("fork", "%s", forkUntilRefused())
 	return out
 }
@@ -297,11 +303,23 @@ func (s hostileSpec) ping() string {
 
 // forkUntilRefused starts sleeping children until the kernel refuses one.
 func forkUntilRefused() string {
+	var children []int
+	// Give the slots back once refused, so that the agent's own runtime
+	// may start the threads it needs to report (a Go program that cannot
+	// start a thread dies).
+	defer func() {
+		for _, pid := range children {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(pid, &ws, 0, nil)
+		}
+	}()
 	for n := 0; n < 5000; n++ {
-		_, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "600"}, &syscall.ProcAttr{})
+		pid, err := syscall.ForkExec("/bin/sleep", []string{"sleep", "600"}, &syscall.ProcAttr{})
 		if err != nil {
 			return fmt.Sprintf("refused after %d children (%v)", n, err)
 		}
+		children = append(children, pid)
 	}
 	return "ALLOWED, 5000 children"
 }
