@@ -13,6 +13,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/agentmesh/agentmesh/pkg/wire"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -127,10 +128,17 @@ func TestCancelErrorHeaders(t *testing.T) {
 	srv := natstest.RunJetStream(t)
 	d := start(t, srv, topology.Config{}, nil)
 	c := clienttest.New(t, srv)
-	msg, err := d.NC.Request(d.Names.Cancel(tenant, "nosuchrun"), nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The router registers its cancel endpoint once its Run has started,
+	// which may be after this request on a busy machine: no responders
+	// until then.
+	var msg *nats.Msg
+	natstest.Eventually(t, 10*time.Second, func() (err error) {
+		msg, err = d.NC.Request(d.Names.Cancel(tenant, "nosuchrun"), nil, 10*time.Second)
+		if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			t.Fatal(err)
+		}
+		return err
+	})
 	if got, want := msg.Header.Get(wire.ContentTypeHeader), wire.TypeCancelReply.ContentType().String(); got != want {
 		t.Errorf("Content-Type = %q, want %q", got, want)
 	}
