@@ -306,10 +306,6 @@ func TestHostileAgentKey(t *testing.T) {
 }
 
 func testHostileAgentKey(t *testing.T, via string) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, profiles := t.TempDir(), t.TempDir()
 	// A key of the provider's form, with a prefix no other file has.
 	key := fmt.Sprintf("sk-ant-api03-agentmesh-test-%d", time.Now().UnixNano())
@@ -325,29 +321,12 @@ func testHostileAgentKey(t *testing.T, via string) {
 	}))
 	defer model.Close()
 	forbidden := listen(t, nil)
-	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec, _ := json.Marshal(keySpec{Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr})
-	doc := fmt.Sprintf(`schema: 1
-name: hostile
-adapter: claude-code
-transport: subprocess
-model: claude-sonnet-4-5
-context_window: 200000
-pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
-binary: %s
-install_hint: the test binary, run as a key-hunting agent
-env_allow: [ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL]
-env:
-  %s: %s
-  ANTHROPIC_BASE_URL: %s
-policy: {max_attempts: 1, max_active: 1}
-`, exe, keyAgentEnv, base64.StdEncoding.EncodeToString(spec), model.URL)
-	if err := os.WriteFile(filepath.Join(profiles, "hostile.yaml"), []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	agentProfile{
+		Name: "hostile", SpecVar: keyAgentEnv, MaxActive: 1,
+		Spec:     keySpec{Lines: transcriptS1(t), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr},
+		EnvAllow: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
+		Env:      map[string]string{"ANTHROPIC_BASE_URL": model.URL},
+	}.write(t, profiles)
 	var ctx context.Context
 	var c *client.Client
 	if via == "up" {

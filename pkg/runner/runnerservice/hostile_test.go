@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -335,10 +337,6 @@ func forkUntilRefused() string {
 // either run is left on the host.
 func TestHostileAgent(t *testing.T) {
 	srv, sec := natstest.RunSecure(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	root, state, profiles := t.TempDir(), t.TempDir(), t.TempDir()
 	t.Setenv(runnerMarker, "the-runners-own")
 
@@ -348,13 +346,9 @@ func TestHostileAgent(t *testing.T) {
 			_, _ = io.WriteString(c, "pong\n")
 		}
 	})
-	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := servicetest.SecureEnv(sec)
 	spec := hostileSpec{
-		Lines: strings.Split(strings.TrimSpace(string(lines)), "\n"), Creds: env["AGENTMESH_NATS_NKEY"],
+		Lines: transcriptS1(t), Creds: env["AGENTMESH_NATS_NKEY"],
 		StateDir: state, RunnerPID: os.Getpid(), Forbidden: forbidden.addr, ModelAPI: model.addr, Token: fmt.Sprint(time.Now().UnixNano()), Others: []string{"a", "b"},
 	}
 	if spec.Creds == "" {
@@ -393,7 +387,7 @@ func TestHostileAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Close(dirFd) })
-	writeHostileProfile(t, profiles, exe, spec, model.addr)
+	agentProfile{Name: "hostile", SpecVar: hostileEnv, Spec: spec, Egress: []string{model.addr}, MaxActive: 2}.write(t, profiles)
 
 	env["AGENTMESH_RUNNER_ID"] = "hostile-runner"
 	env["AGENTMESH_RUNNER_ADAPTERS"] = "claude-code"
@@ -519,31 +513,65 @@ func runHostile(ctx context.Context, t *testing.T, c *client.Client, tenant, ws 
 	return text.String(), wire.Status{}
 }
 
-// writeHostileProfile writes the hostile agent's profile: Claude Code's
-// adapter running the test binary, its one egress the model API.
-func writeHostileProfile(t *testing.T, dir, exe string, spec hostileSpec, modelAPI string) {
+// agentProfile is a test agent's profile: Claude Code's adapter running
+// the test binary, which plays the agent its spec (JSON, then base64, in
+// the variable SpecVar) describes.
+type agentProfile struct {
+	Name, SpecVar string
+	Spec          any
+	EnvAllow      []string          // env_allow, if any
+	Env           map[string]string // env beside SpecVar
+	Egress        []string          // egress, if any
+	MaxActive     int
+}
+
+// write writes the profile into dir as <Name>.yaml.
+func (p agentProfile) write(t *testing.T, dir string) {
 	t.Helper()
-	b, err := json.Marshal(spec)
+	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := fmt.Sprintf(`schema: 1
-name: hostile
+	spec, err := json.Marshal(p.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc strings.Builder
+	fmt.Fprintf(&doc, `schema: 1
+name: %s
 adapter: claude-code
 transport: subprocess
 model: claude-sonnet-4-5
 context_window: 200000
 pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
 binary: %s
-install_hint: the test binary, run as a hostile agent
-env:
-  %s: %s
-egress: ["%s"]
-policy: {max_attempts: 1, max_active: 2}
-`, exe, hostileEnv, base64.StdEncoding.EncodeToString(b), modelAPI)
-	if err := os.WriteFile(filepath.Join(dir, "hostile.yaml"), []byte(doc), 0o644); err != nil {
+install_hint: the test binary, run as a test agent
+`, p.Name, exe)
+	if len(p.EnvAllow) > 0 {
+		fmt.Fprintf(&doc, "env_allow: [%s]\n", strings.Join(p.EnvAllow, ", "))
+	}
+	fmt.Fprintf(&doc, "env:\n  %s: %s\n", p.SpecVar, base64.StdEncoding.EncodeToString(spec))
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		fmt.Fprintf(&doc, "  %s: %s\n", k, p.Env[k])
+	}
+	if len(p.Egress) > 0 {
+		fmt.Fprintf(&doc, "egress: [\"%s\"]\n", strings.Join(p.Egress, `", "`))
+	}
+	fmt.Fprintf(&doc, "policy: {max_attempts: 1, max_active: %d}\n", p.MaxActive)
+	if err := os.WriteFile(filepath.Join(dir, p.Name+".yaml"), []byte(doc.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// transcriptS1 is Claude Code's transcript S1, the lines a test agent
+// prints as its answer.
+func transcriptS1(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 
 // counted is a loopback listener that counts its connections and serves

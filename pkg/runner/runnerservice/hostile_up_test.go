@@ -3,8 +3,6 @@ package runnerservice_test
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
-	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -157,32 +154,8 @@ func TestUpSandboxOffSaysSo(t *testing.T) {
 // Claude Code's transcript S1.
 func writeUpAgent(t *testing.T, profiles string, spec upAgentSpec) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Lines = strings.Split(strings.TrimSpace(string(lines)), "\n")
-	b, _ := json.Marshal(spec)
-	doc := fmt.Sprintf(`schema: 1
-name: exhaust
-adapter: claude-code
-transport: subprocess
-model: claude-sonnet-4-5
-context_window: 200000
-pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
-binary: %s
-install_hint: the test binary, run as an agent that exhausts the host
-env:
-  %s: %s
-policy: {max_attempts: 1, max_active: 1}
-`, exe, upAgentEnv, base64.StdEncoding.EncodeToString(b))
-	if err := os.WriteFile(filepath.Join(profiles, "exhaust.yaml"), []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	spec.Lines = transcriptS1(t)
+	agentProfile{Name: "exhaust", SpecVar: upAgentEnv, Spec: spec, MaxActive: 1}.write(t, profiles)
 }
 
 // runUpAgent runs the profile "exhaust" in workspace ws under root and
