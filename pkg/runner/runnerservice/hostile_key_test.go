@@ -256,22 +256,45 @@ func hostileMesh(t *testing.T, url string, env map[string]string) (context.Conte
 // when the test ends.
 func upMesh(t *testing.T, profiles, root string) (context.Context, *client.Client, *servicetest.Buffer) {
 	t.Helper()
-	t.Setenv("AGENTMESH_RUNNER_STATE_DIR", t.TempDir())
+	u := startUp(t, upDirs{Profiles: profiles, Root: root, Data: t.TempDir(), State: t.TempDir()})
+	return u.ctx, u.c, u.log
+}
+
+// upDirs are the directories of an up: its profiles, workspace root,
+// data directory and runner state directory.
+type upDirs struct{ Profiles, Root, Data, State string }
+
+// upMeshRun is a running up (startUp).
+type upMeshRun struct {
+	ctx     context.Context
+	c       *client.Client
+	log     *servicetest.Buffer
+	natsURL string // the embedded server's client URL
+}
+
+// startUp starts agentmesh up as upMesh does, in dirs.
+func startUp(t *testing.T, dirs upDirs) upMeshRun {
+	t.Helper()
+	t.Setenv("AGENTMESH_RUNNER_STATE_DIR", dirs.State)
 	cfg, err := mesh.LoadUpConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	ready := make(chan service.Deps, 1)
+	type ready struct {
+		url string
+		d   service.Deps
+	}
+	up := make(chan ready, 1)
 	done := make(chan error, 1)
 	log := &servicetest.Buffer{}
 	go func() {
-		done <- mesh.Up(ctx, cfg, mesh.UpOptions{Listen: "127.0.0.1:0", DataDir: t.TempDir(), ProfilesDir: profiles, WorkspaceRoot: root,
-			Ready: func(_ string, d service.Deps) { ready <- d }}, slog.New(slog.NewTextHandler(log, nil)))
+		done <- mesh.Up(ctx, cfg, mesh.UpOptions{Listen: "127.0.0.1:0", DataDir: dirs.Data, ProfilesDir: dirs.Profiles, WorkspaceRoot: dirs.Root,
+			Ready: func(url string, d service.Deps) { up <- ready{url, d} }}, slog.New(slog.NewTextHandler(log, nil)))
 	}()
-	var d service.Deps
+	var r ready
 	select {
-	case d = <-ready:
+	case r = <-up:
 	case err := <-done:
 		cancel()
 		t.Fatalf("up: %v", err)
@@ -282,11 +305,11 @@ func upMesh(t *testing.T, profiles, root string) (context.Context, *client.Clien
 			t.Errorf("up: %v", err)
 		}
 	})
-	c, err := client.New(d.NC, d.Names)
+	c, err := client.New(r.d.NC, r.d.Names)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ctx, c, log
+	return upMeshRun{ctx: ctx, c: c, log: log, natsURL: r.url}
 }
 
 // TestHostileAgentKey: the runner's environment holds the provider key;
