@@ -146,6 +146,21 @@ func TestParseUp(t *testing.T) {
 			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
 		}
 	}
+	// The runner's and the gateway's variables are up's defaults, as
+	// the service binaries read them; the flags win.
+	env, _, _ := testIO(map[string]string{adaptersVar: "acp, pi", consoleVar: "false"})
+	if o, err := parseUp(nil, env); err != nil || !reflect.DeepEqual(o.runnerAdapters, []string{"acp", "pi"}) || o.console {
+		t.Errorf("parseUp() with %s and %s set = adapters %q, console %v, %v; want [acp pi], false", adaptersVar, consoleVar, o.runnerAdapters, o.console, err)
+	}
+	if o, err := parseUp([]string{"--runner-adapters", "none", "--console"}, env); err != nil || !reflect.DeepEqual(o.runnerAdapters, []string{}) || !o.console {
+		t.Errorf("parseUp(--runner-adapters none --console) = adapters %q, console %v, %v; want the flags'", o.runnerAdapters, o.console, err)
+	}
+	for name, v := range map[string]string{adaptersVar: "acp,acp", consoleVar: "maybe"} {
+		bad, _, _ := testIO(map[string]string{name: v})
+		if _, err := parseUp(nil, bad); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("parseUp() with %s=%q: %v, want a usage error naming it", name, v, err)
+		}
+	}
 	if _, port, _ := mesh.SplitListen("127.0.0.1:0"); port != -1 {
 		t.Errorf("mesh.SplitListen(127.0.0.1:0) port = %d, want -1 (random)", port)
 	}

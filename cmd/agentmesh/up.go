@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -46,23 +47,29 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	fs.StringVar(&o.dataDir, "data-dir", ".agentmesh", "directory of the JetStream store (locked while up runs)")
 	fs.StringVar(&o.http, "http", service.DefaultHTTPAddr("up"), `address of /metrics, /healthz and /readyz ("" disables)`)
 	fs.StringVar(&o.gateway, "gateway", io.envOr("AGENTMESH_GATEWAY_ADDR", gateway.DefaultAddr), `address of the OpenAI-compatible HTTP gateway, host:port (port 0: any free port; "" disables)`)
-	fs.BoolVar(&o.console, "console", true, "serve the web console at /console on the gateway")
+	console := true
+	if v := io.getenv(consoleVar); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, usageErr("up: %s: want a boolean, got %q", consoleVar, v)
+		}
+		console = b
+	}
+	fs.BoolVar(&o.console, "console", console, "serve the web console at /console on the gateway (default from $"+consoleVar+", else true)")
 	fs.StringVar(&o.fixtureDir, "fixture-dir", io.envOr("AGENTMESH_FIXTURE_DIR", "testdata/fixture"), "directory of the fixture adapter's scripts")
 	fs.StringVar(&o.profiles, "profiles-dir", io.envOr("AGENTMESH_PROFILES_DIR", "profiles"), "directory of the profile documents (*.yaml)")
 	fs.StringVar(&o.workspace, "workspace-root", io.envOr("AGENTMESH_WORKSPACE_ROOT", "."), "directory that contains every CLI run's workspace")
-	fs.Func("runner-adapters", `comma-separated adapters up's own runner hosts, leaving the others' work to runners of their own (subprocess-runner, remote-runner); "none": it hosts none (default: every profile's)`, func(v string) error {
-		o.runnerAdapters = []string{}
-		if v == "none" {
-			return nil
+	if v := io.getenv(adaptersVar); v != "" {
+		a, err := parseRunnerAdapters(v)
+		if err != nil {
+			return o, usageErr("up: %s: %v", adaptersVar, err)
 		}
-		for n := range strings.SplitSeq(v, ",") {
-			n = strings.TrimSpace(n)
-			if n == "" || n == "none" || slices.Contains(o.runnerAdapters, n) {
-				return fmt.Errorf("want adapter names, each once, or none; got %q", v)
-			}
-			o.runnerAdapters = append(o.runnerAdapters, n)
-		}
-		return nil
+		o.runnerAdapters = a
+	}
+	fs.Func("runner-adapters", `comma-separated adapters up's own runner hosts, leaving the others' work to runners of their own (subprocess-runner, remote-runner); "none": it hosts none (default from $`+adaptersVar+`, else every profile's)`, func(v string) error {
+		a, err := parseRunnerAdapters(v)
+		o.runnerAdapters = a
+		return err
 	})
 	fs.BoolVar(&o.demo, "demo", false, "once up, submit one demo run of the fixture profile and print it")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the embedded NATS server's notices and debug output")
@@ -85,6 +92,31 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// The variables of the runner's adapters and the gateway's console,
+// which up's --runner-adapters and --console default to, as the
+// subprocess-runner and gateway binaries read them.
+const (
+	adaptersVar = "AGENTMESH_RUNNER_ADAPTERS"
+	consoleVar  = "AGENTMESH_GATEWAY_CONSOLE"
+)
+
+// parseRunnerAdapters reads a list of adapters, each once, or "none":
+// empty, not nil.
+func parseRunnerAdapters(v string) ([]string, error) {
+	out := []string{}
+	if v == "none" {
+		return out, nil
+	}
+	for n := range strings.SplitSeq(v, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" || n == "none" || slices.Contains(out, n) {
+			return nil, fmt.Errorf("want adapter names, each once, or none; got %q", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // cmdUp runs the mesh until ctx ends.
