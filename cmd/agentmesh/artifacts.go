@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
@@ -34,6 +35,43 @@ func (c *clientFlags) withArtifacts(ctx context.Context, do func(ctx context.Con
 		return do(ctx, s)
 	})
 }
+
+// withRunArtifacts is withArtifacts for the artifacts of run runID of
+// the flags' tenant: when do finds none (it returns an error wrapping
+// artifacts.ErrNotFound, or errNoArtifacts), a run the mesh has no
+// record of is "run not found", exit 1; a run it knows that stored none
+// is do's error, or no error for errNoArtifacts.
+func (c *clientFlags) withRunArtifacts(ctx context.Context, runID string, do func(ctx context.Context, s *artifacts.Store) error) error {
+	return c.withOps(ctx, func(ctx context.Context, oc *opsConn) error {
+		s, err := artifacts.Open(ctx, oc.js, oc.names)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		err = do(ctx, s)
+		var exit *exitError
+		switch {
+		case err == nil, errors.As(err, &exit) && !errors.Is(err, artifacts.ErrNotFound):
+			return err
+		case !errors.Is(err, artifacts.ErrNotFound) && !errors.Is(err, errNoArtifacts):
+			return artifactFailure(err)
+		}
+		cl, cerr := client.New(oc.nc, oc.names, client.WithAPIPrefix(c.apiPrefix))
+		if cerr != nil {
+			return cerr
+		}
+		if _, serr := cl.Status(ctx, c.tenant, runID); errors.Is(serr, client.ErrNotFound) {
+			return &exitError{code: exitFail, err: fmt.Errorf("run %s not found for tenant %s", runID, c.tenant)}
+		}
+		if errors.Is(err, errNoArtifacts) {
+			return nil
+		}
+		return artifactFailure(err)
+	})
+}
+
+// errNoArtifacts is what a command's do returns to withRunArtifacts when
+// the run has no artifacts and that is no error for a run the mesh knows.
+var errNoArtifacts = errors.New("no artifacts")
 
 // artifactFailure is err as the exit of an artifact command: bad input is
 // a usage error, anything else a failure.
@@ -68,9 +106,12 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 			return err
 		}
 		var recs []artifacts.Record
-		if err := f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+		if err := f.withRunArtifacts(ctx, runID, func(ctx context.Context, s *artifacts.Store) error {
 			if recs, err = s.List(ctx, f.tenant, runID); err != nil {
 				return artifactFailure(err)
+			}
+			if len(recs) == 0 {
+				return errNoArtifacts
 			}
 			return nil
 		}); err != nil {
@@ -109,10 +150,10 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 		if len(pos) == 2 {
 			name = pos[1]
 		}
-		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+		return f.withRunArtifacts(ctx, runID, func(ctx context.Context, s *artifacts.Store) error {
 			rc, _, err := s.Open(ctx, f.tenant, runID, name)
 			if err != nil {
-				return artifactFailure(err)
+				return err
 			}
 			defer func() { _ = rc.Close() }()
 			return writeVerified(*out, io.stdout, rc)
@@ -130,12 +171,12 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 		if err != nil {
 			return err
 		}
-		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
+		return f.withRunArtifacts(ctx, runID, func(ctx context.Context, s *artifacts.Store) error {
 			// The patch is read whole, and checked, before git applies
 			// any of it.
 			rc, rec, err := s.Open(ctx, f.tenant, runID, "patch")
 			if err != nil {
-				return artifactFailure(err)
+				return err
 			}
 			defer func() { _ = rc.Close() }()
 			if err := workspace.Apply(ctx, *dir, rc, artifacts.DefaultArtifactLimit); err != nil {

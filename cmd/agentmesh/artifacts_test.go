@@ -42,6 +42,7 @@ func TestArtifactsListGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	must := func(want int, args ...string) string { t.Helper(); return m.must(t, ctx, want, args...) }
+	must(exitOK, "run", "-p", "fixture", "--run-id", "run-1", "hi") // the run the artifacts are of
 	out := must(exitOK, "artifacts", "list", "run-1")
 	if !strings.Contains(out, "patch") || !strings.Contains(out, ref.SHA256) || !strings.Contains(out, "archive.tar.gz") {
 		t.Errorf("artifacts list:\n%s", out)
@@ -60,10 +61,15 @@ func TestArtifactsListGet(t *testing.T) {
 		t.Errorf("artifacts get -o: %q, %v", b, err)
 	}
 
-	if out := must(exitOK, "artifacts", "list", "--tenant", "other", "run-1"); strings.Contains(out, "patch") {
-		t.Errorf("another tenant's list:\n%s", out)
+	// Another tenant's run, and a typo, are runs not found: exit 1,
+	// never an empty table.
+	for _, args := range [][]string{{"list", "--tenant", "other", "run-1"}, {"get", "--tenant", "other", "run-1"}, {"list", "run-l"},
+		{"get", "run-l"}, {"apply", "--dir", t.TempDir(), "run-l"}} {
+		code, out, errOut := m.cli(ctx, append([]string{"artifacts"}, args...)...)
+		if code != exitFail || out != "" || !strings.Contains(errOut, "not found") {
+			t.Errorf("artifacts %q: exit %d, stdout %q, stderr %q; want exit %d, run not found", args, code, out, errOut, exitFail)
+		}
 	}
-	must(exitFail, "artifacts", "get", "--tenant", "other", "run-1")
 	must(exitFail, "artifacts", "get", "run-1", "missing")
 	must(exitUsage, "artifacts", "get", "run.1")
 	must(exitUsage, "artifacts", "get", "run-1", "../patch")

@@ -33,11 +33,11 @@ const (
 )
 
 func runFakeCLI(logPath string) int {
-	if pidFile := os.Getenv(fakeCLIHang); pidFile != "" {
-		return hangingCLI(pidFile, os.Getenv(fakeCLIFirst))
-	}
 	if edits := os.Getenv(fakeCLIEdit); edits != "" && editWorkspace(edits) != nil {
 		return 3
+	}
+	if pidFile := os.Getenv(fakeCLIHang); pidFile != "" {
+		return hangingCLI(pidFile, os.Getenv(fakeCLIFirst))
 	}
 	prior, _ := os.ReadFile(logPath)
 	line, _ := json.Marshal(os.Args[1:])

@@ -216,6 +216,115 @@ func TestWorkspaceTravelsBetweenRunners(t *testing.T) {
 	}
 }
 
+// Issue 37: a run that edited its workspace and then failed (a 500 from
+// the model API) or passed its deadline stores its patch and archive,
+// and its terminal status names them; the conversation's head stays
+// where it was; and a run that names it (workspace.from_run), on
+// another runner, starts from what it left. Its CLI sees the failed
+// run's change.
+func TestFailedRunsStoreTheirWorkspace(t *testing.T) {
+	transcripts, err := filepath.Abs("../../testdata/cli/pi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, variant := range []string{"500", "deadline"} {
+		t.Run(variant, func(t *testing.T) {
+			ctx := context.Background()
+			srv := natstest.RunJetStream(t)
+			top := t.TempDir()
+			src := filepath.Join(top, "src")
+			workspacetest.WriteFiles(t, src, map[string]string{"notes.txt": "source\n"})
+			var packed bytes.Buffer
+			if err := workspace.Pack(src, &packed, 0); err != nil {
+				t.Fatal(err)
+			}
+			editLog := filepath.Join(t.TempDir(), "edits.log")
+			profiles := piProfiles(t)
+			newPi := func(root string, env map[string]string) *cli.Adapter[pi.Request] {
+				env = maps.Clone(env)
+				if env == nil {
+					env = map[string]string{}
+				}
+				maps.Copy(env, map[string]string{fakeCLILog: filepath.Join(t.TempDir(), "argv.log"), fakeCLIEdit: editLog,
+					"GORACE": "atexit_sleep_ms=0", "HOME": t.TempDir()})
+				a, err := pi.New(cli.Config{Binary: os.Args[0], InstallHint: "the test binary", WorkspaceRoot: root, EnvSet: env})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return a
+			}
+			failing := map[string]string{fakeCLIFirst: filepath.Join(transcripts, "S5-noretry")}
+			if variant == "deadline" {
+				failing = map[string]string{fakeCLIFirst: filepath.Join(transcripts, "S1"), fakeCLIHang: filepath.Join(t.TempDir(), "pids")}
+			}
+			rn := startNodeWith(t, srv, mesh.Config{WithoutRunner: true}, profiles, newPi(t.TempDir(), nil))
+			c := newClient(t, srv)
+			store, err := artifacts.Open(ctx, rn.d.JS, rn.d.Names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := store.PushSnapshot(ctx, tenant, bytes.NewReader(packed.Bytes()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rootA := t.TempDir()
+			a := startNodeWith(t, srv, mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true,
+				Runner: runner.Config{ID: "runner-a", WorkspaceRoot: rootA}}, profiles, newPi(rootA, failing))
+			r := runReq(t, map[string]any{"prompt": "add a turn"})
+			r.V, r.Profile, r.Conversation, r.Workspace = 2, pi.Name, "conv", &wire.WorkspaceSource{Snapshot: id}
+			if variant == "deadline" {
+				r.DeadlineMS = 3000
+			}
+			failed, evs := clienttest.Run(t, c, r)
+			st := last(evs)
+			want := map[string]wire.State{"500": wire.StateFailed, "deadline": wire.StateTimedOut}[variant]
+			if st.State != want {
+				t.Fatalf("run %s ended %s (%v), want %s: %s", failed, st.State, st.Error, want, describe(evs))
+			}
+			if a := st.Artifacts; a == nil || a.Patch == nil || a.Archive == nil {
+				t.Fatalf("run %s ended %s and its status names no patch and archive: %+v", failed, st.State, st.Artifacts)
+			}
+			if h, err := store.Head(ctx, tenant, "conv"); !errors.Is(err, artifacts.ErrNotFound) {
+				t.Errorf("the conversation's head moved to %+v (%v) on a run that did not succeed", h, err)
+			}
+			a.stop()
+			err = <-a.done
+			a.done <- nil // for the node's cleanup
+			if err != nil {
+				t.Fatal(err)
+			}
+			rootB := t.TempDir()
+			startNodeWith(t, srv, mesh.Config{WithoutRouter: true, WithoutSweeper: true, WithoutExporter: true,
+				Runner: runner.Config{ID: "runner-b", WorkspaceRoot: rootB}}, profiles,
+				newPi(rootB, map[string]string{fakeCLIFirst: filepath.Join(transcripts, "S1"), fakeCLIResume: filepath.Join(transcripts, "S1")}))
+			r = runReq(t, map[string]any{"prompt": "go on"})
+			r.V, r.Profile, r.Conversation, r.Workspace = 2, pi.Name, "conv", &wire.WorkspaceSource{FromRun: failed}
+			next, evs := clienttest.Run(t, c, r)
+			if st := last(evs); st.State != wire.StateSucceeded || st.Artifacts == nil {
+				t.Fatalf("run %s from run %s: %s %v", next, failed, describe(evs), st.Error)
+			}
+			b, err := os.ReadFile(editLog)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var turns []agentTurn
+			for line := range strings.Lines(string(b)) {
+				var at agentTurn
+				if err := json.Unmarshal([]byte(line), &at); err != nil {
+					t.Fatal(err)
+				}
+				turns = append(turns, at)
+			}
+			if len(turns) != 2 || turns[1].Before != "source\nturn 1\n" {
+				t.Fatalf("the CLI's turns %+v; want the second to see the failed run's change", turns)
+			}
+			if h, err := store.Head(ctx, tenant, "conv"); err != nil || h.RunID != next {
+				t.Errorf("the conversation's head is %+v, %v; want run %s, which succeeded", h, err, next)
+			}
+		})
+	}
+}
+
 // Bad workspace input fails the run with AgenticRequestValidationError
 // before its CLI starts, and the runner's root holds nothing of it: a git
 // remote outside the allow-list, and a snapshot whose entry escapes.

@@ -64,6 +64,7 @@ type run struct {
 
 	checkpoint []byte     // continuation state the adapter saved during this attempt
 	ws         *Workspace // the attempt's materialized workspace, if any
+	wsFinished bool       // Workspace.Finish was tried (finishWorkspace)
 	// fresh: this attempt found no checkpoint of its conversation; a
 	// conversation run that did not (one was found, or not read) never
 	// falls back, its pin holds.
@@ -682,6 +683,13 @@ func (r *run) endContext() (context.Context, context.CancelFunc) {
 // record is written with this runner, the attempt and whether it had
 // output.
 func (r *run) end(st wire.Status) {
+	if st.State != wire.StateSucceeded && r.ws != nil && !r.wsFinished {
+		// What the agent did before it failed, was cancelled or ran out
+		// of time is what its user most needs to see or continue from.
+		if err := r.finishWorkspace(&st); err != nil {
+			r.h.d.Log.Warn("store the workspace of a run that did not succeed", append(r.logger(), "state", st.State, "err", err)...)
+		}
+	}
 	r.closeWorkspace() // before the end is told: nothing of the run is left
 	ctx, cancel := r.endContext()
 	defer cancel()

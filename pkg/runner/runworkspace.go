@@ -72,15 +72,16 @@ func (r *run) closeWorkspace() {
 }
 
 // finishWorkspace stores what the agent changed in the run's workspace
-// (Workspace.Finish) and names it in st to a follower of contract v2 or
-// later.
+// (Workspace.Finish), whatever the run's end st.State, and names it in st
+// to a follower of contract v2 or later.
 func (r *run) finishWorkspace(st *wire.Status) error {
 	if r.ws == nil {
 		return nil
 	}
+	r.wsFinished = true
 	ctx, cancel := r.endContext()
 	defer cancel()
-	a, err := r.ws.Finish(ctx)
+	a, err := r.ws.Finish(ctx, st.State == wire.StateSucceeded)
 	if err != nil {
 		return err
 	}

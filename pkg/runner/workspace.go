@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
@@ -29,6 +30,8 @@ type ArtifactStore interface {
 	Open(ctx context.Context, tenant, runID, name string) (io.ReadCloser, artifacts.Record, error)
 	SetHead(ctx context.Context, tenant, conversation string, h artifacts.Head) error
 	Head(ctx context.Context, tenant, conversation string) (artifacts.Head, error)
+	SetRunHead(ctx context.Context, tenant string, h artifacts.Head) error
+	RunHead(ctx context.Context, tenant, runID string) (artifacts.Head, error)
 }
 
 // Workspaces materializes the workspace a run's source names into a fresh
@@ -57,17 +60,34 @@ type Workspace struct {
 	gitDir string
 }
 
-// Prepare materializes the run's workspace: the source the work names,
-// or, when its conversation has a head, the head's source with the head's
-// patch applied (the base a patch is against stays the source, so every
-// patch is cumulative). It returns nil, nil for a run with neither. A
+// Prepare materializes the run's workspace: the source the work names;
+// when it names a run (FromRun), that run's source with its patch
+// applied; else, when its conversation has a head, the head's source
+// with the head's patch applied (the base a patch is against stays the
+// source, so every patch is cumulative). It returns nil, nil for a run
+// with none. A run named that stored no workspace, a
 // source outside the allow-list, a source or patch over its limit, an
 // archive entry that escapes or a snapshot that is not stored is an
 // AgenticRequestValidationError; nothing of the run's directory is left
 // on any error.
 func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace, err error) {
 	var head *artifacts.Head
-	if work.Conversation != "" {
+	if from := work.Workspace; from != nil && from.FromRun != "" {
+		if from.Git != nil || from.Snapshot != "" {
+			return nil, wire.Errorf(wire.AgenticRequestValidationError, "workspace.from_run: name one of git, snapshot and from_run")
+		}
+		if err := subject.ValidToken("workspace.from_run", from.FromRun); err != nil {
+			return nil, wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
+		}
+		h, err := w.Store.RunHead(ctx, work.Tenant, from.FromRun)
+		switch {
+		case errors.Is(err, artifacts.ErrNotFound):
+			return nil, wire.Errorf(wire.AgenticRequestValidationError, "workspace.from_run: run %s of tenant %s left no workspace (unknown, no workspace, or its artifacts expired)", from.FromRun, work.Tenant)
+		case err != nil:
+			return nil, wire.Errorf(wire.ProviderTransportError, "read the workspace of run %s: %v", from.FromRun, err).Retry()
+		}
+		head = &h
+	} else if work.Conversation != "" {
 		h, err := w.Store.Head(ctx, work.Tenant, work.Conversation)
 		switch {
 		case err == nil:
@@ -104,11 +124,11 @@ func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace,
 	if head != nil && head.Patch != nil {
 		rc, _, err := w.Store.Open(ctx, work.Tenant, head.RunID, PatchName)
 		if err != nil {
-			return nil, classify("open the conversation's last patch", err)
+			return nil, classify("open the patch of run "+head.RunID, err)
 		}
 		defer rc.Close()
 		if err := workspace.Apply(ctx, ws.Dir, rc, w.MaxPatch); err != nil {
-			return nil, classify("apply the conversation's last patch", err)
+			return nil, classify("apply the patch of run "+head.RunID, err)
 		}
 	}
 	return ws, nil
@@ -155,13 +175,19 @@ func classify(doing string, err error) *wire.Error {
 }
 
 // Finish stores what the agent changed, cumulative against the source:
-// the patch and the archive of changed files, then makes the run the
-// conversation's head. A patch or archive over its limit is an
-// AgenticRequestValidationError and nothing is stored.
-func (ws *Workspace) Finish(ctx context.Context) (*wire.Artifacts, error) {
+// the patch and the archive of changed files, and the run's state (its
+// source and patch, for a run that starts from it); then, when the run
+// succeeded, makes the run its conversation's head. A run that did not
+// succeed and changed nothing stores nothing (nil, nil). A patch or
+// archive over its limit is an AgenticRequestValidationError and
+// nothing is stored.
+func (ws *Workspace) Finish(ctx context.Context, succeeded bool) (*wire.Artifacts, error) {
 	var patch, archive bytes.Buffer
 	if err := workspace.Diff(ctx, ws.Dir, ws.gitDir, &patch, ws.w.MaxPatch); err != nil {
 		return nil, classify("diff the workspace", err)
+	}
+	if !succeeded && patch.Len() == 0 {
+		return nil, nil
 	}
 	zw := gzip.NewWriter(&archive)
 	if err := workspace.Archive(ctx, ws.Dir, ws.gitDir, zw, ws.w.MaxArchive); err != nil {
@@ -179,8 +205,12 @@ func (ws *Workspace) Finish(ctx context.Context) (*wire.Artifacts, error) {
 	if err != nil {
 		return nil, classify("store the archive", err)
 	}
-	if ws.work.Conversation != "" {
-		if err := ws.w.Store.SetHead(ctx, t, ws.work.Conversation, artifacts.Head{Source: ws.source, Patch: &pref, RunID: run}); err != nil {
+	head := artifacts.Head{Source: ws.source, Patch: &pref, RunID: run}
+	if err := ws.w.Store.SetRunHead(ctx, t, head); err != nil {
+		return nil, classify("record the run's workspace", err)
+	}
+	if succeeded && ws.work.Conversation != "" {
+		if err := ws.w.Store.SetHead(ctx, t, ws.work.Conversation, head); err != nil {
 			return nil, classify("set the conversation's head", err)
 		}
 	}

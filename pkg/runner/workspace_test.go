@@ -94,7 +94,7 @@ func TestConversationWorkspaceTravels(t *testing.T) {
 			if err := os.Remove(filepath.Join(ws1.Dir, "README.md")); err != nil {
 				t.Fatal(err)
 			}
-			a1, err := ws1.Finish(ctx)
+			a1, err := ws1.Finish(ctx, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,7 +110,7 @@ func TestConversationWorkspaceTravels(t *testing.T) {
 			defer ws2.Close()
 			sameFiles(t, workspacetest.Files(t, ws1.Dir), workspacetest.Files(t, ws2.Dir))
 			workspacetest.WriteFiles(t, ws2.Dir, map[string]string{"turn2.txt": "two\n"})
-			a2, err := ws2.Finish(ctx)
+			a2, err := ws2.Finish(ctx, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,6 +136,79 @@ func TestConversationWorkspaceTravels(t *testing.T) {
 	}
 }
 
+// A run that changed its workspace and then did not succeed stores its
+// patch, but its conversation's head stays at the last success; a run
+// naming it (from_run) starts, on another runner, from what it left,
+// and, succeeding, moves the head. A run that did not succeed and
+// changed nothing stores nothing; a run that stored nothing, or of
+// another tenant, cannot be named.
+func TestFailedRunWorkspaceContinues(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	_, url := sourceTree(t)
+	one, two := newWorkspaces(t, store, url), newWorkspaces(t, store, url)
+	src := wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: "main"}}
+	ok, err := one.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "ok", Conversation: "c", Workspace: &src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ok.Close()
+	workspacetest.WriteFiles(t, ok.Dir, map[string]string{"turn1.txt": "one\n"})
+	if _, err := ok.Finish(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+
+	failed, err := one.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "failed", Conversation: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer failed.Close()
+	workspacetest.WriteFiles(t, failed.Dir, map[string]string{"turn2.txt": "an hour of work\n"})
+	a, err := failed.Finish(ctx, false)
+	if err != nil || a == nil || a.Patch == nil || a.Archive == nil {
+		t.Fatalf("a failed run that changed its workspace stored %+v, %v; want its patch and archive", a, err)
+	}
+	if head, err := store.Head(ctx, "acme", "c"); err != nil || head.RunID != "ok" {
+		t.Errorf("the conversation's head is %+v, %v; want it still at run ok", head, err)
+	}
+
+	idle, err := one.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "idle", Workspace: &src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if a, err := idle.Finish(ctx, false); err != nil || a != nil {
+		t.Errorf("a failed run that changed nothing stored %+v, %v; want nothing", a, err)
+	}
+
+	next, err := two.Prepare(ctx, wire.Work{Tenant: "acme", RunID: "next", Conversation: "c", Workspace: &wire.WorkspaceSource{FromRun: "failed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	sameFiles(t, workspacetest.Files(t, failed.Dir), workspacetest.Files(t, next.Dir))
+	if _, err := next.Finish(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if head, err := store.Head(ctx, "acme", "c"); err != nil || head.RunID != "next" {
+		t.Errorf("the conversation's head is %+v, %v; want run next", head, err)
+	}
+
+	for name, work := range map[string]wire.Work{
+		"no workspace stored": {Tenant: "acme", RunID: "x1", Workspace: &wire.WorkspaceSource{FromRun: "idle"}},
+		"unknown run":         {Tenant: "acme", RunID: "x2", Workspace: &wire.WorkspaceSource{FromRun: "nosuch"}},
+		"another tenant's":    {Tenant: "globex", RunID: "x3", Workspace: &wire.WorkspaceSource{FromRun: "failed"}},
+		"a bad run id":        {Tenant: "acme", RunID: "x4", Workspace: &wire.WorkspaceSource{FromRun: "a.b"}},
+		"two sources":         {Tenant: "acme", RunID: "x5", Workspace: &wire.WorkspaceSource{FromRun: "failed", Snapshot: "sha256:00"}},
+	} {
+		ws, err := two.Prepare(ctx, work)
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Class != wire.AgenticRequestValidationError || !strings.Contains(we.Message, "from_run") {
+			t.Errorf("%s: Prepare = %v, %v; want an AgenticRequestValidationError naming workspace.from_run", name, ws, err)
+		}
+	}
+}
+
 // Acceptance 4 at the library level: the stored patch, fetched and
 // applied to a fresh checkout of the source, gives the agent's tree byte
 // for byte.
@@ -157,7 +230,7 @@ func TestStoredPatchReproducesTheChange(t *testing.T) {
 	if err := os.Rename(filepath.Join(ws.Dir, "main.go"), filepath.Join(ws.Dir, "moved.go")); err != nil {
 		t.Fatal(err)
 	}
-	a, err := ws.Finish(ctx)
+	a, err := ws.Finish(ctx, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +272,7 @@ func TestWorkspaceBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	workspacetest.WriteFiles(t, ws.Dir, map[string]string{"big.txt": strings.Repeat("line\n", 2000)})
-	if _, err := ws.Finish(ctx); err != nil {
+	if _, err := ws.Finish(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	ws.Close()

@@ -316,12 +316,18 @@ type ArtifactRef struct {
 }
 
 // WorkspaceSource is where a run's workspace comes from (contract v2):
-// exactly one of Git and Snapshot.
+// exactly one of Git, Snapshot and FromRun.
 type WorkspaceSource struct {
 	Git *GitSource `msgpack:"git,omitempty" json:"git,omitempty"`
 	// Snapshot is the content address, "sha256:<64 hex>", of a workspace
 	// snapshot the client pushed (agentmesh workspace push).
 	Snapshot string `msgpack:"snapshot,omitempty" json:"snapshot,omitempty"`
+	// FromRun is a run of the same tenant whose workspace this run
+	// starts from, as that run left it, whatever its end (failed,
+	// cancelled, timed out): its source with its patch applied. A run of
+	// a conversation naming it starts there instead of at the
+	// conversation's head (agentmesh run --from-run).
+	FromRun string `msgpack:"from_run,omitempty" json:"from_run,omitempty"`
 }
 
 // GitSource is a git remote, from the operator's allow-list, and a branch
