@@ -46,6 +46,7 @@ type Sandbox struct {
 	roVars    []string
 	keyed     []*keyed
 	credFiles []string
+	logins    []string // LoginFiles, cleaned
 	cg        *cgroups
 	runtime   string
 	filter    []sandboxinit.BPF // the CLI's seccomp filter
@@ -185,6 +186,7 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	if err := s.addCredentialFiles(v); err != nil {
 		return nil, err
 	}
+	s.maskLogins(v)
 	// A private home even when the child's environment names none.
 	if home, err := os.UserHomeDir(); err == nil && env["HOME"] == "" {
 		v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: filepath.Clean(home), Data: "mode=0700"})

@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/agentmesh/agentmesh/pkg/sandbox/sandboxinit"
 )
 
 // withKeyed checks a policy's keyed APIs and credential files and adds
@@ -25,6 +28,12 @@ func (s *Sandbox) withKeyed(p Policy) error {
 			return fmt.Errorf("credential file %q: want an absolute path", f)
 		}
 		s.credFiles = append(s.credFiles, filepath.Clean(f))
+	}
+	for _, f := range p.LoginFiles {
+		if !filepath.IsAbs(f) {
+			return fmt.Errorf("login file %q: want an absolute path", f)
+		}
+		s.logins = append(s.logins, filepath.Clean(f))
 	}
 	return nil
 }
@@ -54,6 +63,26 @@ func (s *Sandbox) addCredentialFiles(v *view) error {
 		}
 	}
 	return nil
+}
+
+// maskLogins masks each login file that exists and that a bind of the
+// view shows (a state directory): the run finds /dev/null at its path,
+// empty, and what it writes there is lost; it can neither remove nor
+// rename a mount point. The file is resolved first, so a symlink to a
+// login elsewhere in the view masks that. A credential file, bound
+// already at its path, keeps its bind (view.add takes the first mount
+// of a path).
+func (s *Sandbox) maskLogins(v *view) {
+	for _, f := range s.logins {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil {
+			continue // absent: nothing to read
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() || !v.covered(real) {
+			continue
+		}
+		v.add(sandboxinit.Mount{Kind: "file", Src: os.DevNull, Dst: real})
+	}
 }
 
 // startKeys starts the run's key proxy, when the sandbox holds keys.

@@ -435,6 +435,56 @@ func TestCredentialFiles(t *testing.T) {
 	}
 }
 
+// TestLoginFiles: a login file in a state directory is empty in a run,
+// through its own path and a symlink to it, and what the run writes
+// there is lost, while
+// the rest of the directory stays the run's to read and write; a login
+// the policy names as a credential file is bound read-only as it is. The
+// host's file is never changed.
+func TestLoginFiles(t *testing.T) {
+	state := t.TempDir()
+	login := filepath.Join(state, "auth.json")
+	const token = `{"OPENAI_API_KEY":"sk-login-in-a-file"}`
+	if err := os.WriteFile(login, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("auth.json", filepath.Join(state, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	script := `cd "$STATE" && printf '[%s]' "$(cat auth.json)" "$(cat link.json)"; echo;
+{ echo changed >auth.json; } 2>/dev/null; printf '[%s]\n' "$(cat auth.json)"
+{ rm auth.json; } 2>/dev/null && echo removed || echo kept
+{ mv auth.json moved.json; } 2>/dev/null && echo moved || echo stays
+echo mine >other && cat other`
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		want string
+	}{
+		{"masked", Policy{StateVars: []string{"STATE"}, LoginFiles: []string{login}}, "[][]\n[]\nkept\nstays\nmine\n"},
+		{"through the symlink", Policy{StateVars: []string{"STATE"}, LoginFiles: []string{filepath.Join(state, "link.json")}},
+			"[][]\n[]\nkept\nstays\nmine\n"},
+		{"a credential file", Policy{StateVars: []string{"STATE"}, LoginFiles: []string{login}, CredentialFiles: []string{login}},
+			"[" + token + "][" + token + "]\n[" + token + "]\nkept\nstays\nmine\n"},
+	} {
+		s, err := New(Config{}, tc.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin", "STATE=" + state}
+		if got := confinedOutput(t, s, cmd); got != tc.want {
+			t.Errorf("%s: the run printed %q, want %q", tc.name, got, tc.want)
+		}
+		if b, _ := os.ReadFile(login); string(b) != token {
+			t.Fatalf("%s: the login file is now %q", tc.name, b)
+		}
+	}
+	if _, err := New(Config{}, Policy{LoginFiles: []string{"auth.json"}}); err == nil {
+		t.Error("New took a relative login file")
+	}
+}
+
 // BenchmarkKeyProxyRequest times one request through the key proxy (a
 // keep-alive connection, as a CLI holds one) against the same request
 // made to the API directly: the difference is what the proxy adds.

@@ -144,6 +144,14 @@ type Policy struct {
 	// read-only at their own paths into every run; a hidden path is
 	// refused as any other, a missing one left out.
 	CredentialFiles []string
+	// LoginFiles are files under the run's state directories that hold
+	// a CLI's login (a provider credential: Codex's auth.json). Each one
+	// that exists and is in the run's view is masked there: /dev/null in
+	// its place, empty, what the run writes there lost, so that no run
+	// reads the credential nor changes the host's file.
+	// One that CredentialFiles names is bound as a credential file
+	// instead.
+	LoginFiles []string
 }
 
 // An Endpoint is one allowed egress destination.
