@@ -33,6 +33,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/codex"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/workspace"
 	"github.com/agentmesh/agentmesh/pkg/profile"
@@ -234,6 +235,12 @@ type agentRun struct {
 
 // start launches the agent and connects to it.
 func (a *Adapter) start(parent context.Context, dir string) (*agentRun, error) {
+	if isCodexACP(a.cfg.Config) {
+		// Confined, it cannot read a login the sandbox masks.
+		if err := codex.HiddenLogin(a.cfg.Config, false); err != nil {
+			return nil, err
+		}
+	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, wire.Errorf(wire.ProviderTransportError, "acp: stdin pipe: %v", err)

@@ -19,6 +19,7 @@ type vendor struct {
 	baseURLVar     string
 	configBaseURLs func(env func(string) (string, bool)) ([]cli.BaseURL, error)
 	defaultURL     string
+	loginFiles     func(env func(string) (string, bool)) []string // where its CLI keeps a login, if it has one there
 }
 
 // vendors are claude-agent-acp's (Claude Code's), codex-acp's (Codex's)
@@ -27,7 +28,7 @@ var vendors = []vendor{
 	{vars: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CONFIG_DIR"}, baseURLVar: "ANTHROPIC_BASE_URL",
 		defaultURL: "https://api.anthropic.com"},
 	{vars: []string{codex.EnvCodexHome, codex.EnvAPIKey}, baseURLVar: "OPENAI_BASE_URL",
-		configBaseURLs: codex.ConfigBaseURLs, defaultURL: "https://api.openai.com"},
+		configBaseURLs: codex.ConfigBaseURLs, defaultURL: "https://api.openai.com", loginFiles: codex.LoginFiles},
 	{vars: []string{"GEMINI_API_KEY", "GOOGLE_API_KEY"}, baseURLVar: "GOOGLE_GEMINI_BASE_URL",
 		defaultURL: "https://generativelanguage.googleapis.com"},
 }
@@ -46,13 +47,7 @@ func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 			out = append(out, cli.BaseURL{URL: u, Source: v.baseURLVar})
 			continue
 		}
-		used := false
-		for _, name := range v.vars {
-			if _, ok := env(name); ok {
-				used = true
-			}
-		}
-		if !used {
+		if !v.used(env) {
 			continue
 		}
 		if v.configBaseURLs != nil {
@@ -70,6 +65,31 @@ func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 	return out, nil
 }
 
+// used reports whether the child's environment holds one of the
+// vendor's variables.
+func (v vendor) used(env func(string) (string, bool)) bool {
+	for _, name := range v.vars {
+		if _, ok := env(name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// LoginFiles is cli.Config.LoginFiles for an ACP agent: the files the
+// CLIs of the vendors whose variables the child's environment holds keep
+// a login in (Codex's auth.json, for codex-acp), which a sandboxed run
+// finds empty unless the profile's credential_files names them.
+func LoginFiles(env func(string) (string, bool)) []string {
+	var out []string
+	for _, v := range vendors {
+		if v.loginFiles != nil && v.used(env) {
+			out = append(out, v.loginFiles(env)...)
+		}
+	}
+	return out
+}
+
 // StateVars are the variables naming the directories the shipped ACP
 // agents keep their configuration and sessions in, bound read-write into
 // a sandboxed run when the child's environment sets them: Claude Code's,
@@ -83,7 +103,8 @@ var StateVars = []string{"CLAUDE_CONFIG_DIR", codex.EnvCodexHome, "GEMINI_CLI_HO
 // Gemini's agents (cli.Key), its state directories.
 func DefaultConfig() cli.Config {
 	return cli.Config{Binary: Name, InstallHint: "an ACP agent (profiles/SCHEMA.md, adapter acp)",
-		ConfigBaseURLs: ConfigBaseURLs, Keys: []cli.Key{cli.AnthropicKey, cli.GeminiKey}, StateVars: slices.Clone(StateVars)}
+		ConfigBaseURLs: ConfigBaseURLs, Keys: []cli.Key{cli.AnthropicKey, cli.GeminiKey}, StateVars: slices.Clone(StateVars),
+		LoginFiles: LoginFiles}
 }
 
 // confinedArgs are the arguments an agent confined by the runner's
@@ -97,7 +118,7 @@ func DefaultConfig() cli.Config {
 // confines the agent's writes to its workspace and state, and its egress
 // to its model API. A profile whose args set sandbox_mode keeps its own.
 func confinedArgs(cfg cli.Config, profileArgs []string) []string {
-	if !strings.HasPrefix(filepath.Base(cfg.Binary), "codex-acp") {
+	if !isCodexACP(cfg) {
 		return nil
 	}
 	args := codex.ProxyArgs(cfg)
@@ -107,4 +128,10 @@ func confinedArgs(cfg cli.Config, profileArgs []string) []string {
 		}
 	}
 	return append(args, "-c", `sandbox_mode="danger-full-access"`)
+}
+
+// isCodexACP reports whether the agent is codex-acp (its node wrapper or
+// its native binary).
+func isCodexACP(cfg cli.Config) bool {
+	return strings.HasPrefix(filepath.Base(cfg.Binary), "codex-acp")
 }

@@ -15,7 +15,7 @@ import (
 // TestSandboxEgress: an ACP agent's sandboxed runs reach the model API of
 // each vendor whose variables its environment holds, moved by the base
 // URL variable or Codex's config.toml, else the vendor's default; its
-// state directories are bound.
+// state directories are bound, Codex's login in them masked.
 func TestSandboxEgress(t *testing.T) {
 	for _, v := range []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "CODEX_HOME",
 		"OPENAI_API_KEY", "OPENAI_BASE_URL", "GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"} {
@@ -57,7 +57,21 @@ func TestSandboxEgress(t *testing.T) {
 			if !slices.Equal(pol.StateVars, StateVars) {
 				t.Errorf("state %q, want %q", pol.StateVars, StateVars)
 			}
+			// Codex's login is masked in codex-acp's runs.
+			var logins []string
+			if h := tc.set["CODEX_HOME"]; h != "" {
+				logins = []string{filepath.Join(h, "auth.json")}
+			}
+			if !slices.Equal(pol.LoginFiles, logins) {
+				t.Errorf("login files %q, want %q", pol.LoginFiles, logins)
+			}
 		})
+	}
+	// Unless the profile names it as a credential file.
+	cfg := DefaultConfig()
+	cfg.EnvSet, cfg.CredentialFiles = map[string]string{"CODEX_HOME": codexHome}, []string{filepath.Join(codexHome, "auth.json")}
+	if pol, err := cfg.SandboxPolicy(); err != nil || pol.LoginFiles != nil {
+		t.Errorf("codex-acp with its login as a credential file: login files %q (%v), want none", pol.LoginFiles, err)
 	}
 }
 

@@ -129,6 +129,12 @@ type Config struct {
 	// SandboxPolicy. A file that is absent names none; one that cannot
 	// be read as the CLI reads it is an error.
 	ConfigBaseURLs func(env func(name string) (string, bool)) ([]BaseURL, error)
+	// LoginFiles, if set, names the files the CLI keeps a login in (a
+	// provider credential, such as Codex's auth.json) for the child's
+	// environment (env, ChildEnv): a confined run finds each one that is
+	// in its state directories empty (sandbox.Policy.LoginFiles), unless
+	// CredentialFiles names it.
+	LoginFiles func(env func(name string) (string, bool)) []string
 	// Confine, if set, confines every run's CLI (a *sandbox.Sandbox).
 	Confine proc.Confiner
 	// UnreachableAfter, if positive, ends a run whose CLI has reported

@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
@@ -20,7 +21,7 @@ import (
 // Egress. The APIs of the Keys whose key the child would get are keyed:
 // the runner's proxy holds their keys (Key). Then its state
 // directories, what it reads but may not change, and its credential
-// files.
+// files; the files it keeps a login in are masked (LoginFiles).
 func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 	p := sandbox.Policy{StateVars: slices.Clone(c.StateVars), ReadOnlyVars: slices.Clone(c.ReadOnlyVars),
 		CredentialFiles: slices.Clone(c.CredentialFiles)}
@@ -72,6 +73,13 @@ func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 		return p, err
 	}
 	p.Keyed = keyed
+	if c.LoginFiles != nil {
+		for _, f := range c.LoginFiles(c.ChildEnv) {
+			if !slices.ContainsFunc(p.CredentialFiles, func(c string) bool { return filepath.Clean(c) == filepath.Clean(f) }) {
+				p.LoginFiles = append(p.LoginFiles, f)
+			}
+		}
+	}
 	return p, nil
 }
 

@@ -26,6 +26,9 @@ const InstallHint = "npm install -g @openai/codex@" + Version
 const (
 	EnvCodexHome = "CODEX_HOME"
 	EnvAPIKey    = "OPENAI_API_KEY"
+	// EnvCodexAPIKey is the variable codex exec takes the built-in
+	// openai provider's key from (before auth.json).
+	EnvCodexAPIKey = "CODEX_API_KEY"
 )
 
 // Capabilities is the adapter's declaration: Codex reports tool activity
@@ -46,11 +49,12 @@ func DefaultConfig() cli.Config {
 	return cli.Config{
 		Binary:         Name,
 		InstallHint:    InstallHint,
-		EnvAllow:       []string{EnvCodexHome, EnvAPIKey},
+		EnvAllow:       []string{EnvCodexHome, EnvAPIKey, EnvCodexAPIKey},
 		Egress:         []string{"api.openai.com:443"},
 		BaseURLVars:    []string{"OPENAI_BASE_URL"},
 		StateVars:      []string{EnvCodexHome},
 		ConfigBaseURLs: ConfigBaseURLs,
+		LoginFiles:     LoginFiles,
 	}
 }
 
@@ -83,6 +87,9 @@ func spec(cfg cli.Config) cli.Spec[Request] {
 		TokenClasses: tokenClasses,
 		Decode:       Decode,
 		Invoke: func(req Request, call adapter.Call, dir string) (cli.Invocation, error) {
+			if err := HiddenLogin(cfg, true); err != nil {
+				return cli.Invocation{}, err
+			}
 			inv, err := invoke(req, call, dir, h.provider(), cfg.Confine != nil)
 			if err == nil {
 				// Before the prompt's "--": the proxy holds the key.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/adapter/reqfield"
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // home finds the child's CODEX_HOME from the environment the child will
@@ -79,40 +81,91 @@ func readConfig(dir string) ([]byte, error) {
 	return cli.ReadConfigFile(filepath.Join(dir, "config.toml"), maxConfig)
 }
 
-// ConfigBaseURLs is cli.Config.ConfigBaseURLs for Codex: the base_url of
+// The built-in provider config.toml selects when it names none.
+const builtinProvider = "openai"
+
+// DefaultOpenAIBaseURL is the built-in openai provider's base URL for an
+// API key, unless config.toml's openai_base_url moves it (Codex 0.171
+// reads no OPENAI_BASE_URL).
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// AuthFile is the file in Codex's home where `codex login` keeps its
+// login: an API key (--with-api-key) or a ChatGPT login's tokens.
+const AuthFile = "auth.json"
+
+// ConfigBaseURLs is cli.Config.ConfigBaseURLs for Codex: the base URL of
 // the model provider $CODEX_HOME/config.toml (else $HOME/.codex's)
-// selects, by its model_provider or its selected profile's, when the file
-// sets one for that provider, with the provider's env_key: the variable
-// whose key a confined run's proxy holds (Authorization: Bearer) when the
-// child would get it, Codex pointed at the proxy by ProxyArgs. A built-in
-// provider (openai, the default) has none there: its base URL is
-// Codex's default unless openai_base_url sets it, and its key stays in the child's
-// environment; its top-level openai_base_url moves it (Codex 0.171 reads
-// no OPENAI_BASE_URL). The codex-acp agent reads the same file.
+// selects, by its model_provider or its selected profile's, with the
+// variable whose key a confined run's proxy holds (Authorization:
+// Bearer) when the child would get it, Codex pointed at the proxy by
+// ProxyArgs. For a provider the file defines, that is its base_url and
+// env_key, when set. For the built-in openai provider (none selected, or
+// "openai") it is openai_base_url, else DefaultOpenAIBaseURL, and
+// CODEX_API_KEY (which codex exec reads), else OPENAI_API_KEY (which it
+// does not, and the proxy adds anyway); a child given both with
+// different keys is refused, since the run would hold the other one. The
+// codex-acp agent reads the same file.
 func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 	dir, c, err := childConfig(env)
 	if err != nil {
 		return nil, err
 	}
-	if (c.selected == "" || c.selected == "openai") && c.openaiBaseURL != "" {
-		// The built-in provider, moved; its key is Codex's login
-		// (auth.json), not a variable.
-		return []cli.BaseURL{{URL: c.openaiBaseURL, Source: filepath.Join(dir, "config.toml") + ": openai_base_url"}}, nil
+	if c.builtin() {
+		u, src := c.openaiURL(dir)
+		k, err := builtinKeyVar(env)
+		if err != nil {
+			return nil, err
+		}
+		return []cli.BaseURL{{URL: u, Source: src, KeyVar: k, Header: sandbox.HeaderBearer}}, nil
 	}
 	u, ok := c.baseURL[c.selected]
-	if c.selected == "" || !ok {
+	if !ok {
 		return nil, nil
 	}
 	return []cli.BaseURL{{URL: u, Source: filepath.Join(dir, "config.toml") + ": model_providers." + c.selected + ".base_url",
 		KeyVar: c.envKey[c.selected], Header: sandbox.HeaderBearer}}, nil
 }
 
+// builtin reports whether the selected provider is the built-in openai.
+func (c configTOML) builtin() bool { return c.selected == "" || c.selected == builtinProvider }
+
+// openaiURL is the built-in provider's base URL in Codex's home dir, and
+// where it is set.
+func (c configTOML) openaiURL(dir string) (string, string) {
+	if c.openaiBaseURL != "" {
+		return c.openaiBaseURL, filepath.Join(dir, "config.toml") + ": openai_base_url"
+	}
+	return DefaultOpenAIBaseURL, "the built-in openai provider's default"
+}
+
+// builtinKeyVar is the variable of the built-in provider's key the child
+// gets: CODEX_API_KEY, else OPENAI_API_KEY, else "".
+func builtinKeyVar(env func(string) (string, bool)) (string, error) {
+	codexKey, _ := env(EnvCodexAPIKey)
+	openaiKey, _ := env(EnvAPIKey)
+	switch {
+	case codexKey != "" && openaiKey != "" && codexKey != openaiKey:
+		return "", fmt.Errorf("%s and %s hold different keys for the built-in openai provider: a sandboxed run could read the one the runner's proxy does not hold; give the child one of them (env_allow, env)",
+			EnvCodexAPIKey, EnvAPIKey)
+	case codexKey != "":
+		return EnvCodexAPIKey, nil
+	case openaiKey != "":
+		return EnvAPIKey, nil
+	}
+	return "", nil
+}
+
+// childHome is the child's Codex home, found by env (cli.Config.ChildEnv).
+func childHome(env func(string) (string, bool)) string {
+	codexHome, _ := env(EnvCodexHome)
+	userHome, _ := env("HOME")
+	return homeDir(codexHome, userHome)
+}
+
 // childConfig reads the config.toml of the child's Codex home, found by
 // env (cli.Config.ChildEnv); a zero configTOML when there is none.
 func childConfig(env func(string) (string, bool)) (string, configTOML, error) {
-	codexHome, _ := env(EnvCodexHome)
-	userHome, _ := env("HOME")
-	dir := homeDir(codexHome, userHome)
+	dir := childHome(env)
 	b, err := readConfig(dir)
 	if err != nil || b == nil {
 		return dir, configTOML{}, err
@@ -120,13 +173,67 @@ func childConfig(env func(string) (string, bool)) (string, configTOML, error) {
 	return dir, scanConfig(b), nil
 }
 
+// LoginFiles is cli.Config.LoginFiles for Codex and codex-acp: the
+// auth.json of the child's Codex home.
+func LoginFiles(env func(string) (string, bool)) []string {
+	dir := childHome(env)
+	if dir == "" {
+		return nil
+	}
+	return []string{filepath.Join(dir, AuthFile)}
+}
+
+// HiddenLogin is the error of a confined run (cfg.Confine) whose Codex
+// could log in only with the auth.json its sandbox masks (LoginFiles):
+// the built-in provider is selected, the file exists, the profile's
+// credential_files does not name it, and, when keyed (codex exec, which
+// takes the key from CODEX_API_KEY), the child gets no key variable for
+// the provider. nil otherwise, and for a run not confined.
+func HiddenLogin(cfg cli.Config, keyed bool) error {
+	if cfg.Confine == nil {
+		return nil
+	}
+	dir, c, err := childConfig(cfg.ChildEnv)
+	if err != nil || dir == "" || !c.builtin() {
+		return nil
+	}
+	if k, _ := builtinKeyVar(cfg.ChildEnv); keyed && k != "" {
+		return nil
+	}
+	f := filepath.Join(dir, AuthFile)
+	if _, err := os.Stat(f); err != nil {
+		return nil
+	}
+	for _, cf := range cfg.CredentialFiles {
+		if filepath.Clean(cf) == f {
+			return nil
+		}
+	}
+	instead := "give the key in " + EnvCodexAPIKey + " (env_allow; the runner's proxy holds it)"
+	if !keyed {
+		instead = "select a provider config.toml defines, with env_key (the runner's proxy holds its key; codex-acp takes no " +
+			EnvCodexAPIKey + " without an ACP authenticate, which agentmesh does not send)"
+	}
+	return wire.Errorf(wire.ProviderAuthError,
+		"%s: the built-in openai provider would log in with %s, which a sandboxed run may not read (it holds a provider credential): %s, or name the file in the profile's credential_files to bind it read-only into the run",
+		Name, f, instead)
+}
+
 // ProxyArgs are the -c overrides that point a confined Codex (codex exec,
-// codex-acp) at the runner's key proxy: the selected provider's base_url
-// replaced by cfg.ProxyURL's, when its config.toml defines it under a
-// bare key and the runner holds its key; else none.
+// codex-acp) at the runner's key proxy when the runner holds the key of
+// the provider config.toml selects: the provider's base_url replaced by
+// cfg.ProxyURL's, when the file defines it under a bare key, or
+// openai_base_url for the built-in provider; else none.
 func ProxyArgs(cfg cli.Config) []string {
-	_, c, err := childConfig(cfg.ChildEnv)
+	dir, c, err := childConfig(cfg.ChildEnv)
 	if err != nil {
+		return nil
+	}
+	if c.builtin() {
+		u, _ := c.openaiURL(dir)
+		if proxy, ok := cfg.ProxyURL(u); ok {
+			return []string{"-c", configArg("openai_base_url", proxy)}
+		}
 		return nil
 	}
 	id := c.provider()

@@ -12,6 +12,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/adapter"
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli/proc"
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // TestInvokeSandboxMode: a run the runner's sandbox confines gets
@@ -75,7 +76,8 @@ func TestConfigBaseURLs(t *testing.T) {
 			map[string]string{EnvCodexHome: codexHome}, []string{"llm-gw.internal:443"}},
 		{"openai_base_url is not a custom provider's", "openai_base_url = \"https://llm-gw.internal/v1\"\n" + fakeConfigTOML,
 			map[string]string{EnvCodexHome: codexHome}, []string{"127.0.0.1:18702"}},
-		{"OPENAI_BASE_URL for the built-in provider", "", map[string]string{EnvCodexHome: t.TempDir(), "OPENAI_BASE_URL": "http://proxy.internal:3128/v1"}, []string{"proxy.internal:3128"}},
+		{"OPENAI_BASE_URL, which Codex 0.171 does not read, beside the built-in provider's default", "",
+			map[string]string{EnvCodexHome: t.TempDir(), "OPENAI_BASE_URL": "http://proxy.internal:3128/v1"}, []string{"proxy.internal:3128", "api.openai.com:443"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.file != "" {
@@ -153,5 +155,173 @@ func TestKeyedProvider(t *testing.T) {
 	cfg.Confine = keyedSandbox{api: "http://elsewhere/v1"}
 	if got := ProxyArgs(cfg); got != nil {
 		t.Errorf("ProxyArgs for a key the runner does not hold = %q, want none", got)
+	}
+}
+
+// TestBuiltinProviderKeyed: for the built-in openai provider (no
+// provider selected, or "openai") the runner's proxy holds the key of
+// CODEX_API_KEY, which codex exec reads, else of OPENAI_API_KEY, at
+// openai_base_url or else the default, and a confined run's argv points
+// openai_base_url at the proxy, before the prompt; a child given two
+// different keys is refused, and one given none keys nothing.
+func TestBuiltinProviderKeyed(t *testing.T) {
+	moved := "openai_base_url = \"https://llm-gw.internal/openai/v1\"\n"
+	for _, tc := range []struct {
+		name, file string
+		set        map[string]string
+		wantVar    string
+		wantURL    string
+		wantErr    string
+	}{
+		{"CODEX_API_KEY, no config", "", map[string]string{EnvCodexAPIKey: "sk-codex"}, EnvCodexAPIKey, DefaultOpenAIBaseURL, ""},
+		{"OPENAI_API_KEY, openai selected", "model_provider = \"openai\"\n", map[string]string{EnvAPIKey: "sk-openai"}, EnvAPIKey, DefaultOpenAIBaseURL, ""},
+		{"the same key in both", "", map[string]string{EnvAPIKey: "sk-same", EnvCodexAPIKey: "sk-same"}, EnvCodexAPIKey, DefaultOpenAIBaseURL, ""},
+		{"openai_base_url", moved, map[string]string{EnvCodexAPIKey: "sk-codex"}, EnvCodexAPIKey, "https://llm-gw.internal/openai/v1", ""},
+		{"no key", moved, map[string]string{}, "", "", ""},
+		{"two keys", "", map[string]string{EnvAPIKey: "sk-openai", EnvCodexAPIKey: "sk-codex"}, "", "", "different keys"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home := t.TempDir()
+			if tc.file != "" {
+				if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(tc.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := DefaultConfig()
+			cfg.EnvAllow = nil
+			cfg.EnvSet = map[string]string{EnvCodexHome: home}
+			for k, v := range tc.set {
+				cfg.EnvSet[k] = v
+			}
+			pol, err := cfg.SandboxPolicy()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantVar == "" {
+				if len(pol.Keyed) != 0 {
+					t.Fatalf("keyed %+v, want none", pol.Keyed)
+				}
+				return
+			}
+			if len(pol.Keyed) != 1 || pol.Keyed[0].KeyVar != tc.wantVar || pol.Keyed[0].URL != tc.wantURL ||
+				pol.Keyed[0].Header != sandbox.HeaderBearer || pol.Keyed[0].Key.Reveal() != tc.set[tc.wantVar] {
+				t.Fatalf("keyed %+v, want %s's key at %s, Bearer", pol.Keyed, tc.wantVar, tc.wantURL)
+			}
+			if got := ProxyArgs(cfg); got != nil {
+				t.Errorf("unconfined ProxyArgs = %q, want none", got)
+			}
+			cfg.Confine = keyedSandbox{api: tc.wantURL, proxy: "http://127.0.0.1:40001/v1"}
+			inv, err := spec(cfg).Invoke(Request{Prompt: "hi"}, adapter.Call{Model: "gpt-5.5"}, "/w")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"-c", `openai_base_url="http://127.0.0.1:40001/v1"`, "--", "hi"}
+			if got := inv.Args[len(inv.Args)-4:]; !slices.Equal(got, want) {
+				t.Errorf("argv %q, want it to end %q", inv.Args, want)
+			}
+		})
+	}
+}
+
+// TestLoginFiles: a sandboxed run's policy masks the auth.json of the
+// child's Codex home (CODEX_HOME, else $HOME/.codex), unless the
+// profile's credential_files names it.
+func TestLoginFiles(t *testing.T) {
+	codexHome, userHome := t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		set   map[string]string
+		creds []string
+		want  []string
+	}{
+		{"CODEX_HOME", map[string]string{EnvCodexHome: codexHome}, nil, []string{filepath.Join(codexHome, AuthFile)}},
+		{"HOME", map[string]string{"HOME": userHome}, nil, []string{filepath.Join(userHome, ".codex", AuthFile)}},
+		{"a credential file", map[string]string{EnvCodexHome: codexHome}, []string{codexHome + "/./" + AuthFile}, nil},
+	} {
+		cfg := DefaultConfig()
+		cfg.EnvAllow, cfg.EnvSet, cfg.CredentialFiles = nil, tc.set, tc.creds
+		pol, err := cfg.SandboxPolicy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pol.LoginFiles, tc.want) {
+			t.Errorf("%s: login files %q, want %q", tc.name, pol.LoginFiles, tc.want)
+		}
+	}
+}
+
+// TestHiddenLogin: a confined codex exec run whose built-in provider
+// could log in only with the auth.json its sandbox masks fails before
+// it starts, as an auth error naming the file, CODEX_API_KEY and
+// credential_files; a key variable, the file named in credential_files,
+// a provider of config.toml's own, no file or no sandbox let it run.
+// codex-acp, which takes no key variable, needs the file regardless.
+func TestHiddenLogin(t *testing.T) {
+	home := t.TempDir()
+	login := filepath.Join(home, AuthFile)
+	if err := os.WriteFile(login, []byte(`{"auth_mode":"chatgpt"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	confined := keyedSandbox{api: "none"}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		set     map[string]string
+		creds   []string
+		confine proc.Confiner
+		keyed   bool
+		hidden  bool
+	}{
+		{"login only", "", nil, nil, confined, true, true},
+		{"CODEX_API_KEY", "", map[string]string{EnvCodexAPIKey: "sk-codex"}, nil, confined, true, false},
+		{"credential_files", "", nil, []string{login}, confined, true, false},
+		{"a provider of config.toml's own", fakeConfigTOML, nil, nil, confined, true, false},
+		{"not confined", "", nil, nil, nil, true, false},
+		{"codex-acp with a key variable", "", map[string]string{EnvAPIKey: "sk-openai"}, nil, confined, false, true},
+	} {
+		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(tc.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig()
+		cfg.EnvAllow, cfg.CredentialFiles, cfg.Confine = nil, tc.creds, tc.confine
+		cfg.EnvSet = map[string]string{EnvCodexHome: home}
+		for k, v := range tc.set {
+			cfg.EnvSet[k] = v
+		}
+		err := HiddenLogin(cfg, tc.keyed)
+		if !tc.hidden {
+			if err != nil {
+				t.Errorf("%s: %v, want none", tc.name, err)
+			}
+			continue
+		}
+		var we *wire.Error
+		if !errors.As(err, &we) || we.Class != wire.ProviderAuthError {
+			t.Fatalf("%s: err %v, want a %s", tc.name, err, wire.ProviderAuthError)
+		}
+		for _, s := range []string{login, EnvCodexAPIKey, "credential_files", map[bool]string{true: "env_allow", false: "env_key"}[tc.keyed]} {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not name %s", tc.name, err, s)
+			}
+		}
+		if tc.keyed {
+			if _, err := spec(cfg).Invoke(Request{Prompt: "hi"}, adapter.Call{Model: "gpt-5.5"}, "/w"); !errors.As(err, &we) {
+				t.Errorf("%s: Invoke = %v, want the error", tc.name, err)
+			}
+		}
+	}
+	if err := os.Remove(login); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.EnvAllow, cfg.Confine, cfg.EnvSet = nil, confined, map[string]string{EnvCodexHome: home}
+	if err := HiddenLogin(cfg, true); err != nil {
+		t.Errorf("no auth.json: %v, want none", err)
 	}
 }
