@@ -393,6 +393,16 @@ func (m *acpMesh) testPermission(t *testing.T, a acpAgent, allow bool) {
 		if len(results) == 0 || results[len(results)-1].IsError {
 			fail("no successful tool_result")
 		}
+		// The tool_use says what the call does: the command, from the
+		// call's input or its title (issue 37; Claude's first update
+		// of a shell call is "Terminal" with the input {}).
+		uses := chunksOf(r, wire.ChunkToolUse)
+		if len(uses) != 1 || uses[0].ToolID != results[len(results)-1].ToolID {
+			fail("want one tool_use, for the call whose result came")
+		}
+		if named, _ := json.Marshal(map[string]any{"name": uses[0].ToolName, "input": uses[0].ToolInput}); !strings.Contains(string(named), fakemodel.ToolCommand) {
+			fail("the tool_use does not name the command %q: %s", fakemodel.ToolCommand, named)
+		}
 		// Codex's rawOutput.stdout was once "" although the model got the
 		// output, Gemini's update has none (testdata/acp/README.md): only
 		// Claude's is checked.

@@ -227,8 +227,8 @@ type agentRun struct {
 	session *adapter.Session
 
 	mu       sync.Mutex
-	tools    map[sdk.ToolCallId]bool // tool calls yielded: true once their result was (Map)
-	loading  bool                    // session/load replays history: not new content
+	tools    Calls // the turns' tool calls as mapped (Map)
+	loading  bool  // session/load replays history: not new content
 	asked    int
 	cancelAt chan struct{} // closed when the turn in progress is interrupted
 }
@@ -247,7 +247,7 @@ func (a *Adapter) start(parent context.Context, dir string) (*agentRun, error) {
 	}
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancelCause(parent)
-	r := &agentRun{a: a, ctx: ctx, cancel: cancel, stdin: inW, exited: make(chan struct{}), items: make(chan item), tools: map[sdk.ToolCallId]bool{}}
+	r := &agentRun{a: a, ctx: ctx, cancel: cancel, stdin: inW, exited: make(chan struct{}), items: make(chan item), tools: Calls{}}
 	var once sync.Once
 	closeIn := func() { once.Do(func() { _ = inR.Close() }) }
 	args := a.cfg.Args

@@ -48,15 +48,49 @@ func (c client) SessionUpdate(_ context.Context, n sdk.SessionNotification) erro
 	return nil
 }
 
+// Calls are the tool calls of a run's turns as Map has seen them.
+type Calls map[sdk.ToolCallId]*Call
+
+// Call is one tool call as its updates have described it so far.
+type Call struct {
+	// Used and Resolved: its tool_use, its tool_result was mapped.
+	Used, Resolved bool
+	Title          string
+	Kind           sdk.ToolKind
+	RawInput       any
+	Locations      []sdk.ToolCallLocation
+	Content        []sdk.ToolCallContent
+}
+
+// described reports whether the call says what it does: an input, a
+// location or content of its own. An agent may announce a call empty and
+// describe it by its next update (claude-agent-acp announces a shell call
+// as "Terminal" with the input {}, then sends the command).
+func (c *Call) described() bool {
+	if m, ok := c.RawInput.(map[string]any); ok {
+		return len(m) > 0 || len(c.Locations) > 0 || contentText(c.Content) != ""
+	}
+	return c.RawInput != nil || len(c.Locations) > 0 || contentText(c.Content) != ""
+}
+
+// use is the call's tool_use chunk, marking it used.
+func (c *Call) use(id sdk.ToolCallId) wire.Chunk {
+	c.Used = true
+	return wire.Chunk{Type: wire.ChunkToolUse, ToolID: string(id), ToolName: toolName(c.Title, string(c.Kind)), ToolInput: input(c)}
+}
+
 // Map maps one session/update to chunks: message and thought chunks to
-// text and thinking deltas, a tool call to tool_use, its completed or
-// failed update to one tool_result (seen records the calls mapped: false
-// once its tool_use was, true once its result was; Unresolved fails the
-// others at the turn's end), a plan to plan (sessions only: v3). Commands, modes,
-// configuration, session info, usage updates and the user's own message
-// (replayed history) are telemetry and map to nothing. An update of no
-// known kind is a ProviderProtocolError.
-func Map(u sdk.SessionUpdate, seen map[sdk.ToolCallId]bool, session bool) ([]wire.Chunk, error) {
+// text and thinking deltas; a tool call to one tool_use, once it says
+// what it does (Call.described: its input, locations or content, from
+// the call or an update of it) or its status moves, so that the tool_use
+// names the command or the path; its completed or failed update to one
+// tool_result, after its tool_use (calls records what was mapped;
+// Unresolved fails the others at the turn's end); a plan to plan
+// (sessions only: v3). Commands, modes, configuration, session info,
+// usage updates and the user's own message (replayed history) are
+// telemetry and map to nothing. An update of no known kind is a
+// ProviderProtocolError.
+func Map(u sdk.SessionUpdate, calls Calls, session bool) ([]wire.Chunk, error) {
 	switch {
 	case u.AgentMessageChunk != nil:
 		if t := blockText(u.AgentMessageChunk.Content); t != "" {
@@ -68,23 +102,36 @@ func Map(u sdk.SessionUpdate, seen map[sdk.ToolCallId]bool, session bool) ([]wir
 		}
 	case u.ToolCall != nil:
 		tc := u.ToolCall
-		if _, ok := seen[tc.ToolCallId]; !ok {
-			seen[tc.ToolCallId] = false
+		c := calls.of(tc.ToolCallId)
+		if tc.Title != "" {
+			c.Title = tc.Title
 		}
-		out := []wire.Chunk{{Type: wire.ChunkToolUse, ToolID: string(tc.ToolCallId), ToolName: toolName(tc.Title, string(tc.Kind)), ToolInput: input(tc.RawInput, tc.Kind)}}
-		if res, ok := result(tc.ToolCallId, string(tc.Status), tc.Content, tc.RawOutput, seen); ok {
-			out = append(out, res)
+		if tc.Kind != "" {
+			c.Kind = tc.Kind
 		}
-		return out, nil
+		c.merge(tc.RawInput, tc.Locations, tc.Content)
+		return calls.progress(tc.ToolCallId, string(tc.Status), tc.Content, tc.RawOutput), nil
 	case u.ToolCallUpdate != nil:
 		tu := u.ToolCallUpdate
+		c := calls.of(tu.ToolCallId)
+		if tu.Title != nil && *tu.Title != "" {
+			c.Title = *tu.Title
+		}
+		if tu.Kind != nil && *tu.Kind != "" {
+			c.Kind = *tu.Kind
+		}
 		status := ""
 		if tu.Status != nil {
 			status = string(*tu.Status)
 		}
-		if res, ok := result(tu.ToolCallId, status, tu.Content, tu.RawOutput, seen); ok {
-			return []wire.Chunk{res}, nil
+		if status != "completed" && status != "failed" {
+			// The content of a finished call is its output, not what
+			// it does.
+			c.merge(tu.RawInput, tu.Locations, tu.Content)
+		} else {
+			c.merge(tu.RawInput, tu.Locations, nil)
 		}
+		return calls.progress(tu.ToolCallId, status, tu.Content, tu.RawOutput), nil
 	case u.Plan != nil:
 		if !session {
 			return nil, nil
@@ -102,6 +149,50 @@ func Map(u sdk.SessionUpdate, seen map[sdk.ToolCallId]bool, session bool) ([]wir
 	return nil, nil
 }
 
+// of is the call id, recorded if new.
+func (cs Calls) of(id sdk.ToolCallId) *Call {
+	c := cs[id]
+	if c == nil {
+		c = &Call{}
+		cs[id] = c
+	}
+	return c
+}
+
+// merge takes what an update says of the call: a non-empty input, its
+// locations, its content.
+func (c *Call) merge(raw any, locs []sdk.ToolCallLocation, content []sdk.ToolCallContent) {
+	if m, ok := raw.(map[string]any); raw != nil && (!ok || len(m) > 0) {
+		c.RawInput = raw
+	}
+	if len(locs) > 0 {
+		c.Locations = locs
+	}
+	if contentText(content) != "" {
+		c.Content = content
+	}
+}
+
+// progress is what call id's latest update maps to: its tool_use, once
+// it is described or its status moved past pending, and then, when its
+// status is completed or failed, its one tool_result.
+func (cs Calls) progress(id sdk.ToolCallId, status string, content []sdk.ToolCallContent, rawOutput any) []wire.Chunk {
+	c := cs[id]
+	var out []wire.Chunk
+	if !c.Used && (c.described() || (status != "" && status != "pending")) {
+		out = append(out, c.use(id))
+	}
+	if (status != "completed" && status != "failed") || c.Resolved {
+		return out
+	}
+	c.Resolved = true
+	var res any = contentText(content)
+	if res == "" && rawOutput != nil {
+		res = rawOutput
+	}
+	return append(out, wire.Chunk{Type: wire.ChunkToolResult, ToolID: string(id), ToolOutput: res, IsError: status == "failed"})
+}
+
 func toolName(title, kind string) string {
 	if title != "" {
 		return title
@@ -113,50 +204,60 @@ func toolName(title, kind string) string {
 }
 
 // input is a tool call's arguments as a map: the raw input when it is an
-// object, else under "input"; the kind rides along.
-func input(raw any, kind sdk.ToolKind) map[string]any {
-	m, ok := raw.(map[string]any)
-	if !ok {
+// object, else under "input"; its locations' paths under "paths" and,
+// with no input, its content's text under "content", when the input has
+// no such key; the kind rides along.
+func input(c *Call) map[string]any {
+	m, ok := c.RawInput.(map[string]any)
+	if ok {
+		m = maps.Clone(m)
+	} else {
 		m = map[string]any{}
-		if raw != nil {
-			m["input"] = raw
+		if c.RawInput != nil {
+			m["input"] = c.RawInput
 		}
 	}
-	if kind != "" {
-		if _, taken := m["kind"]; !taken {
-			m["kind"] = string(kind)
+	set := func(k string, v any) {
+		if _, taken := m[k]; !taken {
+			m[k] = v
 		}
+	}
+	if len(c.Locations) > 0 {
+		paths := make([]any, 0, len(c.Locations))
+		for _, l := range c.Locations {
+			paths = append(paths, l.Path)
+		}
+		set("paths", paths)
+	}
+	if c.RawInput == nil {
+		if t := contentText(c.Content); t != "" {
+			set("content", t)
+		}
+	}
+	if c.Kind != "" {
+		set("kind", string(c.Kind))
 	}
 	return m
 }
 
-// result is the tool_result of a call whose status is completed or
-// failed, once per call.
-func result(id sdk.ToolCallId, status string, content []sdk.ToolCallContent, raw any, seen map[sdk.ToolCallId]bool) (wire.Chunk, bool) {
-	if (status != "completed" && status != "failed") || seen[id] {
-		return wire.Chunk{}, false
-	}
-	seen[id] = true
-	var out any = contentText(content)
-	if out == "" && raw != nil {
-		out = raw
-	}
-	return wire.Chunk{Type: wire.ChunkToolResult, ToolID: string(id), ToolOutput: out, IsError: status == "failed"}, true
-}
-
-// Unresolved is a failed tool_result for each tool call in seen (Map)
-// whose result was never mapped, in the order of their ids, and marks
-// them resolved: at the end of a turn, a call the agent started but never
-// reported completed or failed did not run to an outcome the model got
-// (an agent that could not start its shell, a turn cancelled during the
-// call), and the stream says so rather than leaving it silent.
-func Unresolved(seen map[sdk.ToolCallId]bool, why string) []wire.Chunk {
+// Unresolved ends each tool call of calls (Map) whose result was never
+// mapped, in the order of their ids: its tool_use, if it was held, and a
+// failed tool_result; it marks them resolved. At the end of a turn, a
+// call the agent started but never reported completed or failed did not
+// run to an outcome the model got (an agent that could not start its
+// shell, a turn cancelled during the call), and the stream says so
+// rather than leaving it silent.
+func Unresolved(calls Calls, why string) []wire.Chunk {
 	var out []wire.Chunk
-	for _, id := range slices.Sorted(maps.Keys(seen)) {
-		if seen[id] {
+	for _, id := range slices.Sorted(maps.Keys(calls)) {
+		c := calls[id]
+		if c.Resolved {
 			continue
 		}
-		seen[id] = true
+		if !c.Used {
+			out = append(out, c.use(id))
+		}
+		c.Resolved = true
 		out = append(out, wire.Chunk{Type: wire.ChunkToolResult, ToolID: string(id), ToolOutput: why, IsError: true})
 	}
 	return out

@@ -1,9 +1,11 @@
 package acp
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -101,7 +103,7 @@ func TestConfinedArgs(t *testing.T) {
 // reported is a failed tool_result at the turn's end, once; one that
 // completed is not.
 func TestUnresolvedToolCalls(t *testing.T) {
-	seen := map[sdk.ToolCallId]bool{}
+	seen := Calls{}
 	for _, u := range []sdk.SessionUpdate{
 		{ToolCall: &sdk.SessionUpdateToolCall{ToolCallId: "a", Title: "echo hi", Status: "pending"}},
 		{ToolCall: &sdk.SessionUpdateToolCall{ToolCallId: "b", Title: "ls", Status: "in_progress"}},
@@ -111,11 +113,76 @@ func TestUnresolvedToolCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// a never said what it does, so its tool_use was held: it comes
+	// now, before its failed result.
 	got := Unresolved(seen, "never reported")
-	if len(got) != 1 || got[0].Type != wire.ChunkToolResult || got[0].ToolID != "a" || !got[0].IsError || got[0].ToolOutput != "never reported" {
-		t.Fatalf("Unresolved = %+v, want one failed tool_result for a", got)
+	if len(got) != 2 || got[0].Type != wire.ChunkToolUse || got[0].ToolID != "a" || got[0].ToolName != "echo hi" ||
+		got[1].Type != wire.ChunkToolResult || got[1].ToolID != "a" || !got[1].IsError || got[1].ToolOutput != "never reported" {
+		t.Fatalf("Unresolved = %+v, want a's tool_use and one failed tool_result for it", got)
 	}
 	if again := Unresolved(seen, "x"); len(again) != 0 {
 		t.Fatalf("second Unresolved = %+v, want none", again)
+	}
+}
+
+// TestToolUseNamesWhatItDoes replays each recorded agent's shell call
+// (testdata/acp): its one tool_use names the command, from the call's
+// input or its title, and comes before its one tool_result.
+// claude-agent-acp announces the call as "Terminal" with the input {} and
+// sends the command in its next update; gemini sends no tool_call, only
+// the update that completes it.
+func TestToolUseNamesWhatItDoes(t *testing.T) {
+	for _, agent := range []string{"claude-agent-acp", "codex-acp", "gemini-cli"} {
+		t.Run(agent, func(t *testing.T) {
+			b, err := os.ReadFile(filepath.Join("..", "..", "..", "testdata", "acp", agent, "permission-allow.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := Calls{}
+			var chunks []wire.Chunk
+			for line := range strings.Lines(string(b)) {
+				var rec struct {
+					Dir string `json:"dir"`
+					Msg struct {
+						Method string                  `json:"method"`
+						Params sdk.SessionNotification `json:"params"`
+					} `json:"msg"`
+				}
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatal(err)
+				}
+				if rec.Dir != "agent->client" || rec.Msg.Method != "session/update" {
+					continue
+				}
+				out, err := Map(rec.Msg.Params.Update, calls, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				chunks = append(chunks, out...)
+			}
+			chunks = append(chunks, Unresolved(calls, "never reported")...)
+			var uses, results []wire.Chunk
+			for _, c := range chunks {
+				switch c.Type {
+				case wire.ChunkToolUse:
+					uses = append(uses, c)
+				case wire.ChunkToolResult:
+					if len(uses) == 0 {
+						t.Errorf("a tool_result before any tool_use: %+v", c)
+					}
+					results = append(results, c)
+				}
+			}
+			if len(uses) != 1 || len(results) != 1 || results[0].IsError || uses[0].ToolID != results[0].ToolID {
+				t.Fatalf("tool_use %+v, tool_result %+v; want one of each, for one call, the result not failed", uses, results)
+			}
+			named, _ := json.Marshal(map[string]any{"name": uses[0].ToolName, "input": uses[0].ToolInput})
+			if !strings.Contains(string(named), "echo hello-from-tool") {
+				t.Errorf("the tool_use does not name the command: %s", named)
+			}
+			if uses[0].ToolInput["kind"] != "execute" {
+				t.Errorf("the tool_use's kind is %v, want execute", uses[0].ToolInput["kind"])
+			}
+		})
 	}
 }
