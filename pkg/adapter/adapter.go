@@ -32,6 +32,10 @@ type Call struct {
 	// history, signed reasoning, response ids); nil for a fresh one. It
 	// never enters an event.
 	Checkpoint []byte
+	// CheckpointAt is when Checkpoint was last stored (zero for a fresh
+	// conversation): a session's checkpoint is stored again at each turn
+	// end, so it is when its agent was last active.
+	CheckpointAt time.Time
 	// SaveCheckpoint, when set, records the continuation state for the
 	// conversation's next run. The runner stores it only if the run
 	// succeeds. Adapters without continuation state never call it.

@@ -115,14 +115,25 @@ func (s *Session) Interrupt() error {
 func (s *Session) Interrupts() <-chan struct{} { return s.interrupt }
 
 // Next waits for the next turn's prompt. When idle passes with none
-// queued, or ctx ends, it closes the session (a Send after that is
-// refused, never lost) and reports ok false.
-func (s *Session) Next(ctx context.Context, idle time.Duration) (prompt string, turn int, ok bool) {
+// queued, it closes the session with SessionEnded saying it "was idle for
+// <idle> and " then idleEnd ("ended", say); when ctx ends, with the
+// cause. A Send after that is refused, never lost; Next reports ok false.
+func (s *Session) Next(ctx context.Context, idle time.Duration, idleEnd string) (prompt string, turn int, ok bool) {
 	t := time.NewTimer(idle)
 	defer t.Stop()
 	s.mu.Lock()
 	s.waiting = true
+	idled := false
 	for {
+		if len(s.queue) == 0 && idled {
+			// Closed under the lock that Send takes: a prompt queued
+			// while the timer fired is taken instead, never dropped.
+			if !s.closed {
+				s.closed, s.closedWhy = true, ended("was idle for "+idle.String()+" and "+idleEnd)
+			}
+			s.mu.Unlock()
+			return "", 0, false
+		}
 		if len(s.queue) > 0 {
 			prompt, s.queue = s.queue[0], s.queue[1:]
 			turn = s.turn - len(s.queue)
@@ -138,8 +149,7 @@ func (s *Session) Next(ctx context.Context, idle time.Duration) (prompt string, 
 		select {
 		case <-s.wake:
 		case <-t.C:
-			s.Close(ended("was idle for " + idle.String() + " and ended"))
-			return "", 0, false
+			idled = true
 		case <-ctx.Done():
 			s.Close(ended("ended: " + context.Cause(ctx).Error()))
 			return "", 0, false

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/remote/safehttp"
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
@@ -305,8 +306,13 @@ func checkSession(ss *Session, bad func(field, format string, args ...any)) {
 	if ss.PermissionTimeout != 0 && ss.PermissionTimeout < MinSessionTimeout {
 		bad("session.permission_timeout", "must be at least %s, got %s", MinSessionTimeout, ss.PermissionTimeout)
 	}
-	if ss.IdleTimeout != 0 && ss.IdleTimeout < MinSessionTimeout {
-		bad("session.idle_timeout", "must be at least %s, got %s", MinSessionTimeout, ss.IdleTimeout)
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"session.idle_timeout", ss.IdleTimeout}, {"session.suspend_after", ss.SuspendAfter}, {"session.suspended_timeout", ss.SuspendedTimeout}} {
+		if d.v != 0 && d.v < MinSessionTimeout {
+			bad(d.field, "must be at least %s, got %s", MinSessionTimeout, d.v)
+		}
 	}
 	for name, m := range ss.MCPServers {
 		field := "session.mcp_servers." + name

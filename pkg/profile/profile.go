@@ -95,6 +95,17 @@ type Session struct {
 	// IdleTimeout ends a session that waited this long for its next
 	// prompt (default 10m, at least 1s).
 	IdleTimeout time.Duration `yaml:"idle_timeout,omitempty" msgpack:"idle_timeout,omitempty"`
+	// SuspendAfter is the grace of a session that can be suspended (its
+	// agent loads sessions, and the run is on a conversation): waiting
+	// this long for its next prompt, it gives its slot back, its agent
+	// ends and its run ends succeeded; the next run on its conversation
+	// loads it on any runner (default 30s, at least 1s, at most
+	// IdleTimeout in effect).
+	SuspendAfter time.Duration `yaml:"suspend_after,omitempty" msgpack:"suspend_after,omitempty"`
+	// SuspendedTimeout is the idle timeout of a suspended session: a run
+	// on its conversation this long after its last turn ended does not
+	// load it and fails SessionEnded (default 24h, at least 1s).
+	SuspendedTimeout time.Duration `yaml:"suspended_timeout,omitempty" msgpack:"suspended_timeout,omitempty"`
 	// MCPServers is the operator's allowlist: the MCP servers a request
 	// may name, by name, for its session's session/new.
 	MCPServers map[string]MCPServer `yaml:"mcp_servers,omitempty" msgpack:"mcp_servers,omitempty"`
@@ -122,6 +133,8 @@ const (
 const (
 	DefaultPermissionTimeout = 60 * time.Second
 	DefaultIdleTimeout       = 10 * time.Minute
+	DefaultSuspendAfter      = 30 * time.Second
+	DefaultSuspendedTimeout  = 24 * time.Hour
 	MinSessionTimeout        = time.Second
 )
 

@@ -108,6 +108,8 @@ func TestLoadRejects(t *testing.T) {
 		{name: "null attempts", in: map[string]string{"x.yaml": base + "policy: {max_attempts: null}\n"}, wantFile: "x.yaml", wantField: "policy.max_attempts", want: "must be > 0"},
 		{name: "zero active", in: map[string]string{"x.yaml": base + "policy: {max_active: 0}\n"}, wantFile: "x.yaml", wantField: "policy.max_active", want: "must be > 0, got 0"},
 		{name: "negative active", in: map[string]string{"x.yaml": base + "policy: {max_active: -3}\n"}, wantFile: "x.yaml", wantField: "policy.max_active", want: "must be > 0, got -3"},
+		{name: "short suspend grace", in: map[string]string{"x.yaml": base + "session: {suspend_after: 500ms}\n"}, wantFile: "x.yaml", wantField: "session.suspend_after", want: "must be at least 1s, got 500ms"},
+		{name: "short suspended timeout", in: map[string]string{"x.yaml": base + "session: {suspended_timeout: 10ms}\n"}, wantFile: "x.yaml", wantField: "session.suspended_timeout", want: "must be at least 1s, got 10ms"},
 		{name: "negative waiting", in: map[string]string{"x.yaml": base + "policy: {max_waiting: -1}\n"}, wantFile: "x.yaml", wantField: "policy.max_waiting", want: "must be >= 0, got -1"},
 		{name: "zero schema", in: map[string]string{"x.yaml": strings.Replace(base, "schema: 1", "schema: 0", 1)}, wantFile: "x.yaml", wantField: "schema", want: "version 0"},
 		{name: "schema", in: map[string]string{"x.yaml": strings.Replace(base, "schema: 1", "schema: 2", 1)}, wantFile: "x.yaml", wantField: "schema"},

@@ -1,6 +1,6 @@
 // Package runner is the runner host both runner services use: it pulls work
 // for its adapters through the pool's shared durable consumers, admits at
-// most max_active runs per adapter per process, and drives each run through
+// most max_active runs per adapter and per profile per process, and drives each run through
 // its adapter with a deadline, cancellation, a lease heartbeat, retry before
 // first output and never after it, the work acked only once the run's end
 // is recorded, a gapless per-run seq and exactly one fenced terminal status
@@ -40,11 +40,18 @@ type Config struct {
 	// (default: a random id).
 	ID string `split_words:"true" desc:"runner id in run records and on its cancel subject (default: random)"`
 	// MaxActive is the number of runs of one adapter this process executes
-	// at once, by adapter name (default DefaultMaxActive).
-	MaxActive map[string]int `split_words:"true" desc:"runs executed at once per adapter, as adapter:n,... (default: each profile's policy.max_active)"`
+	// at once, by adapter name, over all its profiles (default
+	// DefaultMaxActive).
+	MaxActive map[string]int `split_words:"true" desc:"runs executed at once per adapter, over all its profiles, as adapter:n,... (default: the sum of its profiles' policy.max_active; each profile is held to its own too)"`
 	// DefaultMaxActive applies to adapters not in MaxActive (default 1, the
 	// record's in-process default).
 	DefaultMaxActive int `split_words:"true" desc:"runs executed at once by an adapter not in RUNNER_MAX_ACTIVE (default 1)"`
+	// ProfileMaxActive is the number of runs of one profile this process
+	// executes at once, by profile name (its policy.max_active), within
+	// its adapter's MaxActive; a profile not in it has only its adapter's
+	// bound. Work of a profile at its bound is handed back to the pool
+	// (ProfileBusyRetry).
+	ProfileMaxActive map[string]int `ignored:"true"`
 	// AckWait is the work consumers' ack wait; until it is settled (at the
 	// first output, or the terminal status) a run's work is kept in
 	// progress every AckWait/3 (default 30s). It must be above the hosted
@@ -137,6 +144,11 @@ func (c Config) Validate() error {
 			bad.Add("MaxActive", "%s must be > 0, got %d", a, n)
 		}
 	}
+	for _, p := range slices.Sorted(maps.Keys(c.ProfileMaxActive)) {
+		if n := c.ProfileMaxActive[p]; n < 1 {
+			bad.Add("ProfileMaxActive", "%s must be > 0, got %d", p, n)
+		}
+	}
 	if c.AckWait < time.Second {
 		bad.Add("AckWait", "must be at least 1s, got %s", c.AckWait)
 	}
@@ -171,9 +183,10 @@ type Host struct {
 	cons        map[string]jetstream.Consumer
 	workspaces  *Workspaces
 
-	mu     sync.Mutex
-	active map[string]*run // by <tenant>.<run_id>: the delivery executing it
-	lease  *runs.Lease     // this runner's lease; nil while it is taken anew
+	mu      sync.Mutex
+	active  map[string]*run // by <tenant>.<run_id>: the delivery executing it
+	profile map[string]int  // runs executing, by profile (ProfileMaxActive)
+	lease   *runs.Lease     // this runner's lease; nil while it is taken anew
 
 	tally service.Tally // the counts of its micro stats
 }
@@ -256,7 +269,7 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Host{d: d, cfg: cfg, adapters: adapters, cons: map[string]jetstream.Consumer{}, active: map[string]*run{}}
+	h := &Host{d: d, cfg: cfg, adapters: adapters, cons: map[string]jetstream.Consumer{}, active: map[string]*run{}, profile: map[string]int{}}
 	var err error
 	if h.store, err = runs.Open(ctx, d); err != nil {
 		return nil, err
@@ -326,6 +339,32 @@ func (h *Host) maxActive(name string) int {
 		return n
 	}
 	return h.cfg.DefaultMaxActive
+}
+
+// ProfileBusyRetry is how long work of a profile at its bound on this
+// runner (ProfileMaxActive) waits before it is delivered again, here or
+// to another runner of the pool.
+const ProfileBusyRetry = 250 * time.Millisecond
+
+// takeProfile takes one of profile's slots, and reports false when all
+// are taken. A profile without a bound has as many as its adapter.
+func (h *Host) takeProfile(profile string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if n, ok := h.cfg.ProfileMaxActive[profile]; ok && h.profile[profile] >= n {
+		return false
+	}
+	h.profile[profile]++
+	return true
+}
+
+// giveProfile gives back a slot takeProfile took.
+func (h *Host) giveProfile(profile string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.profile[profile]--; h.profile[profile] <= 0 {
+		delete(h.profile, profile)
+	}
 }
 
 // Run executes work until ctx ends. It then stops taking work, lets runs in
@@ -484,6 +523,14 @@ func (h *Host) execute(ctx context.Context, a adapter.Adapter, msg jetstream.Msg
 		h.undecodable(ctx, d, err)
 		return
 	}
+	if !h.takeProfile(work.Profile) {
+		// Its profile's slots here are all taken: the work goes back,
+		// nothing of the run read or written, for this runner once a
+		// slot is free or another runner of the pool.
+		d.settle(settleRetry, ProfileBusyRetry)
+		return
+	}
+	defer h.giveProfile(work.Profile)
 	a, _ = h.adapters.ForWork(a.Name(), work.Profile) // the profile's own settings
 	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
 		h.d.Metrics.Redeliveries.WithLabelValues(a.Name()).Inc()

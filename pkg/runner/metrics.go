@@ -2,6 +2,8 @@ package runner
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/runs"
@@ -33,15 +35,25 @@ func (h *Host) registerMetrics() {
 
 // microMetadata is the runner's micro service metadata: the configured
 // entries, its id, the adapters it hosts ("codex,fixture") and each one's
-// max active ("codex:2,fixture:4"), in the adapters' order.
+// max active ("codex:2,fixture:4"), in the adapters' order, and the
+// bound of each profile it holds ("claude-acp:1,codex-acp:1"), by name.
 func (h *Host) microMetadata() map[string]string {
 	names := h.adapters.Names()
 	limits := make([]string, len(names))
 	for i, n := range names {
 		limits[i] = fmt.Sprintf("%s:%d", n, h.maxActive(n))
 	}
+	var profiles []string
+	for _, p := range slices.Sorted(maps.Keys(h.cfg.ProfileMaxActive)) {
+		if _, held := h.adapters.ForProfile(p); held {
+			profiles = append(profiles, fmt.Sprintf("%s:%d", p, h.cfg.ProfileMaxActive[p]))
+		}
+	}
 	md := service.Metadata(h.cfg.Metadata, "runner_id", h.cfg.ID)
 	md = service.Metadata(md, "adapters", strings.Join(names, ","))
+	if len(profiles) > 0 {
+		md = service.Metadata(md, "profile_max_active", strings.Join(profiles, ","))
+	}
 	return service.Metadata(md, "max_active", strings.Join(limits, ","))
 }
 

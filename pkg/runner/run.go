@@ -379,12 +379,12 @@ func (r *run) exec(parent context.Context) {
 	}
 	call := adapter.Call{RunID: r.work.RunID, Request: req, Runtime: r.work.Runtime, SessionID: r.work.SessionID, Attempt: r.attempt, Model: r.work.Pin.Model, MaxAttempts: r.work.Policy.MaxAttempts}
 	if r.work.Conversation != "" {
-		state, err := r.loadCheckpoint(ctx)
+		state, at, err := r.loadCheckpoint(ctx)
 		if err != nil {
 			r.conclude(ctx, err, nil)
 			return
 		}
-		call.Checkpoint = state
+		call.Checkpoint, call.CheckpointAt = state, at
 		call.SaveCheckpoint = func(b []byte) { r.checkpoint = bytes.Clone(b) }
 	}
 	r.openSession(ctx, &call)
@@ -507,27 +507,32 @@ func (r *run) confirmSession(ctx context.Context, id string) {
 	r.session = id
 }
 
-// loadCheckpoint returns the conversation's continuation state, or nil for
-// a fresh conversation. A checkpoint another adapter wrote fails closed
-// with PinMismatch: its state means nothing to this adapter, and running
-// without it would silently lose the conversation.
-func (r *run) loadCheckpoint(ctx context.Context) ([]byte, error) {
+// loadCheckpoint returns the conversation's continuation state and when
+// it was stored, or nil for a fresh conversation. A checkpoint another
+// adapter wrote fails closed with PinMismatch: its state means nothing to
+// this adapter, and running without it would silently lose the
+// conversation.
+func (r *run) loadCheckpoint(ctx context.Context) ([]byte, time.Time, error) {
 	e, err := r.h.checkpoints.Get(ctx, subject.ConversationKey(r.work.Tenant, r.work.Conversation))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		r.fresh = true
-		return nil, nil
+		return nil, time.Time{}, nil
 	}
 	if err != nil {
-		return nil, wire.Errorf(wire.ProviderTransportError, "read checkpoint of %s: %v", r.work.Conversation, err).Retry()
+		return nil, time.Time{}, wire.Errorf(wire.ProviderTransportError, "read checkpoint of %s: %v", r.work.Conversation, err).Retry()
 	}
 	cp, err := wire.Decode[wire.Checkpoint](e.Value())
 	if err != nil {
-		return nil, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)
+		return nil, time.Time{}, wire.Errorf(wire.ProviderProtocolError, "checkpoint of %s: %v", r.work.Conversation, err)
 	}
 	if cp.Adapter != r.a.Name() {
-		return nil, wire.Errorf(wire.PinMismatch, "conversation %s was checkpointed by adapter %s; this run's adapter is %s", r.work.Conversation, cp.Adapter, r.a.Name())
+		return nil, time.Time{}, wire.Errorf(wire.PinMismatch, "conversation %s was checkpointed by adapter %s; this run's adapter is %s", r.work.Conversation, cp.Adapter, r.a.Name())
 	}
-	return cp.State, nil
+	var at time.Time
+	if cp.Updated > 0 {
+		at = time.UnixMilli(cp.Updated)
+	}
+	return cp.State, at, nil
 }
 
 // saveCheckpoint stores the run's pin and what the adapter saved once the

@@ -70,6 +70,14 @@ type Config struct {
 	PermissionTimeout time.Duration
 	// IdleTimeout ends a session that waited this long for a prompt.
 	IdleTimeout time.Duration
+	// SuspendAfter suspends a session that can be (its agent loads
+	// sessions and it is on a conversation) once it waited this long for
+	// a prompt, when shorter than IdleTimeout: its run ends, its agent
+	// with it, and the next run on its conversation loads it.
+	SuspendAfter time.Duration
+	// SuspendedTimeout: a run on a conversation whose agent session was
+	// last active longer ago than this does not load it (SessionEnded).
+	SuspendedTimeout time.Duration
 	// MCPServers is the allowlist a request names its servers from.
 	MCPServers map[string]sdk.McpServer
 }
@@ -100,6 +108,12 @@ func New(cfg Config) (*Adapter, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = profile.DefaultIdleTimeout
+	}
+	if cfg.SuspendAfter <= 0 {
+		cfg.SuspendAfter = profile.DefaultSuspendAfter
+	}
+	if cfg.SuspendedTimeout <= 0 {
+		cfg.SuspendedTimeout = profile.DefaultSuspendedTimeout
 	}
 	if cfg.Binary == "" {
 		return nil, errors.New("acp: an agent binary is required")
@@ -361,6 +375,10 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 			g.Fail(wire.Errorf(wire.SessionLost, "acp: agent %s cannot load session %s (no loadSession capability); it is not started afresh", r.a.cfg.Binary, c.Checkpoint))
 			return
 		}
+		if idle := time.Since(c.CheckpointAt); !c.CheckpointAt.IsZero() && idle > r.a.cfg.SuspendedTimeout {
+			g.Fail(wire.Errorf(wire.SessionEnded, "acp: session %s was last active %s ago, longer than its profile's session.suspended_timeout (%s); it is not loaded, and not started afresh: start a new conversation", c.Checkpoint, idle.Round(time.Second), r.a.cfg.SuspendedTimeout))
+			return
+		}
 		r.setSID(sdk.SessionId(c.Checkpoint))
 		r.setLoading(true)
 		_, err = call(r, "session/load", handshakeTimeout, func(ctx context.Context) (sdk.LoadSessionResponse, error) {
@@ -388,6 +406,13 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 	if !g.Emit(sys) {
 		return
 	}
+	// A session suspends rather than hold its slot while it waits, when
+	// a later run can load it: its agent can, and its id is kept on a
+	// conversation.
+	wait, idleEnd := r.a.cfg.IdleTimeout, "ended"
+	if init.AgentCapabilities.LoadSession && c.SaveCheckpoint != nil && r.a.cfg.SuspendAfter < wait {
+		wait, idleEnd = r.a.cfg.SuspendAfter, "was suspended: the next run on its conversation loads it (session/load) on any runner"
+	}
 	var total wire.Usage
 	prompt, turn, stopReason := req.Prompt, 1, ""
 	for {
@@ -409,13 +434,18 @@ func (r *agentRun) run(g *adapter.Guard, req *Request, c adapter.Call, dir strin
 		if !g.Emit(end) {
 			return
 		}
-		next, t, ok := r.session.Next(r.ctx, r.a.cfg.IdleTimeout)
+		if c.SaveCheckpoint != nil {
+			// Stored again: the checkpoint's time is the session's last
+			// activity (session.suspended_timeout).
+			c.SaveCheckpoint([]byte(r.sid))
+		}
+		next, t, ok := r.session.Next(r.ctx, wait, idleEnd)
 		if !ok {
 			if r.ctx.Err() != nil {
 				g.Fail(context.Cause(r.ctx))
 				return
 			}
-			break // idle: the session ends as a success
+			break // idle: the session ends (or suspends) as a success
 		}
 		if !g.Emit(wire.Chunk{Type: wire.ChunkInput, Content: next, Metadata: wire.Metadata{NumTurns: &t}}) {
 			return

@@ -305,15 +305,25 @@ func (c Dirs) Registry(profiles *profile.Registry, names ...string) (*adapter.Re
 }
 
 // MaxActive is the runs each adapter may execute at once in one runner:
-// the profile's policy.max_active, overridden by explicit per-adapter values.
+// the sum of its profiles' policy.max_active, so that each profile has
+// its own (ProfileMaxActive), overridden by explicit per-adapter values
+// (AGENTMESH_RUNNER_MAX_ACTIVE), which bound all its profiles together.
 func MaxActive(profiles *profile.Registry, explicit map[string]int) map[string]int {
 	out := map[string]int{}
 	for _, p := range profiles.All() {
-		if _, ok := out[p.Adapter]; !ok {
-			out[p.Adapter] = p.Policy.MaxActive
-		}
+		out[p.Adapter] += p.Policy.MaxActive
 	}
 	maps.Copy(out, explicit)
+	return out
+}
+
+// ProfileMaxActive is the runs each profile may execute at once in one
+// runner: its policy.max_active.
+func ProfileMaxActive(profiles *profile.Registry) map[string]int {
+	out := map[string]int{}
+	for _, p := range profiles.All() {
+		out[p.Name] = p.Policy.MaxActive
+	}
 	return out
 }
 
@@ -355,6 +365,7 @@ func acpAdapter(c Dirs, p *profile.Profile) (adapter.Adapter, error) {
 		ac.Args = p.Args
 		if ss := p.Session; ss != nil {
 			ac.Policy, ac.PermissionTimeout, ac.IdleTimeout = ss.PermissionPolicy, ss.PermissionTimeout, ss.IdleTimeout
+			ac.SuspendAfter, ac.SuspendedTimeout = ss.SuspendAfter, ss.SuspendedTimeout
 			ac.MCPServers = map[string]acpsdk.McpServer{}
 			for name, m := range ss.MCPServers {
 				ac.MCPServers[name] = mcpServer(name, m)

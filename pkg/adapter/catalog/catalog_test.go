@@ -246,8 +246,12 @@ func TestRegistry(t *testing.T) {
 	if _, err := ac.Registry(profiles, "fixture", "nope"); err == nil || !strings.Contains(err.Error(), `unknown adapter "nope" (known: acp, anthropic, claude-code, codex, fixture, gemini, nlip, ollama, openai, pi)`) {
 		t.Errorf("Registry(fixture, nope) = %v, want an unknown adapter error listing the known ones", err)
 	}
-	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 {
+	// acp: its three profiles' own bounds together; pi: the explicit one.
+	if got := MaxActive(profiles, map[string]int{"pi": 4}); got["fixture"] != 8 || got["pi"] != 4 || got["claude-code"] != 1 || got["acp"] != 3 {
 		t.Errorf("MaxActive = %v", got)
+	}
+	if got := ProfileMaxActive(profiles); got["claude-acp"] != 1 || got["codex-acp"] != 1 || got["gemini-acp"] != 1 || got["fixture"] != 8 {
+		t.Errorf("ProfileMaxActive = %v", got)
 	}
 }
 

@@ -213,6 +213,16 @@ func askProxy(hostport, raw string) string {
 // a context for the runs, a client of the mesh and the runner, to Stop.
 func hostileMesh(t *testing.T, url string, env map[string]string) (context.Context, *client.Client, *servicetest.Proc) {
 	t.Helper()
+	p, common := subprocessRunner(t, url, env)
+	ctx, c := meshFront(t, common, env)
+	return ctx, c, p
+}
+
+// subprocessRunner starts the real subprocess runner with env (its
+// sandbox on, the default) against the NATS server at url, and returns
+// it, to Stop, and its common configuration.
+func subprocessRunner(t *testing.T, url string, env map[string]string) (*servicetest.Proc, service.Config) {
+	t.Helper()
 	rs := runnerservice.Subprocess.NewSpec()
 	servicetest.Load(t, rs, rs.Common(), url, env)
 	if rs.SandboxMode != runnerservice.SandboxOn {
@@ -222,8 +232,14 @@ func hostileMesh(t *testing.T, url string, env map[string]string) (context.Conte
 		return runnerservice.Subprocess.Run(ctx, rs.Config, log)
 	})
 	p.Log(t, "runner started")
+	return p, rs.Config.Config
+}
 
-	common := rs.Config.Config
+// meshFront starts a mesh without a runner on common's server, reading
+// the profiles env names, and returns a context for the runs (90 s) and
+// a client of the mesh.
+func meshFront(t *testing.T, common service.Config, env map[string]string) (context.Context, *client.Client) {
+	t.Helper()
 	common.HTTPAddr, common.ShutdownTimeout = "", 10*time.Second
 	reg, err := catalog.Dirs{ProfilesDir: env["AGENTMESH_PROFILES_DIR"]}.Profiles()
 	if err != nil {
@@ -245,7 +261,7 @@ func hostileMesh(t *testing.T, url string, env map[string]string) (context.Conte
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ctx, c, p
+	return ctx, c
 }
 
 // upMesh starts agentmesh up as a newcomer runs it (mesh.LoadUpConfig,

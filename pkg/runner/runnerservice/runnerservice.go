@@ -139,6 +139,7 @@ func (c *Config) Prepare(transports []wire.Transport, profiles *profile.Registry
 func (c Config) Host(profiles *profile.Registry) runner.Config {
 	rc := c.Runner
 	rc.MaxActive = catalog.MaxActive(profiles, c.Runner.MaxActive)
+	rc.ProfileMaxActive = catalog.ProfileMaxActive(profiles)
 	rc.Metadata = service.Metadata(rc.Metadata, "registry_version", profiles.Version())
 	rc.WorkspaceRoot = c.WorkspaceRoot
 	return rc

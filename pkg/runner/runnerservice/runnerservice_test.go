@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"github.com/agentmesh/agentmesh/pkg/adapter/catalog"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/runner"
@@ -20,6 +21,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(acpFakeEnv) == "1" {
+		acpfake.Main() // (exits)
+	}
 	if code, ok := hostileMain(); ok {
 		os.Exit(code)
 	}

@@ -20,16 +20,28 @@
 // It advertises loadSession when its state directory is set
 // (ACPFAKE_STATE): it writes each session's turns there and replays them
 // on session/load, from any process.
+//
+// With ANTHROPIC_BASE_URL set it asks that Messages API for each turn,
+// sending the session's whole conversation (every earlier prompt and its
+// echo, then the prompt; ANTHROPIC_API_KEY as x-api-key), and adds the
+// model's text to its reply ("model: <text>"); a failed request fails the
+// turn. A loaded session's request carries the turns of before, as a
+// real agent's would (pkg/adapter/cli/fakemodel records it).
 package acpfake
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -98,10 +110,11 @@ func (a *agent) NewSession(_ context.Context, p sdk.NewSessionRequest) (sdk.NewS
 	a.next++
 	// Without a state dir the ids repeat from process to process, so
 	// that two runs of one script stream the same chunks; with one they
-	// are unique, for session/load.
+	// are unique, for session/load (random: a sandboxed agent's pid is
+	// its namespace's, the same in every run).
 	id := sdk.SessionId(fmt.Sprintf("fake-%d", a.next))
 	if a.state != "" {
-		id = sdk.SessionId(fmt.Sprintf("fake-%d-%d", os.Getpid(), a.next))
+		id = sdk.SessionId(fmt.Sprintf("fake-%s-%d", rand.Text(), a.next))
 	}
 	a.sessions[id] = &session{MCP: serverNames(p.McpServers)}
 	return sdk.NewSessionResponse{SessionId: id}, nil
@@ -167,6 +180,7 @@ func (a *agent) Prompt(parent context.Context, p sdk.PromptRequest) (sdk.PromptR
 	s.History = append(s.History, prompt)
 	turn := len(s.History)
 	mcp := s.MCP
+	history := slices.Clone(s.History)
 	a.mu.Unlock()
 	defer a.save(p.SessionId)
 
@@ -250,10 +264,63 @@ func (a *agent) Prompt(parent context.Context, p sdk.PromptRequest) (sdk.PromptR
 	if strings.Contains(prompt, "[mcp]") {
 		out += " mcp=" + strings.Join(mcp, ",")
 	}
+	if base := os.Getenv("ANTHROPIC_BASE_URL"); base != "" {
+		said, err := askModel(ctx, base, history)
+		if err != nil {
+			return sdk.PromptResponse{}, &sdk.RequestError{Code: -32603, Message: "Internal error", Data: map[string]any{"details": "API Error: " + err.Error()}}
+		}
+		out += " model: " + said
+	}
 	half := len(out) / 2
 	_ = a.update(ctx, id, sdk.UpdateAgentMessageText(out[:half]))
 	_ = a.update(ctx, id, sdk.UpdateAgentMessageText(out[half:]))
 	return sdk.PromptResponse{StopReason: sdk.StopReasonEndTurn, Usage: &sdk.Usage{InputTokens: 10 * turn, OutputTokens: 5, TotalTokens: 10*turn + 5}}, nil
+}
+
+// askModel sends the conversation of history (its last entry the
+// prompt) to the Messages API at base and returns the text it answered.
+func askModel(ctx context.Context, base string, history []string) (string, error) {
+	var msgs []map[string]any
+	for i, h := range history {
+		msgs = append(msgs, map[string]any{"role": "user", "content": h})
+		if i < len(history)-1 {
+			msgs = append(msgs, map[string]any{"role": "assistant", "content": reply(h, i+1)})
+		}
+	}
+	body, err := json.Marshal(map[string]any{"model": "acpfake", "max_tokens": 256, "stream": false, "messages": msgs})
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/messages", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("x-api-key", os.Getenv("ANTHROPIC_API_KEY"))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Content []struct {
+			Type, Text string
+		} `json:"content"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m); err != nil {
+		return "", err
+	}
+	var said []string
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			said = append(said, c.Text)
+		}
+	}
+	return strings.Join(said, ""), nil
 }
 
 // save writes the session's turns for a later session/load.
