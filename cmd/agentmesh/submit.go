@@ -275,13 +275,17 @@ func cmdRun(ctx context.Context, args []string, io *stdio) error {
 		out = newJSONPrinter(io.stdout)
 	}
 	st, err := submitAndFollow(ctx, c, req, out, io)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
+	case st.State == wire.StateSucceeded:
+		return nil
+	case ctx.Err() != nil:
+		// The signal cancelled it: the shell's 128+SIGINT, as for a
+		// run the mesh never ended.
+		return interrupted("interrupted: run %s ended %s", req.RunID, st.State)
 	}
-	if st.State != wire.StateSucceeded {
-		return failed
-	}
-	return nil
+	return failed
 }
 
 // interruptGrace bounds how long an interrupted command follows a run
