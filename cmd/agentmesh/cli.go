@@ -39,6 +39,9 @@ type stdio struct {
 	// for the check that it names no AGENTMESH_* or AGENT_* variable this
 	// build does not read (service.CheckEnvironment); nil for none.
 	environ func() []string
+	// self is how the user ran this command (os.Args[0]: bin/agentmesh
+	// under make run), for the hints that tell them what to type next.
+	self string
 }
 
 func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
@@ -48,6 +51,7 @@ func newStdio(stdout, stderr io.Writer, getenv func(string) string) *stdio {
 		stderr: &lockedWriter{w: stderr},
 		getenv: getenv,
 		color:  isTerminal(stdout) && getenv("NO_COLOR") == "" && getenv("TERM") != "dumb",
+		self:   "agentmesh",
 	}
 }
 

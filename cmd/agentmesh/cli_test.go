@@ -229,3 +229,35 @@ func TestRunSetFields(t *testing.T) {
 		t.Fatalf("request = %v, runtime %v", m, req.Runtime)
 	}
 }
+
+// TestGroupHelpListsSubcommandFlags: a group command's --help prints,
+// after its own usage, each subcommand's usage and flags, and exits 0
+// having run none of them (no mesh is reachable here).
+func TestGroupHelpListsSubcommandFlags(t *testing.T) {
+	for _, group := range []string{"artifacts", "workspace", "consent", "redaction", "exports", "keys", "runs", "sandbox", "budget", "quota"} {
+		io, out, errOut := testIO(map[string]string{"AGENTMESH_NATS_URL": "nats://127.0.0.1:1"})
+		if code := run(context.Background(), []string{group, "--help"}, io); code != exitOK {
+			t.Errorf("%s --help: exit %d, want 0; stderr:\n%s", group, code, errOut)
+			continue
+		}
+		help := errOut.String()
+		first, _, _ := strings.Cut(help, "\n")
+		_, subs, ok := strings.Cut(first, "<")
+		subs, _, _ = strings.Cut(subs, ">")
+		if !ok || subs == "" {
+			t.Errorf("%s --help: first line %q names no subcommands", group, first)
+			continue
+		}
+		for sub := range strings.SplitSeq(subs, "|") {
+			if !strings.Contains(help, "usage: agentmesh "+group+" "+sub) {
+				t.Errorf("%s --help lacks %s's usage:\n%s", group, sub, help)
+			}
+		}
+		if group != "sandbox" && group != "redaction" && !strings.Contains(help, "-tenant") {
+			t.Errorf("%s --help lists no flags:\n%s", group, help)
+		}
+		if out.String() != "" || strings.Contains(help, "connect to nats:") {
+			t.Errorf("%s --help ran something: stdout %q, stderr:\n%s", group, out, help)
+		}
+	}
+}

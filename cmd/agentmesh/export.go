@@ -88,6 +88,12 @@ func subcommand(ctx context.Context, name string, args []string, io *stdio, subs
 		if len(args) == 0 {
 			return &exitError{code: exitUsage}
 		}
+		// Each subcommand's own usage and flags, as its -h prints them
+		// (a -h does nothing else).
+		for _, sub := range order {
+			fmt.Fprintln(io.stderr)
+			_ = subs[sub](ctx, []string{"-h"}, io)
+		}
 		return nil
 	}
 	sub, ok := subs[args[0]]

@@ -10,6 +10,7 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -20,6 +21,9 @@ func main() {
 	context.AfterFunc(ctx, stop)
 	io := newStdio(os.Stdout, os.Stderr, os.Getenv)
 	io.environ = os.Environ
+	if strings.ContainsRune(os.Args[0], '/') && !strings.HasPrefix(os.Args[0], os.TempDir()) {
+		io.self = os.Args[0] // bin/agentmesh, not go run's temporary build
+	}
 	code := run(ctx, os.Args[1:], io)
 	stop()
 	os.Exit(code)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,8 +91,17 @@ func (f profilesFlags) load(cmd string) (*profile.Registry, error) {
 // credential variable a remote profile names, as the catalog's remote adapters
 // decides it: set and non-empty. It reads only whether the variable is set,
 // never prints its value, and is "" for a profile without credential_env.
-// The runner that serves the profile may see another environment.
+// For a subprocess profile it tells whether its CLI (catalog.Binary) is
+// installed: an executable on this environment's PATH. The runner that
+// serves the profile may see another environment.
 func availability(p *profile.Profile, io *stdio) (text string, available *bool) {
+	if bin := catalog.Binary(p); bin != "" {
+		ok := installed(bin, io.getenv("PATH"))
+		if ok {
+			return "installed", &ok
+		}
+		return fmt.Sprintf("not installed: %s is not on PATH", bin), &ok
+	}
 	if p.CredentialEnv == "" {
 		return "", nil
 	}
@@ -101,6 +112,24 @@ func availability(p *profile.Profile, io *stdio) (text string, available *bool) 
 	return fmt.Sprintf("unavailable: $%s not set", p.CredentialEnv), &ok
 }
 
+// installed reports whether bin is an executable file: bin itself when
+// it names a directory, else in one of path's directories.
+func installed(bin, path string) bool {
+	exe := func(p string) bool {
+		st, err := os.Stat(p)
+		return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+	}
+	if strings.ContainsRune(bin, filepath.Separator) {
+		return exe(bin)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir != "" && exe(filepath.Join(dir, bin)) {
+			return true
+		}
+	}
+	return false
+}
+
 // listEntry is one profile in agentmesh profiles list --json.
 type listEntry struct {
 	Name          string         `json:"name"`
@@ -109,7 +138,8 @@ type listEntry struct {
 	Model         string         `json:"model"`
 	Aliases       []string       `json:"aliases"`
 	CredentialEnv string         `json:"credential_env,omitempty"`
-	// Available is set only for a profile with credential_env.
+	// Available is set only for a profile with credential_env or a CLI:
+	// its variable is set, its CLI is installed.
 	Available *bool `json:"available,omitempty"`
 }
 

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,17 +222,49 @@ func TestProfilesList(t *testing.T) {
 		}
 		want[p.Name] = r
 	}
+	// A PATH where claude and pi are installed (gemini is there, but not
+	// executable), and the shipped CLI profiles' binaries.
+	bin := t.TempDir()
+	for name, mode := range map[string]os.FileMode{"claude": 0o755, "pi": 0o755, "gemini": 0o644} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clis := map[string]string{"claude-code": "claude", "claude-acp": "claude-agent-acp", "codex": "codex", "codex-acp": "codex-acp",
+		"gemini": "gemini", "gemini-acp": "gemini", "pi": "pi"}
+	notInstalled := func(installed ...string) map[string]string {
+		m := map[string]string{}
+		for name, b := range clis {
+			m[name] = "not installed: " + b + " is not on PATH"
+			if slices.Contains(installed, b) {
+				m[name] = "installed"
+			}
+		}
+		return m
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
-		want map[string]string // availability by profile name, of the profiles that name a credential
+		want map[string]string // availability by profile name, of the profiles that name a credential or a CLI
 	}{{
 		name: "no credentials",
-		want: map[string]string{"anthropic": "unavailable: $ANTHROPIC_API_KEY not set", "openai": "unavailable: $OPENAI_API_KEY not set"},
+		want: maps.Collect(func(yield func(string, string) bool) {
+			for k, v := range notInstalled() {
+				yield(k, v)
+			}
+			yield("anthropic", "unavailable: $ANTHROPIC_API_KEY not set")
+			yield("openai", "unavailable: $OPENAI_API_KEY not set")
+		}),
 	}, {
-		name: "one credential",
-		env:  map[string]string{"OPENAI_API_KEY": "sk-do-not-print", "ANTHROPIC_API_KEY": ""},
-		want: map[string]string{"anthropic": "unavailable: $ANTHROPIC_API_KEY not set", "openai": "available"},
+		name: "one credential, two CLIs",
+		env:  map[string]string{"OPENAI_API_KEY": "sk-do-not-print", "ANTHROPIC_API_KEY": "", "PATH": t.TempDir() + string(filepath.ListSeparator) + bin},
+		want: maps.Collect(func(yield func(string, string) bool) {
+			for k, v := range notInstalled("claude", "pi") {
+				yield(k, v)
+			}
+			yield("anthropic", "unavailable: $ANTHROPIC_API_KEY not set")
+			yield("openai", "available")
+		}),
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -288,7 +322,7 @@ func TestProfilesList(t *testing.T) {
 					t.Errorf("--json profile %d = %+v, want %s", i, e, p.Name)
 				}
 				a, credential := tt.want[p.Name]
-				if credential != (e.Available != nil) || credential && *e.Available != (a == "available") {
+				if credential != (e.Available != nil) || credential && *e.Available != (a == "available" || a == "installed") {
 					t.Errorf("--json %s available = %v, want %q", p.Name, e.Available, a)
 				}
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,10 @@ import (
 // names what is missing.
 func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 	check := func(_ context.Context, args []string, io *stdio) error {
+		if helpAsked(args) {
+			fmt.Fprintln(io.stderr, "usage: agentmesh sandbox check\n  runs a confined probe as a subprocess runner on this machine would, and prints how runs are confined and limited")
+			return flag.ErrHelp
+		}
 		if len(args) > 0 {
 			return usageErr("sandbox check: takes no arguments, got %d", len(args))
 		}
@@ -48,6 +53,10 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 	// run runs a command confined as a CLI run would be, its workspace
 	// the current directory, with no egress: to see what a run sees.
 	runCmd := func(ctx context.Context, args []string, io *stdio) error {
+		if helpAsked(args) {
+			fmt.Fprintln(io.stderr, "usage: agentmesh sandbox run [--] CMD [ARGS]\n  runs CMD confined as a CLI run would be, its workspace the current directory, with no egress")
+			return flag.ErrHelp
+		}
 		if len(args) > 0 && args[0] == "--" {
 			args = args[1:]
 		}
@@ -83,6 +92,12 @@ func cmdSandbox(ctx context.Context, args []string, io *stdio) error {
 		return nil
 	}
 	return subcommand(ctx, "sandbox", args, io, map[string]func(context.Context, []string, *stdio) error{"check": check, "run": runCmd}, "check", "run")
+}
+
+// helpAsked reports whether args ask for a command's usage (-h, --help,
+// as its first argument).
+func helpAsked(args []string) bool {
+	return len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help")
 }
 
 // sandboxConfig is the sandbox a runner on this machine would build, from

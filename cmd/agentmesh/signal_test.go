@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +72,20 @@ func TestRunInterruptedWhileItsRunNeverComes(t *testing.T) {
 	}
 }
 
+// startAsMain starts cmd, the test binary running main, its stderr to
+// stderr; the channel gets its Wait's error.
+func startAsMain(t *testing.T, cmd *exec.Cmd, stderr *servicetest.Buffer) chan error {
+	t.Helper()
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited
+}
+
 // TestRunExitsOnSIGTERM runs the command as its own process, with main's
 // signal handling, and sends it SIGTERM while it waits for a run that never
 // comes.
@@ -78,13 +93,7 @@ func TestRunExitsOnSIGTERM(t *testing.T) {
 	url, js := meshWithoutRouter(t)
 	var stderr servicetest.Buffer
 	cmd := exec.Command(os.Args[0], "run", "--server", url, "-p", "fixture", "--run-id", "lost-2", "hi")
-	cmd.Env = append(os.Environ(), asMainEnv+"=1")
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := startAsMain(t, cmd, &stderr)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-exited
@@ -102,5 +111,47 @@ func TestRunExitsOnSIGTERM(t *testing.T) {
 		}
 	case <-time.After(cancelTimeout + 5*time.Second):
 		t.Fatalf("agentmesh run still running after SIGTERM; stderr:\n%s", &stderr)
+	}
+}
+
+// TestDemoHintNamesTheCommand: up --demo's hint says what to type next
+// as the user ran the command (bin/agentmesh under make run), not a bare
+// agentmesh that is not on their PATH.
+func TestDemoHintNamesTheCommand(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(os.Args[0], filepath.Join(dir, "bin", "agentmesh")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr servicetest.Buffer
+	cmd := exec.Command("bin/agentmesh", "up", "--demo", "--listen", "127.0.0.1:0", "--http", "", "--gateway", "", "--data-dir", filepath.Join(dir, "data"),
+		"--fixture-dir", filepath.Join(root, "testdata", "fixture"), "--profiles-dir", filepath.Join(root, "profiles"), "--runner-adapters", "fixture",
+		"--workspace-root", dir)
+	cmd.Dir = dir
+	exited := startAsMain(t, cmd, &stderr)
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Error("up did not stop on SIGTERM")
+		}
+	}()
+	natstest.Eventually(t, 60*time.Second, func() error {
+		if !strings.Contains(stderr.String(), "demo run done") {
+			return fmt.Errorf("no demo hint yet:\n%s", &stderr)
+		}
+		return nil
+	})
+	if !strings.Contains(stderr.String(), `try="bin/agentmesh run --server nats://127.0.0.1:`) {
+		t.Errorf("the demo's hint does not name bin/agentmesh:\n%s", &stderr)
 	}
 }

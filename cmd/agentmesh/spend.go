@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,7 +271,23 @@ func scope(b wire.Budget) string {
 	return "tenant " + b.Tenant
 }
 
-// cmdQuota sets or shows a tenant's concurrency quota.
+// printHeld lists the runs holding a tenant's quota (run id → the unix
+// ms it was admitted at), oldest first.
+func printHeld(io *stdio, held map[string]int64) {
+	if len(held) == 0 {
+		return
+	}
+	ids := slices.SortedFunc(maps.Keys(held), func(a, b string) int { return cmp.Or(cmp.Compare(held[a], held[b]), cmp.Compare(a, b)) })
+	tw := tabwriter.NewWriter(io.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tADMITTED")
+	for _, id := range ids {
+		fmt.Fprintf(tw, "%s\t%s\n", id, time.UnixMilli(held[id]).UTC().Format(time.RFC3339))
+	}
+	_ = tw.Flush()
+}
+
+// cmdQuota sets or shows a tenant's concurrency quota and the runs
+// holding it.
 func cmdQuota(ctx context.Context, args []string, io *stdio) error {
 	do := func(verb string) func(context.Context, []string, *stdio) error {
 		return func(ctx context.Context, args []string, io *stdio) error {
@@ -309,6 +326,7 @@ func cmdQuota(ctx context.Context, args []string, io *stdio) error {
 			default:
 				fmt.Fprintf(io.stdout, "tenant %s: at most %d runs admitted and not ended; %d now\n", c.f.tenant, q.MaxRunning, len(held))
 			}
+			printHeld(io, held)
 			return nil
 		}
 	}

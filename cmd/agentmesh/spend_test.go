@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -111,7 +112,21 @@ func TestSpendBudgetQuota(t *testing.T) {
 		t.Errorf("budget show after clear: %s", out)
 	}
 	must(exitOK, "quota", "set", "--max-running", "3")
-	if out := must(exitOK, "quota", "show"); !strings.Contains(out, "tenant default: at most 3 runs admitted and not ended; 0 now") {
+	if out := must(exitOK, "quota", "show"); !strings.Contains(out, "tenant default: at most 3 runs admitted and not ended; 0 now") || strings.Contains(out, "RUN") {
 		t.Errorf("quota show: %s", out)
 	}
+	// A run in progress holds the quota, and quota show names it (in a
+	// tenant of its own: the budget cleared above may still be cached).
+	must(exitOK, "quota", "set", "--tenant", "quota", "--max-running", "3")
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	_, _, done := m.runSlow(runCtx, t, "tick 1", "--tenant", "quota", "--run-id", "holds-the-quota", "--delay-ms", "200", "hi")
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if out := must(exitOK, "quota", "show", "--tenant", "quota"); !strings.Contains(out, "; 1 now\nRUN") || !regexp.MustCompile(`(?m)^holds-the-quota\s+\d{4}-`).MatchString(out) {
+			return fmt.Errorf("quota show does not list the run holding it:\n%s", out)
+		}
+		return nil
+	})
+	stop()
+	<-done
 }

@@ -200,7 +200,7 @@ func demo(ctx context.Context, d service.Deps, io *stdio, log *slog.Logger) {
 		}
 		if ev.Terminal() && ev.Status.State == wire.StateSucceeded {
 			log.Info("demo run done; the mesh keeps serving (Ctrl-C stops it)", "try",
-				fmt.Sprintf("agentmesh run --server %s -p fixture %q", service.ConnectedURL(d.NC), "hi"))
+				fmt.Sprintf("%s run --server %s -p fixture %q", io.self, service.ConnectedURL(d.NC), "hi"))
 		}
 	}
 }

@@ -7,6 +7,7 @@
 package catalog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -59,18 +60,21 @@ type Dirs struct {
 type entry struct {
 	transport wire.Transport
 	build     func(Dirs, *profile.Profile) (adapter.Adapter, error)
+	// binary is a subprocess adapter's executable when its profile
+	// names none.
+	binary string
 }
 
 // entries are every adapter this build has, by name.
 var entries = map[string]entry{
-	fixture.DefaultName: {wire.TransportInProcess, func(c Dirs, _ *profile.Profile) (adapter.Adapter, error) {
+	fixture.DefaultName: {transport: wire.TransportInProcess, build: func(c Dirs, _ *profile.Profile) (adapter.Adapter, error) {
 		return fixture.New(fixture.Config{ScriptsDir: c.FixtureDir})
 	}},
 	claudecode.Name: cliEntry(claudecode.DefaultConfig, claudecode.New),
 	codex.Name:      cliEntry(codex.DefaultConfig, codex.New),
 	gemini.Name:     cliEntry(gemini.DefaultConfig, gemini.New),
 	pi.Name:         cliEntry(pi.DefaultConfig, pi.New),
-	acp.Name:        {wire.TransportSubprocess, acpAdapter},
+	acp.Name:        {wire.TransportSubprocess, acpAdapter, acp.DefaultConfig().Binary},
 	openai.Name: remoteEntry(openai.Name, openai.Declaration(), func(cfg remote.Config, p *profile.Profile) (adapter.Adapter, error) {
 		var opts openai.Options
 		if p.OmitTemperature {
@@ -111,7 +115,7 @@ func remoteEntry(name string, decl remote.Declaration, build func(remote.Config,
 			cfg.Credential = cred
 		}
 		return build(cfg, p)
-	}}
+	}, ""}
 }
 
 // cliConfig is a CLI adapter's configuration: the adapter's defaults, then
@@ -405,5 +409,16 @@ func cliEntry[R any](defaults func() cli.Config, build func(cli.Config) (*cli.Ad
 			return nil, err
 		}
 		return build(cfg)
-	}}
+	}, defaults().Binary}
+}
+
+// Binary is the executable a runner starts for profile p: its binary,
+// else its subprocess adapter's default; "" for a profile of another
+// transport (or an adapter this build lacks).
+func Binary(p *profile.Profile) string {
+	e, ok := entries[p.Adapter]
+	if !ok || e.transport != wire.TransportSubprocess {
+		return ""
+	}
+	return cmp.Or(p.Binary, e.binary)
 }
