@@ -9,7 +9,10 @@
 //
 // A run of a submitter that reads contract v3 is a session (Call.Session):
 // after each turn it yields a turn_end chunk and waits for the next
-// follow-up prompt, up to the profile's idle timeout; the agent's
+// follow-up prompt, up to the profile's idle timeout, or its suspend grace
+// when a later run can load the session (the agent declares loadSession
+// and the run is on a conversation): the run then ends and frees its
+// slot, and the next run on the conversation loads it; the agent's
 // session/request_permission becomes a permission_requested chunk a client
 // answers. Without a session the run is one turn, and a permission
 // request the policy would ask about is denied.
