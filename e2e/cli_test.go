@@ -95,6 +95,10 @@ type cliCase struct {
 	// printsThinking: the CLI prints the model's thinking on stdout
 	// (Gemini CLI drops thought parts).
 	printsThinking bool
+	// keyVar and key are the variable the CLI reads its key from and the
+	// profile's key in it, which the runner's proxy holds: the model API
+	// gets key, the CLI only sandbox.Placeholder.
+	keyVar, key string
 	// configure writes the CLI's configuration under e.home, exactly as
 	// the transcripts' README describes, and returns the variables the CLI
 	// needs (base URL, key, config directory).
@@ -147,7 +151,7 @@ func (c cliCase) adapter(t *testing.T, e cliEnv) (adapter.Adapter, error) {
 var clis = []cliCase{
 	{
 		name: claudecode.Name, binary: claudecode.Binary, hint: claudecode.InstallHint,
-		model: "claude-sonnet-4-5", shell: "Bash", printsThinking: true,
+		model: "claude-sonnet-4-5", shell: "Bash", printsThinking: true, keyVar: "ANTHROPIC_API_KEY", key: "sk-ant-fake-0000",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			return map[string]string{
 				"CLAUDE_CONFIG_DIR":  mkdir(t, e.home, ".claude"),
@@ -167,7 +171,7 @@ var clis = []cliCase{
 	},
 	{
 		name: codex.Name, binary: codex.Name, hint: codex.InstallHint,
-		model: "gpt-5.5", shell: "exec_command", printsThinking: true,
+		model: "gpt-5.5", shell: "exec_command", printsThinking: true, keyVar: "FAKE_OPENAI_API_KEY", key: "sk-fake-0000",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			home := mkdir(t, e.home, ".codex")
 			write(t, filepath.Join(home, "config.toml"), codexConfig(e.fakeURL, e.codexKeyVar))
@@ -184,7 +188,7 @@ var clis = []cliCase{
 	},
 	{
 		name: gemini.Name, binary: gemini.Name, hint: gemini.InstallHint,
-		model: "gemini-2.5-flash", shell: "run_shell_command",
+		model: "gemini-2.5-flash", shell: "run_shell_command", keyVar: "GEMINI_API_KEY", key: "fake-gemini-key-0000",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			// Its own home, which the sandbox binds (the runner's HOME is
 			// private inside).
@@ -205,7 +209,7 @@ var clis = []cliCase{
 	},
 	{
 		name: pi.Name, binary: pi.Binary, hint: pi.InstallHint,
-		model: "fake-model", shell: "bash", printsThinking: true,
+		model: "fake-model", shell: "bash", printsThinking: true, keyVar: pi.EnvAPIKey, key: "sk-fake-pi-0000",
 		configure: func(t *testing.T, e cliEnv) map[string]string {
 			dir := mkdir(t, e.home, ".pi", "agent")
 			write(t, filepath.Join(dir, "models.json"), fmt.Sprintf(`{"providers":{"fake":{"baseUrl":%q,"api":"anthropic-messages","apiKey":"FAKE_PI_API_KEY",
@@ -215,7 +219,7 @@ var clis = []cliCase{
 			// Pi's provider-SDK retries are invisible on stdout; the
 			// package doc asks operators to keep them at 0.
 			write(t, filepath.Join(dir, "settings.json"), `{"enableInstallTelemetry":false,"retry":{"provider":{"maxRetries":0}}}`+"\n")
-			return map[string]string{pi.EnvAgentDir: dir, pi.EnvAPIKey: "sk-fake-0000"}
+			return map[string]string{pi.EnvAgentDir: dir, pi.EnvAPIKey: "sk-fake-pi-0000"}
 		},
 		defaults: pi.DefaultConfig,
 		build:    func(cfg cli.Config) (adapter.Adapter, error) { return pi.New(cfg) },
@@ -279,9 +283,10 @@ var (
 type harness struct {
 	fake   *fakemodel.Server
 	client *client.Client
-	retry  *client.Client // the mesh of the <cli>-retry2 profiles
-	owner  sync.Map       // run id → the *client.Client it was submitted to
-	tag    string         // the value of tagVar in every CLI's environment, less "/<cli>"
+	retry  *client.Client    // the mesh of the <cli>-retry2 profiles
+	owner  sync.Map          // run id → the *client.Client it was submitted to
+	tag    string            // the value of tagVar in every CLI's environment, less "/<cli>"
+	homes  map[string]string // CLI name → its home (cliEnv.home)
 
 	mu      sync.Mutex
 	results map[string]string // "cli/scenario" → "ok 2.1s" or "FAIL 2.1s"
@@ -333,6 +338,7 @@ func TestCLI(t *testing.T) {
 	workRoot := mkdir(t, root, "work")
 	var served []adapter.Adapter
 	var profiles, retryProfiles []profile.Profile
+	homes := map[string]string{}
 	for _, c := range clis {
 		mkdir(t, workRoot, c.name)
 		e := cliEnv{
@@ -340,6 +346,7 @@ func TestCLI(t *testing.T) {
 			workRoot: workRoot, fakeURL: fake.URL(), tag: tag + "/" + c.name,
 			codexKeyVar: "FAKE_OPENAI_API_KEY",
 		}
+		homes[c.name] = e.home
 		a, err := c.adapter(t, e)
 		if err != nil {
 			t.Fatalf("%s adapter: %v", c.name, err)
@@ -364,7 +371,7 @@ func TestCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{fake: fake, tag: tag, results: map[string]string{}}
+	h := &harness{fake: fake, tag: tag, homes: homes, results: map[string]string{}}
 	h.client = startMesh(t, reg, served)
 	h.retry = startMesh(t, retryReg, served)
 	t.Cleanup(func() { h.summary(t, time.Since(began)) })
@@ -684,12 +691,61 @@ func (h *harness) testAnswer(t *testing.T, c cliCase) {
 	if r.systemSession() == "" {
 		t.Errorf("no system chunk confirms a session id\n%s", r.describe())
 	}
-	// The model API gets the profile's key: from the runner's key proxy
-	// for a CLI whose key it holds, which has only the placeholder.
-	for _, req := range h.requestsFor(p) {
-		if req.Key == "" || req.Key == sandbox.Placeholder {
-			t.Errorf("the model API got key %q on %s %s, want the profile's", req.Key, req.Method, req.Path)
+	checkKey(t, c, h.requestsFor(p))
+}
+
+// checkKey: the model API got the profile's key on each request, from
+// the runner's key proxy (the CLI holds only the placeholder: checkAgentView).
+func checkKey(t *testing.T, c cliCase, reqs []fakemodel.Request) {
+	t.Helper()
+	for _, req := range reqs {
+		if req.Key != c.key {
+			t.Errorf("the model API got key %q on %s %s, want the profile's %q", req.Key, req.Method, req.Path, c.key)
 		}
+	}
+}
+
+// checkAgentView: the live processes of the CLI c (tagged tag) hold the
+// placeholder in its key variable and the profile's key nowhere in their
+// environment; Pi's agent directory is the run's own, whose models.json
+// has the placeholder, not the operator's (under $HOME/.pi/agent, which
+// the run's HOME shows it: masked, empty).
+func (h *harness) checkAgentView(t *testing.T, c cliCase, tag string) {
+	t.Helper()
+	needle := []byte("\x00" + tagVar + "=" + tag + "\x00")
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	seen := 0
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(append(append([]byte{0}, b...), 0), needle) {
+			continue
+		}
+		seen++
+		pid := filepath.Dir(p)
+		env := map[string]string{}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		if bytes.Contains(b, []byte(c.key)) || env[c.keyVar] != sandbox.Placeholder {
+			t.Errorf("%s: %s=%q, and its environment holds the profile's key: %t", pid, c.keyVar, env[c.keyVar], bytes.Contains(b, []byte(c.key)))
+		}
+		if c.name != pi.Name {
+			continue
+		}
+		dir := env[pi.EnvAgentDir]
+		m, err := os.ReadFile(filepath.Join(pid, "root", dir, "models.json"))
+		if dir == "" || strings.HasSuffix(dir, filepath.Join(".pi", "agent")) || err != nil ||
+			!bytes.Contains(m, []byte(sandbox.Placeholder)) || bytes.Contains(m, []byte(c.key)) {
+			t.Errorf("%s: the agent dir it sees, %q (%v), is not the run's own with the placeholder:\n%s", pid, dir, err, m)
+		}
+		real := filepath.Join(pid, "root", h.homes[c.name], ".pi", "agent", "models.json")
+		if m, err := os.ReadFile(real); err != nil || len(m) != 0 {
+			t.Errorf("%s: the operator's models.json inside: %q, %v; want it masked, empty", pid, m, err)
+		}
+	}
+	if seen == 0 {
+		t.Errorf("no live process of %s (tag %s) to look into", c.name, tag)
 	}
 }
 
@@ -786,6 +842,16 @@ func (h *harness) testResume(t *testing.T, c cliCase) {
 	if len(reqs) == 0 {
 		t.Fatalf("the fake saw no request for the second prompt")
 	}
+	checkKey(t, c, append(h.requestsFor(p1), reqs...))
+	if c.name == pi.Name {
+		// The session is kept in the operator's agent directory, not the
+		// run's own (removed after it): a confined run's sessions directory
+		// is the real one's for its workspace.
+		files, _ := filepath.Glob(filepath.Join(h.homes[c.name], ".pi", "agent", "sessions", "*", "*_"+sid+".jsonl"))
+		if len(files) != 1 {
+			t.Errorf("session %s: files %q in the operator's agent dir, want one", sid, files)
+		}
+	}
 	history := reqs[0].Text()
 	if !strings.Contains(history, p1) || !strings.Contains(history, fakemodel.AnswerText) {
 		t.Fatalf("the second request's history lacks the first turn (prompt %q and answer %q); messages: %+v", p1, fakemodel.AnswerText, reqs[0].Messages)
@@ -831,6 +897,7 @@ func (h *harness) testCancel(t *testing.T, c cliCase) {
 		}
 		return nil
 	})
+	h.checkAgentView(t, c, h.tag+"/"+c.name)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

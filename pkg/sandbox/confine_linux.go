@@ -175,12 +175,13 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 	}
 	// What the adapter gives the run to read (a settings file), read-only.
 	for _, name := range s.roVars {
-		p := env[name]
-		if p == "" || !filepath.IsAbs(p) {
-			continue
-		}
-		if err := v.system(filepath.Clean(p)); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+		for _, p := range filepath.SplitList(env[name]) {
+			if p == "" || !filepath.IsAbs(p) {
+				continue
+			}
+			if err := v.system(filepath.Clean(p)); err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
 		}
 	}
 	if err := s.addCredentialFiles(v); err != nil {

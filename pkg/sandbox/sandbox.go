@@ -132,8 +132,9 @@ type Policy struct {
 	StateVars []string
 	// ReadOnlyVars name the child environment variables whose values are
 	// files or directories the CLI reads but may not change (a settings
-	// file the adapter writes for the run), bound read-only at their own
-	// path when set; a hidden path is refused as any other.
+	// file the adapter writes for the run; several, separated as PATH's
+	// are), bound read-only at their own path when set; a hidden path is
+	// refused as any other.
 	ReadOnlyVars []string
 	// Keyed are the model APIs whose keys the runner holds in the run's
 	// place (KeyedAPI): each is reached only through the runner's HTTP

@@ -172,6 +172,22 @@ func TestReadOnlyVars(t *testing.T) {
 	if b, _ := os.ReadFile(settings); string(b) != `{"maxAttempts":1}` {
 		t.Errorf("the settings file is now %q", b)
 	}
+	// Several paths, separated as PATH's are: each is there, read-only;
+	// what lies beside them is not.
+	skills := filepath.Join(dir, "skills")
+	if err := os.Mkdir(skills, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{filepath.Join(skills, "a.md"): "skill", filepath.Join(dir, "secret.json"): "key"} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd = exec.Command("/bin/sh", "-c", `cat "$DIR/settings.json" "$DIR/skills/a.md"; echo; cat "$DIR/secret.json" 2>/dev/null || echo absent; { echo x >"$DIR/skills/b.md"; } 2>/dev/null || echo refused`)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin", "DIR=" + dir, "CLI_SETTINGS=" + settings + string(filepath.ListSeparator) + skills}
+	if got, want := confinedOutput(t, s, cmd), "{\"maxAttempts\":1}skill\nabsent\nrefused\n"; got != want {
+		t.Errorf("the run with a list printed %q, want %q", got, want)
+	}
 	hidden, err := New(Config{Hidden: []string{dir}}, Policy{ReadOnlyVars: []string{"CLI_SETTINGS"}})
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,9 @@ type Invocation struct {
 	// already yielded. For what the CLI reports only on stderr, such as a
 	// setting it refused.
 	Stderr func(line string) error
+	// Cleanup, if set, is called once the attempt is over and its CLI is
+	// gone (a per-run directory Invoke made to remove).
+	Cleanup func()
 }
 
 // Spec is one CLI's grammar.
@@ -85,6 +88,8 @@ type Spec[R any] struct {
 	// AgenticRequestValidationError naming the field.
 	Decode func(b []byte) (R, error)
 	// Invoke builds the argv and environment for one attempt in dir.
+	// What it makes for the attempt it removes in Invocation.Cleanup, or
+	// itself when it fails.
 	Invoke func(req R, call adapter.Call, dir string) (Invocation, error)
 	// NewParser returns a parser for one attempt.
 	NewParser func(req R, call adapter.Call) Parser
@@ -213,6 +218,9 @@ func (a *Adapter[R]) Stream(ctx context.Context, call adapter.Call) iter.Seq2[wi
 		if err != nil {
 			yield(wire.Chunk{}, wire.AsError(err))
 			return
+		}
+		if inv.Cleanup != nil {
+			defer inv.Cleanup()
 		}
 		for _, f := range inv.Files {
 			if _, err := workspace.Contain(dir, f); err != nil {

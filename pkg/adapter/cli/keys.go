@@ -29,6 +29,11 @@ type Key struct {
 	// Header is how the API takes the key: sandbox.HeaderAPIKey,
 	// HeaderBearer or HeaderGoogAPIKey.
 	Header string
+	// Value, if set, is the key itself, which the CLI's own configuration
+	// file holds (Pi's models.json apiKey as a literal): Var is then
+	// empty, and the adapter keeps the file from the run (its rewritten
+	// copy holds sandbox.Placeholder).
+	Value secret.String
 }
 
 // The keys of the model APIs the CLIs reach through a base-URL variable.
@@ -71,7 +76,10 @@ func (c Config) keyURL(k Key) string {
 func (c Config) keyed() ([]sandbox.KeyedAPI, error) {
 	var out []sandbox.KeyedAPI
 	for _, k := range c.Keys {
-		v, _ := c.childValue(k.Var)
+		v := k.Value.Reveal()
+		if v == "" && k.Var != "" {
+			v, _ = c.childValue(k.Var)
+		}
 		if v == "" {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
 	"github.com/agentmesh/agentmesh/pkg/sandbox"
 )
 
@@ -60,8 +61,14 @@ func (c Config) SandboxPolicy() (sandbox.Policy, error) {
 			if err := add(u.Source, u.URL); err != nil {
 				return p, err
 			}
-			if u.KeyVar != "" && !slices.ContainsFunc(keys.Keys, func(k Key) bool { return k.Var == u.KeyVar }) {
-				keys.Keys = append(keys.Keys, Key{Var: u.KeyVar, URL: u.URL, Header: u.Header})
+			if u.KeyVar == "" && u.Key.Empty() {
+				continue
+			}
+			k := Key{Var: u.KeyVar, URL: u.URL, Header: u.Header, Value: u.Key}
+			if !slices.ContainsFunc(keys.Keys, func(o Key) bool {
+				return o.Var == k.Var && o.Value.Reveal() == k.Value.Reveal() && o.URL == k.URL
+			}) {
+				keys.Keys = append(keys.Keys, k)
 			}
 		}
 	}
@@ -103,13 +110,15 @@ var baseVars = []string{"HOME"}
 
 // A BaseURL is a model API base URL a CLI's own configuration names, and
 // where (the file and key), for the error that names a bad one. KeyVar,
-// if set, is the variable the configuration says holds the API's key,
-// and Header how the API takes it: a key the child would get there the
+// if set, is the variable the configuration says holds the API's key, or
+// Key the key itself when the configuration holds it (a literal), and
+// Header how the API takes it: a key the child would get there the
 // runner's proxy holds in a confined run (Key, with no BaseURLVar: the
 // adapter points the CLI at ProxyURL).
 type BaseURL struct {
 	URL, Source    string
 	KeyVar, Header string
+	Key            secret.String
 }
 
 // ReadConfigFile reads a CLI's configuration file of at most max bytes,

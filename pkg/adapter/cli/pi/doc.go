@@ -28,6 +28,41 @@
 // passed. Pi's base URL is not an environment variable: it is the
 // provider's baseUrl in $PI_CODING_AGENT_DIR/models.json.
 //
+// # The sandbox and the key
+//
+// A sandboxed run's egress is every baseUrl of models.json (ConfigBaseURLs,
+// read at the runner's start). A provider there with a baseUrl, an apiKey
+// and an api whose header the runner's key proxy knows (anthropic-messages:
+// x-api-key; openai-completions, openai-responses, mistral-conversations:
+// Authorization Bearer; google-generative-ai: x-goog-api-key; a provider
+// without an api takes that of the models that use its baseUrl) has its
+// key held by the proxy when the child would get it: the variable apiKey
+// names, when the child's environment sets it, else apiKey itself (a
+// literal), as Pi resolves it. An apiKey "!command" is run by Pi and never
+// held.
+//
+// Such a confined run gets an agent directory of its own (overlay), made
+// in the runner's temp dir and removed after the run: PI_CODING_AGENT_DIR
+// names it, and it holds a models.json in which each keyed provider's
+// baseUrl (and each of its models') is the proxy's loopback URL and its
+// apiKey sandbox.Placeholder, its credential headers dropped, and a
+// symlink to each other entry of the real directory (settings.json,
+// extensions/, skills/, prompts/, bin/, …), which the sandbox binds
+// read-only (PI_AGENTMESH_READ_ONLY lists them). The real models.json and
+// auth.json are not in the run's view, and where a state directory of the
+// run would show them (a HOME the profile sets) the sandbox masks them
+// (LoginFiles: /dev/null in their place). auth.json (a /login, or keys
+// stored there) is masked so in every confined run, overlay or not, and
+// reaches a run only when the profile lists it in credential_files; an
+// overlay then links it. The
+// sessions stay in the real directory: PI_CODING_AGENT_SESSION_DIR is its
+// sessions/--<workspace>-- (SessionDir), where Pi keeps them anyway,
+// bound read-write, unless the profile sets that variable itself; so a
+// run resumes the sessions of earlier runs, confined or not. The key
+// variable holds the placeholder in the run's environment (the sandbox
+// sets it). A run that is not confined, or whose proxy holds none of
+// models.json's keys, reads the real directory as before.
+//
 // Pi reads its retry policy only from $PI_CODING_AGENT_DIR/settings.json
 // (and a project's .pi/settings.json), so it cannot be set per run without
 // writing a shared file. Operators should set
@@ -66,7 +101,8 @@
 // id; the parser publishes it at once as metadata.session_id on a system
 // chunk, and again on the result. A second run with resume set to that id
 // runs `pi … --session <id> PROMPT`, and Pi prints the same id. Pi keeps
-// sessions under $PI_CODING_AGENT_DIR/sessions/--<cwd>--/, so a
+// sessions under $PI_CODING_AGENT_DIR/sessions/--<cwd>--/ (a confined run
+// with an overlay too, see above), so a
 // conversation continues only with the same config directory and the same
 // workspace (Pi would ask on stdin to fork a session of another directory;
 // stdin is /dev/null).

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/adapter/cli"
+	"github.com/agentmesh/agentmesh/pkg/adapter/remote/secret"
+	"github.com/agentmesh/agentmesh/pkg/sandbox"
 )
 
 // maxModels bounds the models.json the adapter reads.
@@ -22,26 +24,24 @@ const maxModels = 1 << 20
 // this. When the file names any, they are a sandboxed run's egress (a
 // profile whose runs also use a built-in provider lists every host in
 // egress:); when it names none, the built-in provider's host is (Egress).
+//
+// A baseUrl whose provider has a key the child would get, for an api
+// whose header the runner's proxy knows (keyHeader), carries that key:
+// the apiKey's variable when the child's environment sets it, else the
+// apiKey itself, as Pi resolves it (an apiKey "!command" is never held).
+// A confined run's proxy holds it, and the run gets a models.json that
+// points the provider at the proxy (overlay).
 func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
-	dir, _ := env(EnvAgentDir)
+	dir := agentDir(env)
 	if dir == "" {
-		home, _ := env("HOME")
-		if home == "" {
-			return nil, nil
-		}
-		dir = filepath.Join(home, ".pi", "agent")
-	} else if home, _ := env("HOME"); strings.HasPrefix(dir, "~/") && home != "" {
-		dir = filepath.Join(home, dir[2:])
-	}
-	if !filepath.IsAbs(dir) {
-		return nil, nil // relative to the child's cwd: not ours to guess
+		return nil, nil
 	}
 	path := filepath.Join(dir, "models.json")
 	b, err := cli.ReadConfigFile(path, maxModels)
 	if err != nil || b == nil {
 		return nil, err
 	}
-	urls, err := modelsBaseURLs(b)
+	urls, err := modelsBaseURLs(b, env)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -51,34 +51,125 @@ func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 	return urls, nil
 }
 
-// modelsBaseURLs reads the baseUrl values of a models.json; Source is the
-// key path of each.
-func modelsBaseURLs(b []byte) ([]cli.BaseURL, error) {
-	var doc struct {
-		Providers map[string]struct {
-			BaseURL string `json:"baseUrl"`
-			Models  []struct {
-				ID      string `json:"id"`
-				BaseURL string `json:"baseUrl"`
-			} `json:"models"`
-		} `json:"providers"`
+// agentDir is the child's Pi agent directory, as Pi finds it
+// (PI_CODING_AGENT_DIR, a leading ~/ expanded, else $HOME/.pi/agent), or
+// "" when it is not known as an absolute path.
+func agentDir(env func(string) (string, bool)) string {
+	dir, _ := env(EnvAgentDir)
+	home, _ := env("HOME")
+	switch {
+	case dir == "" && home == "":
+		return ""
+	case dir == "":
+		dir = filepath.Join(home, ".pi", "agent")
+	case dir == "~" && home != "":
+		dir = home
+	case strings.HasPrefix(dir, "~/") && home != "":
+		dir = filepath.Join(home, dir[2:])
 	}
+	if !filepath.IsAbs(dir) {
+		return "" // relative to the child's cwd: not ours to guess
+	}
+	return filepath.Clean(dir)
+}
+
+// modelsDoc is what the adapter reads of a models.json.
+type modelsDoc struct {
+	Providers map[string]struct {
+		BaseURL string `json:"baseUrl"`
+		APIKey  string `json:"apiKey"`
+		API     string `json:"api"`
+		Models  []struct {
+			ID      string `json:"id"`
+			BaseURL string `json:"baseUrl"`
+			API     string `json:"api"`
+		} `json:"models"`
+	} `json:"providers"`
+}
+
+// modelsBaseURLs reads the baseUrl values of a models.json and the key
+// each is reached with (see ConfigBaseURLs); Source is the key path of
+// each.
+func modelsBaseURLs(b []byte, env func(string) (string, bool)) ([]cli.BaseURL, error) {
+	var doc modelsDoc
 	if err := json.Unmarshal(stripJSONComments(b), &doc); err != nil {
 		return nil, err
 	}
 	var out []cli.BaseURL
 	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
 		p := doc.Providers[name]
+		keyVar, key := apiKeyOf(p.APIKey, env)
+		held := func(u cli.BaseURL, api string) cli.BaseURL {
+			if h, ok := keyHeader(api); ok && (keyVar != "" || !key.Empty()) {
+				u.KeyVar, u.Key, u.Header = keyVar, key, h
+			}
+			return u
+		}
 		if p.BaseURL != "" {
-			out = append(out, cli.BaseURL{URL: p.BaseURL, Source: "providers." + name + ".baseUrl"})
+			api := p.API
+			if api == "" {
+				// The one api of the models that use this baseUrl (those
+				// without their own), when they agree on it.
+				first := true
+				for _, m := range p.Models {
+					if m.BaseURL != "" {
+						continue
+					}
+					if !first && m.API != api {
+						api = ""
+						break
+					}
+					api, first = m.API, false
+				}
+			}
+			out = append(out, held(cli.BaseURL{URL: p.BaseURL, Source: "providers." + name + ".baseUrl"}, api))
 		}
 		for i, m := range p.Models {
-			if m.BaseURL != "" {
-				out = append(out, cli.BaseURL{URL: m.BaseURL, Source: fmt.Sprintf("providers.%s.models[%d].baseUrl", name, i)})
+			if m.BaseURL == "" {
+				continue
 			}
+			api := m.API
+			if api == "" {
+				api = p.API
+			}
+			out = append(out, held(cli.BaseURL{URL: m.BaseURL, Source: fmt.Sprintf("providers.%s.models[%d].baseUrl", name, i)}, api))
 		}
 	}
 	return out, nil
+}
+
+// apiKeyOf is how Pi resolves a provider's apiKey (resolveConfigValue):
+// a variable of its environment when that is set and not empty, else
+// the value itself; a "!command" is a shell command Pi runs, whose key
+// the adapter never holds.
+func apiKeyOf(apiKey string, env func(string) (string, bool)) (string, secret.String) {
+	switch {
+	case apiKey == "" || strings.HasPrefix(apiKey, "!"):
+		return "", secret.String{}
+	case env != nil:
+		if v, _ := env(apiKey); v != "" {
+			return apiKey, secret.String{}
+		}
+	}
+	return "", secret.New(apiKey)
+}
+
+// keyHeader is how the model API of a Pi api takes its key, for the
+// APIs the runner's proxy can hold a key for: Anthropic's x-api-key, the
+// OpenAI-style Bearer token (Chat Completions, Responses, Mistral), and
+// Gemini's x-goog-api-key. Others (Azure's api-key, Bedrock's and
+// Vertex's signed requests, Codex's subscription token) keep their key in
+// Pi's hands.
+func keyHeader(api string) (string, bool) {
+	switch api {
+	case "anthropic-messages":
+		return sandbox.HeaderAPIKey, true
+	case "openai-completions", "openai-responses", "mistral-conversations":
+		return sandbox.HeaderBearer, true
+	case "google-generative-ai":
+		return sandbox.HeaderGoogAPIKey, true
+	}
+	return "", false
 }
 
 var (

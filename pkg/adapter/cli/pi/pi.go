@@ -29,10 +29,15 @@ const InstallHint = "npm install -g @mariozechner/pi-coding-agent@" + Version
 // Environment variables the child may receive or is given (see the package
 // documentation).
 const (
-	EnvAgentDir  = "PI_CODING_AGENT_DIR"
-	EnvAPIKey    = "FAKE_PI_API_KEY"
-	EnvOffline   = "PI_OFFLINE"
-	EnvTelemetry = "PI_TELEMETRY"
+	EnvAgentDir   = "PI_CODING_AGENT_DIR"
+	EnvSessionDir = "PI_CODING_AGENT_SESSION_DIR"
+	EnvAPIKey     = "FAKE_PI_API_KEY"
+	EnvOffline    = "PI_OFFLINE"
+	EnvTelemetry  = "PI_TELEMETRY"
+	// EnvReadOnly lists, separated as PATH's entries are, the entries of
+	// the real agent directory a confined run's overlay links to, which
+	// the sandbox binds read-only (ReadOnlyVars). Pi does not read it.
+	EnvReadOnly = "PI_AGENTMESH_READ_ONLY"
 )
 
 // Capabilities is the adapter's declaration: a subprocess that resumes
@@ -57,22 +62,42 @@ func DefaultConfig() cli.Config {
 		InstallHint:    InstallHint,
 		EnvAllow:       []string{EnvAgentDir, EnvAPIKey},
 		Egress:         []string{"api.anthropic.com:443"},
-		StateVars:      []string{EnvAgentDir},
+		StateVars:      []string{EnvAgentDir, EnvSessionDir},
+		ReadOnlyVars:   []string{EnvReadOnly},
+		LoginFiles:     LoginFiles,
 		ConfigBaseURLs: ConfigBaseURLs,
 		EnvSet:         map[string]string{EnvOffline: "1", EnvTelemetry: "0"},
 	}
 }
 
-// Spec is Pi's grammar for pkg/adapter/cli. It is a new value on every call.
-func Spec() cli.Spec[Request] {
+// Spec is Pi's grammar for pkg/adapter/cli, for DefaultConfig's
+// environment. It is a new value on every call; New binds it to its
+// Config.
+func Spec() cli.Spec[Request] { return spec(DefaultConfig()) }
+
+// spec binds the grammar to cfg: a confined run whose proxy holds a key
+// of models.json gets its overlay agent directory (see overlay), removed
+// once the run is over.
+func spec(cfg cli.Config) cli.Spec[Request] {
 	return cli.Spec[Request]{
 		Name:         Name,
 		Capabilities: Capabilities,
 		TokenClasses: tokenClasses,
 		Decode:       Decode,
-		Invoke:       Invoke,
-		NewParser:    func(_ Request, call adapter.Call) cli.Parser { return NewParser(call) },
-		Classify:     Classify,
+		Invoke: func(req Request, call adapter.Call, dir string) (cli.Invocation, error) {
+			inv, err := Invoke(req, call, dir)
+			if err != nil {
+				return inv, err
+			}
+			o, err := newOverlay(cfg, dir)
+			if err != nil || o == nil {
+				return inv, err
+			}
+			inv.Env, inv.Cleanup = o.env, o.remove
+			return inv, nil
+		},
+		NewParser: func(_ Request, call adapter.Call) cli.Parser { return NewParser(call) },
+		Classify:  Classify,
 		// Pi writes one complete JSON object per line; a cut-off final line
 		// is a protocol error, so there is no TailRepair.
 	}
@@ -81,7 +106,7 @@ func Spec() cli.Spec[Request] {
 // New returns the Pi adapter for cfg (start from DefaultConfig). It starts
 // nothing; the adapter is safe for concurrent use.
 func New(cfg cli.Config) (*cli.Adapter[Request], error) {
-	return cli.New(Spec(), cfg)
+	return cli.New(spec(cfg), cfg)
 }
 
 var _ cli.Parser = (*Parser)(nil)
