@@ -40,9 +40,12 @@ const keyAgentEnv = "HOSTILE_KEY_SPEC"
 // provider's keys begin with, and a loopback address that is not the
 // model API.
 type keySpec struct {
-	Lines     []string // the Claude Code transcript (S1) it prints, its text replaced
+	Lines     []string // the CLI's transcript (S1) it prints, its text replaced
 	Prefix    string   // what the provider's keys begin with
 	Forbidden string
+	// Pi: it is Pi, which finds its key and base URL in the models.json
+	// of $PI_CODING_AGENT_DIR (provider "fake"), not in variables.
+	Pi bool
 }
 
 // keyAgentMain runs the key-hunting agent when the test binary is
@@ -53,9 +56,10 @@ func keyAgentMain() (int, bool) {
 }
 
 // playAgent plays an agent when the variable name is set: its value,
-// JSON then base64, decoded into spec, play gives the Claude Code
-// transcript to print and the report that replaces its text. It
-// returns the exit code, and false when name is not set.
+// JSON then base64, decoded into spec, play gives the transcript to
+// print (Claude Code's, or Pi's, whose streamed deltas it drops) and
+// the report that replaces its text. It returns the exit code, and false
+// when name is not set.
 func playAgent(name string, spec any, play func() (lines, report []string)) (int, bool) {
 	raw := os.Getenv(name)
 	if raw == "" {
@@ -80,6 +84,12 @@ func playAgent(name string, spec any, play func() (lines, report []string)) (int
 			m["message"].(map[string]any)["content"] = []any{map[string]any{"type": "text", "text": text}}
 		case "result":
 			m["result"] = text
+		case "message_update": // Pi's deltas: its message_end carries the text
+			continue
+		case "message_end", "turn_end":
+			if msg, _ := m["message"].(map[string]any); msg["role"] == "assistant" {
+				msg["content"] = []any{map[string]any{"type": "text", "text": text}}
+			}
 		}
 		out, _ := json.Marshal(m)
 		fmt.Println(string(out))
@@ -100,8 +110,15 @@ func (s keySpec) hunt() []string {
 			say(name, "absent (%d bytes of %s)", len(text), where)
 		}
 	}
-	say("key-var", "is %s", os.Getenv("ANTHROPIC_API_KEY"))
-	base := os.Getenv("ANTHROPIC_BASE_URL")
+	key, base := os.Getenv("ANTHROPIC_API_KEY"), os.Getenv("ANTHROPIC_BASE_URL")
+	roots := []string{}
+	if s.Pi {
+		dir := os.Getenv("PI_CODING_AGENT_DIR")
+		key, base = piProvider(dir)
+		roots = append(roots, dir)
+		say("agent-dir", "is %s", dir)
+	}
+	say("key-var", "is %s", key)
 	say("base-url", "is %s", base)
 	look("env", "the environment", strings.Join(os.Environ(), "\n"))
 	if b, err := os.ReadFile("/proc/self/environ"); err != nil {
@@ -130,7 +147,7 @@ func (s keySpec) hunt() []string {
 	home, _ := os.UserHomeDir()
 	cwd, _ := os.Getwd()
 	n, size, where, text := 0, 0, "", ""
-	for _, root := range []string{home, os.TempDir(), cwd, "/tmp", "/run", "/etc", "/dev/shm"} {
+	for _, root := range append(roots, home, os.TempDir(), cwd, "/tmp", "/run", "/etc", "/dev/shm") {
 		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || n > 20000 || where != "" {
 				return nil
@@ -155,7 +172,7 @@ func (s keySpec) hunt() []string {
 
 	// The model API, through the proxy, with the placeholder.
 	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
-	req.Header.Set("x-api-key", os.Getenv("ANTHROPIC_API_KEY"))
+	req.Header.Set("x-api-key", key)
 	if resp, err := http.DefaultClient.Do(req); err != nil {
 		say("model-api", "unreachable (%v)", err)
 	} else {
@@ -183,6 +200,21 @@ func (s keySpec) hunt() []string {
 		say("connect-forbidden", "ALLOWED, connected to %s", s.Forbidden)
 	}
 	return out
+}
+
+// piProvider is the apiKey and baseUrl of provider "fake" in the
+// models.json of Pi's agent directory dir.
+func piProvider(dir string) (key, base string) {
+	var doc struct {
+		Providers map[string]struct {
+			BaseURL string `json:"baseUrl"`
+			APIKey  string `json:"apiKey"`
+		} `json:"providers"`
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "models.json"))
+	_ = json.Unmarshal(b, &doc)
+	p := doc.Providers["fake"]
+	return p.APIKey, p.BaseURL
 }
 
 // askProxy writes raw to the proxy at hostport and says what came back.
@@ -338,17 +370,25 @@ func startUp(t *testing.T, dirs upDirs) upMeshRun {
 // Host, an absolute URL, CONNECT) and is refused each time, and the other
 // host gets no connection. The model API (a loopback double) gets the
 // real key on the agent's own request.
+//
+// As Pi, the key is written in its models.json (a literal apiKey, and
+// another in its auth.json), in an agent directory under the HOME its
+// profile sets, which the run gets read-write: the agent reads its key
+// and base URL from the models.json its PI_CODING_AGENT_DIR names, the
+// run's own, and finds the same placeholder, and the operator's files
+// masked.
 func TestHostileAgentKey(t *testing.T) {
-	for _, via := range []string{"runner", "up"} {
-		t.Run(via, func(t *testing.T) { testHostileAgentKey(t, via) })
+	for _, agent := range []string{"claude-code", "pi"} {
+		for _, via := range []string{"runner", "up"} {
+			t.Run(agent+"/"+via, func(t *testing.T) { testHostileAgentKey(t, agent, via) })
+		}
 	}
 }
 
-func testHostileAgentKey(t *testing.T, via string) {
+func testHostileAgentKey(t *testing.T, agent, via string) {
 	root, profiles := t.TempDir(), t.TempDir()
 	// A key of the provider's form, with a prefix no other file has.
 	key := fmt.Sprintf("sk-ant-api03-agentmesh-test-%d", time.Now().UnixNano())
-	t.Setenv("ANTHROPIC_API_KEY", key)
 
 	var mu sync.Mutex
 	var got []string // the x-api-key of each request the model API got
@@ -360,12 +400,43 @@ func testHostileAgentKey(t *testing.T, via string) {
 	}))
 	defer model.Close()
 	forbidden := listen(t, nil)
-	agentProfile{
+	verdicts := map[string]string{} // the agent's report, by line name
+	prof := agentProfile{
 		Name: "hostile", SpecVar: keyAgentEnv, MaxActive: 1,
-		Spec:     keySpec{Lines: transcriptS1(t), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr},
-		EnvAllow: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"},
-		Env:      map[string]string{"ANTHROPIC_BASE_URL": model.URL},
-	}.write(t, profiles)
+		Spec: keySpec{Lines: transcriptOf(t, agent), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr, Pi: agent == "pi"},
+	}
+	if agent == "pi" {
+		home := t.TempDir()
+		dir := filepath.Join(home, ".pi", "agent")
+		for name, text := range map[string]string{
+			"models.json": fmt.Sprintf(`{"providers": {"fake": {"baseUrl": %q, "api": "anthropic-messages", "apiKey": %q,
+  "models": [{"id": "fake-model"}]}}}`, model.URL, key),
+			"auth.json":     fmt.Sprintf(`{"anthropic": {"type": "api_key", "key": "%s-auth"}}`, key),
+			"settings.json": `{"retry": {"provider": {"maxRetries": 0}}}`,
+		} {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		prof.Adapter, prof.Model = "pi", "fake-model"
+		prof.Env = map[string]string{"PI_CODING_AGENT_DIR": dir, "HOME": home}
+		defer func() {
+			// Its agent directory is the run's own, gone after it.
+			if v, ok := verdicts["agent-dir"]; !ok || v == "is "+dir || !strings.HasPrefix(v, "is /") {
+				t.Errorf("agent-dir: %q, want the run's own, not %s", v, dir)
+			} else if _, err := os.Stat(strings.TrimPrefix(v, "is ")); !os.IsNotExist(err) {
+				t.Errorf("the run's agent dir %s is still there (%v)", v, err)
+			}
+		}()
+	} else {
+		t.Setenv("ANTHROPIC_API_KEY", key)
+		prof.EnvAllow = []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"}
+		prof.Env = map[string]string{"ANTHROPIC_BASE_URL": model.URL}
+	}
+	prof.write(t, profiles)
 	var ctx context.Context
 	var c *client.Client
 	if via == "up" {
@@ -374,7 +445,7 @@ func testHostileAgentKey(t *testing.T, via string) {
 		srv, sec := natstest.RunSecure(t)
 		env := servicetest.SecureEnv(sec)
 		env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
-		env["AGENTMESH_RUNNER_ADAPTERS"] = "claude-code"
+		env["AGENTMESH_RUNNER_ADAPTERS"] = agent
 		env["AGENTMESH_PROFILES_DIR"] = profiles
 		env["AGENTMESH_WORKSPACE_ROOT"] = root
 		env["AGENTMESH_RUNNER_STATE_DIR"] = t.TempDir()
@@ -394,7 +465,6 @@ func testHostileAgentKey(t *testing.T, via string) {
 	if strings.Contains(report, key) {
 		t.Error("the agent found the key")
 	}
-	verdicts := map[string]string{}
 	for _, l := range strings.Split(report, "\n") {
 		if k, v, ok := strings.Cut(l, ": "); ok {
 			verdicts[k] = v

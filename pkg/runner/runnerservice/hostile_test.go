@@ -575,11 +575,14 @@ func runHostile(ctx context.Context, t *testing.T, c *client.Client, tenant, ws 
 // the variable SpecVar) describes.
 type agentProfile struct {
 	Name, SpecVar string
-	Spec          any
-	EnvAllow      []string          // env_allow, if any
-	Env           map[string]string // env beside SpecVar
-	Egress        []string          // egress, if any
-	MaxActive     int
+	// Adapter and Model, if set, replace claude-code and its model (the
+	// test agent then prints that adapter's transcript: transcriptOf).
+	Adapter, Model string
+	Spec           any
+	EnvAllow       []string          // env_allow, if any
+	Env            map[string]string // env beside SpecVar
+	Egress         []string          // egress, if any
+	MaxActive      int
 }
 
 // write writes the profile into dir as <Name>.yaml.
@@ -593,17 +596,21 @@ func (p agentProfile) write(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adapter, model := p.Adapter, p.Model
+	if adapter == "" {
+		adapter, model = "claude-code", "claude-sonnet-4-5"
+	}
 	var doc strings.Builder
 	fmt.Fprintf(&doc, `schema: 1
 name: %s
-adapter: claude-code
+adapter: %s
 transport: subprocess
-model: claude-sonnet-4-5
+model: %s
 context_window: 200000
 pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
 binary: %s
 install_hint: the test binary, run as a test agent
-`, p.Name, exe)
+`, p.Name, adapter, model, exe)
 	if len(p.EnvAllow) > 0 {
 		fmt.Fprintf(&doc, "env_allow: [%s]\n", strings.Join(p.EnvAllow, ", "))
 	}
@@ -622,9 +629,12 @@ install_hint: the test binary, run as a test agent
 
 // transcriptS1 is Claude Code's transcript S1, the lines a test agent
 // prints as its answer.
-func transcriptS1(t *testing.T) []string {
+func transcriptS1(t *testing.T) []string { return transcriptOf(t, "claude-code") }
+
+// transcriptOf is the transcript S1 of the CLI of adapter (testdata/cli).
+func transcriptOf(t *testing.T, adapter string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
+	b, err := os.ReadFile(filepath.Join(servicetest.RepoRoot(), "testdata", "cli", adapter, "S1.stdout.ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
