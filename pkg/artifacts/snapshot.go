@@ -2,28 +2,23 @@ package artifacts
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // SnapshotPrefix begins every snapshot id: "sha256:<64 lowercase hex>".
-const SnapshotPrefix = "sha256:"
+const SnapshotPrefix = wire.SnapshotPrefix
 
-// ValidSnapshotID checks that id is "sha256:" and 64 lowercase hex digits.
+// ValidSnapshotID checks that id is "sha256:" and 64 lowercase hex digits
+// (wire.CheckSnapshotID); a bad one matches ErrInvalidName.
 func ValidSnapshotID(id string) error {
-	hexPart, ok := strings.CutPrefix(id, SnapshotPrefix)
-	if !ok || len(hexPart) != 2*sha256.Size {
-		return fmt.Errorf("%w: snapshot id %q is not %s and %d hex digits", ErrInvalidName, id, SnapshotPrefix, 2*sha256.Size)
-	}
-	for i := 0; i < len(hexPart); i++ {
-		if c := hexPart[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return fmt.Errorf("%w: snapshot id %q has %q; want lowercase hex", ErrInvalidName, id, c)
-		}
+	if err := wire.CheckSnapshotID(id); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidName, err)
 	}
 	return nil
 }
@@ -58,24 +53,35 @@ func (s *Store) PushSnapshot(ctx context.Context, tenant string, r io.Reader) (s
 // not stored (or expired) is ErrNotFound; one over this store's snapshot
 // limit is a *TooLargeError.
 func (s *Store) OpenSnapshot(ctx context.Context, tenant, id string) (io.ReadCloser, int64, error) {
-	if err := errors.Join(subject.ValidToken("tenant", tenant), ValidSnapshotID(id)); err != nil {
+	size, err := s.StatSnapshot(ctx, tenant, id)
+	if err != nil {
 		return nil, 0, err
 	}
-	name := snapshotObject(tenant, id)
-	info, _, err := s.snapshots.lastMeta(ctx, name)
-	if err != nil {
-		return nil, 0, fmt.Errorf("open snapshot %s: %w", id, err)
-	}
-	if info == nil || info.Deleted {
-		return nil, 0, fmt.Errorf("%w: snapshot %s of tenant %s", ErrNotFound, id, tenant)
-	}
-	size := int64(info.Size)
-	if size > s.cfg.SnapshotLimit {
-		return nil, 0, &TooLargeError{What: "snapshot " + id, Limit: s.cfg.SnapshotLimit, Size: size}
-	}
-	rc, err := s.snapshots.open(ctx, name, strings.TrimPrefix(id, SnapshotPrefix), size)
+	rc, err := s.snapshots.open(ctx, snapshotObject(tenant, id), strings.TrimPrefix(id, SnapshotPrefix), size)
 	if err != nil {
 		return nil, 0, err
 	}
 	return rc, size, nil
+}
+
+// StatSnapshot returns the length of the tenant's snapshot id, as
+// OpenSnapshot would open it: a snapshot not stored (never pushed by the
+// tenant, or expired) is ErrNotFound, one over this store's snapshot
+// limit a *TooLargeError, a malformed id ErrInvalidName.
+func (s *Store) StatSnapshot(ctx context.Context, tenant, id string) (int64, error) {
+	if err := errors.Join(subject.ValidToken("tenant", tenant), ValidSnapshotID(id)); err != nil {
+		return 0, err
+	}
+	info, _, err := s.snapshots.lastMeta(ctx, snapshotObject(tenant, id))
+	if err != nil {
+		return 0, fmt.Errorf("open snapshot %s: %w", id, err)
+	}
+	if info == nil || info.Deleted {
+		return 0, fmt.Errorf("%w: snapshot %s of tenant %s (never pushed by the tenant, or expired)", ErrNotFound, id, tenant)
+	}
+	size := int64(info.Size)
+	if size > s.cfg.SnapshotLimit {
+		return 0, &TooLargeError{What: "snapshot " + id, Limit: s.cfg.SnapshotLimit, Size: size}
+	}
+	return size, nil
 }

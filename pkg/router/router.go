@@ -590,6 +590,11 @@ func (r *Router) validate(ctx context.Context, tenant string, rr *wire.RunReques
 	if a.Capabilities().Transport != p.Transport {
 		return wk, p, wire.Errorf(wire.ProfileError, "profile %s: transport %s contradicts adapter %s's %s", p.Name, p.Transport, p.Adapter, a.Capabilities().Transport)
 	}
+	if rr.Workspace != nil {
+		if err := rr.Workspace.Check(); err != nil {
+			return wk, p, wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
+		}
+	}
 	if rr.Workspace != nil && a.Capabilities().Transport != wire.TransportSubprocess {
 		// Only a CLI run has a workspace a runner materializes: a source
 		// is refused, not dropped.

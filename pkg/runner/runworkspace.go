@@ -20,9 +20,16 @@ func openWorkspaces(ctx context.Context, d service.Deps, cfg Config) (*Workspace
 	if err != nil {
 		return nil, err
 	}
+	// Absolute: git runs a run's commands in other directories than the
+	// runner's, and a relative workspace root (up's default) would name
+	// the private git dir from the wrong one.
+	root, err := filepath.Abs(filepath.Join(cfg.WorkspaceRoot, RunsDir))
+	if err != nil {
+		return nil, err
+	}
 	return &Workspaces{
 		Store:        store,
-		Root:         filepath.Join(cfg.WorkspaceRoot, RunsDir),
+		Root:         root,
 		Materializer: workspace.Materializer{GitAllow: cfg.GitAllow, MaxBytes: cfg.WorkspaceMaxBytes},
 		MaxPatch:     cfg.PatchMaxBytes,
 		MaxArchive:   cfg.ArchiveMaxBytes,
@@ -45,7 +52,11 @@ func (r *run) prepareWorkspace(ctx context.Context, call *adapter.Call) error {
 	if err != nil || ws == nil {
 		return err
 	}
-	rel, err := filepath.Rel(r.h.cfg.WorkspaceRoot, ws.Dir)
+	base, err := filepath.Abs(r.h.cfg.WorkspaceRoot)
+	if err == nil {
+		base, err = filepath.Rel(base, ws.Dir)
+	}
+	rel := base
 	if err != nil {
 		ws.Close()
 		return wire.Errorf(wire.AgenticHandlerError, "run directory %s: %v", ws.Dir, err)

@@ -119,7 +119,13 @@ func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace,
 		}
 	}()
 	if err := ws.materialize(ctx); err != nil {
-		return nil, classify("materialize the workspace", err)
+		// The error names the request's field (workspace.snapshot,
+		// workspace.git.url), or the head a continuation starts from.
+		doing := source.Field()
+		if head != nil {
+			doing = fmt.Sprintf("the workspace of conversation %s (its first run's %s)", work.Conversation, doing)
+		}
+		return nil, classify(doing, err)
 	}
 	if head != nil && head.Patch != nil {
 		rc, _, err := w.Store.Open(ctx, work.Tenant, head.RunID, PatchName)

@@ -281,13 +281,13 @@ func TestWorkspaceBadInput(t *testing.T) {
 		name string
 		work wire.Work
 		mod  func(*runner.Workspaces)
-		want string // what the error says
+		want string // what the error says: the field at fault first
 	}{
-		{"outside the allow-list", wire.Work{Workspace: &wire.WorkspaceSource{Git: &wire.GitSource{URL: "file:///elsewhere.git"}}}, nil, "is not in the allow-list"},
-		{"snapshot over the limit", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: big}}, func(w *runner.Workspaces) { w.Materializer.MaxBytes = 1024 }, "snapshot is over the size limit of 1024 bytes"},
-		{"escaping path", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: escaping}}, nil, `unsafe path "../escape"`},
-		{"snapshot not stored", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: "sha256:" + strings.Repeat("0", 64)}}, nil, artifacts.ErrNotFound.Error()},
-		{"patch over the limit", wire.Work{Conversation: "big"}, func(w *runner.Workspaces) { w.MaxPatch = 1024 }, "patch is over the size limit of 1024 bytes"},
+		{"outside the allow-list", wire.Work{Workspace: &wire.WorkspaceSource{Git: &wire.GitSource{URL: "file:///elsewhere.git"}}}, nil, "workspace.git.url: git remote \"file:///elsewhere.git\" is not in the allow-list"},
+		{"snapshot over the limit", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: big}}, func(w *runner.Workspaces) { w.Materializer.MaxBytes = 1024 }, "workspace.snapshot: snapshot is over the size limit of 1024 bytes"},
+		{"escaping path", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: escaping}}, nil, `workspace.snapshot: unsafe path "../escape"`},
+		{"snapshot not stored", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: "sha256:" + strings.Repeat("0", 64)}}, nil, "workspace.snapshot: " + artifacts.ErrNotFound.Error()},
+		{"patch over the limit", wire.Work{Conversation: "big"}, func(w *runner.Workspaces) { w.MaxPatch = 1024 }, "apply the conversation's last patch: patch is over the size limit of 1024 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorkspaces(t, store, url)
