@@ -1,13 +1,17 @@
 package gateway
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
+	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/subject"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
 // A run's artifacts (pkg/artifacts): GET /v1/runs/{id}/artifacts lists
@@ -100,4 +104,49 @@ func (g *Gateway) getArtifact(w http.ResponseWriter, r *http.Request, who caller
 		g.log.Warn("serve artifact", "tenant", who.Tenant, "run_id", id, "name", name, "err", err)
 		panic(http.ErrAbortHandler) // the client sees a cut response, not wrong bytes
 	}
+}
+
+// checkWorkspace checks a run's workspace source at the door, for the
+// body field param ("workspace" of the runs API, "agentmesh_workspace" of
+// chat completions and responses): its shape (wire.WorkspaceSource.Check),
+// that the profile runs an agent CLI, the only runs that take one, and
+// that a snapshot is stored for the tenant (not unknown, not expired)
+// within the store's limit. Each refusal is a 400 naming the field. A
+// git remote outside the allow-list is for the runner to refuse: the
+// allow-list is each runner's (AGENTMESH_RUNNER_GIT_ALLOW), and its
+// refusal ends the run with an AgenticRequestValidationError that names
+// workspace.git.url.
+func (g *Gateway) checkWorkspace(ctx context.Context, tenant string, p *profile.Profile, ws *wire.WorkspaceSource, param string) *APIError {
+	if ws == nil {
+		return nil
+	}
+	field := func(f string) string { return param + strings.TrimPrefix(f, "workspace") }
+	if err := ws.Check(); err != nil {
+		var fe *wire.WorkspaceFieldError
+		if errors.As(err, &fe) {
+			return invalid(field(fe.Field), "%s: %s", field(fe.Field), fe.Why)
+		}
+		return invalid(param, "%s: %v", param, err)
+	}
+	if p.Transport != wire.TransportSubprocess {
+		return apiErr(http.StatusBadRequest, typeInvalidRequest, "unsupported", param,
+			"%s: profile %q (adapter %s) is not an agent CLI; only a CLI run takes a workspace", param, p.Name, p.Adapter)
+	}
+	if ws.Snapshot == "" || g.artifacts == nil {
+		return nil
+	}
+	f := field("workspace.snapshot")
+	_, err := g.artifacts.StatSnapshot(ctx, tenant, ws.Snapshot)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, artifacts.ErrNotFound):
+		return apiErr(http.StatusBadRequest, typeInvalidRequest, "snapshot_not_found", f,
+			"%s: snapshot %s is not stored for this key's tenant: never pushed (agentmesh workspace push --tenant %s DIR), or expired", f, ws.Snapshot, tenant)
+	case errors.Is(err, artifacts.ErrTooLarge):
+		return apiErr(http.StatusBadRequest, typeInvalidRequest, "snapshot_too_large", f, "%s: %v", f, err)
+	case errors.Is(err, artifacts.ErrInvalidName):
+		return invalid(f, "%s: %v", f, err)
+	}
+	return asAPIError(err)
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 	"net/http"
 )
 
@@ -23,6 +24,8 @@ type chatRequest struct {
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 	// AgentmeshRequest is the adapter's own request fields (ask.extra).
 	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
+	// AgentmeshWorkspace is the runs API's workspace (ask.workspace).
+	AgentmeshWorkspace *wire.WorkspaceSource `json:"agentmesh_workspace"`
 }
 
 type chatUsage struct {
@@ -79,7 +82,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, who ca
 		writeError(w, invalid("messages", "messages must not be empty"))
 		return
 	}
-	a := ask{model: req.Model, param: "messages", extra: req.AgentmeshRequest}
+	a := ask{model: req.Model, param: "messages", extra: req.AgentmeshRequest, workspace: req.AgentmeshWorkspace}
 	maxTokens, maxParam := req.MaxCompletionTokens, "max_completion_tokens"
 	if req.MaxTokens != nil {
 		if maxTokens != nil {

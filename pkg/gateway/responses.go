@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/agentmesh/agentmesh/pkg/wire"
 	"net/http"
 	"strings"
 )
@@ -25,11 +26,13 @@ type responsesRequest struct {
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 	// AgentmeshRequest is the adapter's own request fields (ask.extra).
 	AgentmeshRequest json.RawMessage `json:"agentmesh_request"`
+	// AgentmeshWorkspace is the runs API's workspace (ask.workspace).
+	AgentmeshWorkspace *wire.WorkspaceSource `json:"agentmesh_workspace"`
 }
 
 // ask reads the request.
 func (req *responsesRequest) ask() (ask, *APIError) {
-	a := ask{model: req.Model, param: "input", extra: req.AgentmeshRequest}
+	a := ask{model: req.Model, param: "input", extra: req.AgentmeshRequest, workspace: req.AgentmeshWorkspace}
 	effort := ""
 	if req.Reasoning != nil {
 		effort = req.Reasoning.Effort

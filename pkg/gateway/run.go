@@ -118,6 +118,11 @@ type ask struct {
 	// the adapter validates them strictly, and they may not set what the
 	// messages set.
 	extra json.RawMessage
+	// workspace is the request's agentmesh_workspace: where the workspace
+	// of an agent CLI's run comes from, as the runs API's workspace. A
+	// conversation's is its first request's; a continuation carries on
+	// from what its last run left (the conversation's head).
+	workspace *wire.WorkspaceSource
 	// sampling are the request's generation settings, as the mesh's
 	// request fields, each with the parameter that set it.
 	sampling []setting
@@ -256,6 +261,12 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 	case keeps:
 		r.conversation = newConversation()
 	}
+	if a.workspace != nil && len(candidates) > 0 {
+		return nil, invalid("agentmesh_workspace", "agentmesh_workspace: a conversation's workspace is its first request's; a continuation carries on from what its last run left")
+	}
+	if e := g.checkWorkspace(ctx, who.Tenant, p, a.workspace, "agentmesh_workspace"); e != nil {
+		return nil, e
+	}
 	r.tail = t.atoms
 	if len(candidates) == 0 {
 		r.tail = append(slices.Clone(history), t.atoms...) // the system text, in a new conversation
@@ -291,7 +302,7 @@ func (g *Gateway) begin(ctx context.Context, who caller, a ask) (*run, *APIError
 			return nil, e
 		}
 	}
-	req := wire.RunRequest{RunID: r.id, Tenant: who.Tenant, Principal: who.Principal, Profile: a.model, Request: body, Conversation: r.conversation}
+	req := wire.RunRequest{RunID: r.id, Tenant: who.Tenant, Principal: who.Principal, Profile: a.model, Request: body, Conversation: r.conversation, Workspace: a.workspace}
 	// A claim whose run failed to start is not given back: the run may be
 	// stored all the same (a publish whose acknowledgement was lost), so
 	// it holds until the mesh knows the run, or for claimFresh.

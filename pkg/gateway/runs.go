@@ -32,6 +32,9 @@ type runRequest struct {
 	Conversation string            `json:"conversation"`
 	DeadlineMS   int64             `json:"deadline_ms"`
 	Labels       map[string]string `json:"labels"`
+	// Workspace is where a CLI run's workspace comes from: {"snapshot":
+	// "sha256:…"} or {"git": {"url", "ref"}} (checkWorkspace).
+	Workspace *wire.WorkspaceSource `json:"workspace"`
 }
 
 // jsonValue decodes raw (a JSON object, or absent) for msgpack: integers
@@ -91,8 +94,13 @@ func (g *Gateway) submitRun(w http.ResponseWriter, r *http.Request, who caller) 
 		writeError(w, invalid("profile", "profile is required"))
 		return
 	}
-	if _, _, err := g.profiles.Resolve(req.Profile); err != nil {
+	p, _, err := g.profiles.Resolve(req.Profile)
+	if err != nil {
 		writeError(w, apiErr(http.StatusNotFound, typeInvalidRequest, "model_not_found", "profile", "%v", err))
+		return
+	}
+	if e := g.checkWorkspace(r.Context(), who.Tenant, p, req.Workspace, "workspace"); e != nil {
+		writeError(w, e)
 		return
 	}
 	fields, e := jsonValue(req.Request, "request")
@@ -113,6 +121,7 @@ func (g *Gateway) submitRun(w http.ResponseWriter, r *http.Request, who caller) 
 	id, err := g.client.Submit(r.Context(), wire.RunRequest{
 		RunID: req.RunID, Tenant: who.Tenant, Principal: who.Principal, Profile: req.Profile, Request: body,
 		Runtime: runtime, Conversation: req.Conversation, DeadlineMS: req.DeadlineMS, Labels: req.Labels,
+		Workspace: req.Workspace,
 	})
 	if err != nil {
 		if errors.Is(err, subject.ErrInvalidToken) {
