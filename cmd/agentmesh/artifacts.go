@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
@@ -136,7 +137,7 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 	}
 	get := func(ctx context.Context, args []string, io *stdio) error {
 		var out *string
-		f, pos, err := opsFlags("artifacts get", "[--tenant T] [-o FILE] <run_id> [name (default patch)]", args, io, func(fs *flag.FlagSet) {
+		f, pos, err := opsFlags("artifacts get", "[--tenant T] [-o FILE] <run_id> [name (default workspace.patch)]", args, io, func(fs *flag.FlagSet) {
 			out = fs.String("o", "", "write the artifact to this file instead of stdout")
 		})
 		if err != nil {
@@ -146,7 +147,7 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 		if err != nil {
 			return err
 		}
-		name := "patch"
+		name := runner.PatchName
 		if len(pos) == 2 {
 			name = pos[1]
 		}
@@ -174,7 +175,7 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 		return f.withRunArtifacts(ctx, runID, func(ctx context.Context, s *artifacts.Store) error {
 			// The patch is read whole, and checked, before git applies
 			// any of it.
-			rc, rec, err := s.Open(ctx, f.tenant, runID, "patch")
+			rc, rec, err := s.Open(ctx, f.tenant, runID, runner.PatchName)
 			if err != nil {
 				return err
 			}
@@ -205,21 +206,9 @@ func cmdWorkspace(ctx context.Context, args []string, io *stdio) error {
 			return usageErr("workspace push: %s is not a directory", pos[0])
 		}
 		return f.withArtifacts(ctx, func(ctx context.Context, s *artifacts.Store) error {
-			pr, pw := io2Pipe()
-			packed := make(chan error, 1)
-			go func() {
-				err := workspace.Pack(pos[0], pw, artifacts.DefaultSnapshotLimit)
-				_ = pw.CloseWithError(err)
-				packed <- err
-			}()
-			id, err := s.PushSnapshot(ctx, f.tenant, pr)
-			_ = pr.CloseWithError(errors.New("push ended")) // unblocks Pack if the push stopped reading
-			perr := <-packed
-			if err != nil { // a pack that failed is its cause
-				return artifactFailure(err)
-			}
-			if perr != nil {
-				return &exitError{code: exitFail, err: fmt.Errorf("pack %s: %w", pos[0], perr)}
+			id, err := pushDir(ctx, s, f.tenant, pos[0])
+			if err != nil {
+				return err
 			}
 			fmt.Fprintln(io.stdout, id)
 			return nil
@@ -228,6 +217,28 @@ func cmdWorkspace(ctx context.Context, args []string, io *stdio) error {
 	return subcommand(ctx, "workspace", args, io, map[string]func(context.Context, []string, *stdio) error{
 		"push": push,
 	}, "push")
+}
+
+// pushDir packs dir and pushes it as one of tenant's snapshots, returning
+// its id; a failure is the command's exit.
+func pushDir(ctx context.Context, s *artifacts.Store, tenant, dir string) (string, error) {
+	pr, pw := io2Pipe()
+	packed := make(chan error, 1)
+	go func() {
+		err := workspace.Pack(dir, pw, artifacts.DefaultSnapshotLimit)
+		_ = pw.CloseWithError(err)
+		packed <- err
+	}()
+	id, err := s.PushSnapshot(ctx, tenant, pr)
+	_ = pr.CloseWithError(errors.New("push ended")) // unblocks Pack if the push stopped reading
+	perr := <-packed
+	if err != nil { // a pack that failed is its cause
+		return "", artifactFailure(err)
+	}
+	if perr != nil {
+		return "", &exitError{code: exitFail, err: fmt.Errorf("pack %s: %w", dir, perr)}
+	}
+	return id, nil
 }
 
 // writeVerified copies r, which checks its bytes at their end, to the file

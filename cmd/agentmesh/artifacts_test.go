@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
@@ -34,7 +35,7 @@ func TestArtifactsListGet(t *testing.T) {
 	ctx := context.Background()
 	store := meshArtifacts(t, m)
 	const patch = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
-	ref, err := store.Put(ctx, "default", "run-1", "patch", strings.NewReader(patch))
+	ref, err := store.Put(ctx, "default", "run-1", runner.PatchName, strings.NewReader(patch))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestArtifactsListGet(t *testing.T) {
 	}
 	var rec artifacts.Record
 	lines := strings.Split(strings.TrimSpace(must(exitOK, "artifacts", "list", "--json", "run-1")), "\n")
-	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &rec) != nil || rec.Name != "patch" || rec.Object != ref.Name {
+	if len(lines) != 2 || json.Unmarshal([]byte(lines[1]), &rec) != nil || rec.Name != runner.PatchName || rec.Object != ref.Name {
 		t.Errorf("artifacts list --json:\n%s", strings.Join(lines, "\n"))
 	}
 	if got := must(exitOK, "artifacts", "get", "run-1"); got != patch {
@@ -171,7 +172,7 @@ func TestWorkspacePushAndApply(t *testing.T) {
 	if err := workspace.Diff(ctx, agent, gitDir, &patch, 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Put(ctx, "default", "run-1", "patch", strings.NewReader(patch.String())); err != nil {
+	if _, err := store.Put(ctx, "default", "run-1", runner.PatchName, strings.NewReader(patch.String())); err != nil {
 		t.Fatal(err)
 	}
 

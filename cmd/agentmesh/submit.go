@@ -28,8 +28,12 @@ type runFlags struct {
 	conversation string
 	runID        string
 	workspace    string
-	set          fieldFlags
-	labels       labelFlags
+	// snapshot, git and push name the run's workspace source (at most
+	// one): a pushed snapshot, a git remote URL[@REF], or a directory
+	// pushed first.
+	snapshot, git, push string
+	set                 fieldFlags
+	labels              labelFlags
 }
 
 // fieldFlags collects --set key=value request fields. A value that parses
@@ -167,7 +171,10 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	fs.DurationVar(&f.deadline, "deadline", 0, "deadline of the whole run, e.g. 30s (default: the router's)")
 	fs.StringVar(&f.conversation, "conversation", "", "conversation key for sessions and checkpoints")
 	fs.StringVar(&f.runID, "run-id", "", "run id (default: a fresh one); resubmitting an id is idempotent")
-	fs.StringVar(&f.workspace, "workspace", "", "CLI adapters: the run's workspace, relative to the runner's workspace root")
+	fs.StringVar(&f.workspace, "workspace", "", "CLI adapters: the run's workspace, a directory relative to the runner's workspace root")
+	fs.StringVar(&f.snapshot, "snapshot", "", "CLI adapters: run in a fresh copy of this pushed snapshot (sha256:…, from agentmesh workspace push); the run's patch and archive become its artifacts")
+	fs.StringVar(&f.git, "git", "", "CLI adapters: run in a fresh shallow clone of URL[@REF], a remote of the runner's AGENTMESH_RUNNER_GIT_ALLOW (REF: a branch or tag; default the remote's HEAD)")
+	fs.StringVar(&f.push, "push", "", "CLI adapters: push this directory as a snapshot, then run on it (--snapshot of what workspace push prints)")
 	fs.Var(&f.set, "set", "an adapter request field as key=value (repeatable), e.g. --set approval_mode=yolo, --set include_directories=[src,docs]")
 	fs.Var(&f.labels, "label", "a run label as key=value (repeatable), e.g. --label team=infra")
 	pos, err := parse(fs, args)
@@ -184,6 +191,9 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 		return f, "", usageErr("run: --delay-ms must be >= 0, got %d", f.delayMS)
 	case f.deadline < 0:
 		return f, "", usageErr("run: --deadline must be >= 0, got %s", f.deadline)
+	}
+	if err := f.checkSource(); err != nil {
+		return f, "", err
 	}
 	if f.conversation != "" {
 		if err := subject.ValidToken("conversation", f.conversation); err != nil {
@@ -220,7 +230,16 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 	if f.workspace != "" {
 		runtime = map[string]any{"workspace": f.workspace}
 	}
+	var source *wire.WorkspaceSource
+	switch {
+	case f.snapshot != "":
+		source = &wire.WorkspaceSource{Snapshot: f.snapshot}
+	case f.git != "":
+		url, ref := splitGitRef(f.git)
+		source = &wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: ref}}
+	}
 	return wire.RunRequest{
+		Workspace:    source,
 		Runtime:      runtime,
 		RunID:        f.runID,
 		Tenant:       f.tenant,
@@ -243,6 +262,9 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 func cmdRun(ctx context.Context, args []string, io *stdio) error {
 	f, prompt, err := parseRun(args, io)
 	if err != nil {
+		return err
+	}
+	if err := f.pushOrCheckSnapshot(ctx, io); err != nil {
 		return err
 	}
 	req, err := f.request(prompt)
