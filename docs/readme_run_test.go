@@ -21,32 +21,47 @@ import (
 // as its command lines: continuation lines joined, comments dropped.
 func readmeBlock(t *testing.T, heading string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	return docBlock(t, "README.md", "## "+heading)
+}
+
+// docBlock is the first ```sh block under the heading line heading (with
+// its #s) of the file doc, up to the next heading of its level or above.
+func docBlock(t *testing.T, doc, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, doc))
 	if err != nil {
 		t.Fatal(err)
 	}
+	level := headingLevel(heading)
 	var lines []string
 	in, fence := false, false
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
-		case strings.HasPrefix(line, "## "):
-			if fence {
-				t.Fatalf("README.md: section %q has an unclosed block", heading)
-			}
-			in = line == "## "+heading
+		case !fence && headingLevel(line) > 0 && headingLevel(line) <= level:
+			in = line == heading
 		case in && !fence && line == "```sh":
 			fence = true
 		case in && fence && line == "```":
 			if len(lines) == 0 {
-				t.Fatalf("README.md: section %q has an empty block", heading)
+				t.Fatalf("%s: section %q has an empty block", doc, heading)
 			}
 			return joinContinued(lines)
 		case in && fence:
 			lines = append(lines, line)
 		}
 	}
-	t.Fatalf("README.md has no ```sh block under %q", heading)
+	t.Fatalf("%s has no ```sh block under %q", doc, heading)
 	return nil
+}
+
+// headingLevel is the level of a Markdown heading line (its #s), 0 for
+// another line.
+func headingLevel(line string) int {
+	marks, _, ok := strings.Cut(line, " ")
+	if !ok || marks == "" || strings.Trim(marks, "#") != "" {
+		return 0
+	}
+	return len(marks)
 }
 
 func joinContinued(lines []string) []string {
@@ -134,24 +149,50 @@ type readmeMesh struct {
 	natsURL string
 	gateway string // host:port
 	vars    map[string]string
-	runID   string // of the last run printed
+	runID   string   // of the last run printed
+	runs    []string // every run's, in order
+	// dir, when set, is where the commands run instead of the
+	// repository's root: a directory that looks like it (each of its
+	// entries linked there, bin/ the test's), so what they write stays in
+	// the test's temporary directory.
+	dir string
+	// env are the variables the commands' exports set, NAME=value.
+	env []string
+	// upLog is up's log, once up started.
+	upLog *safeBuffer
+}
+
+// cwd is the directory the commands run in.
+func (m *readmeMesh) cwd() string {
+	if m.dir != "" {
+		return m.dir
+	}
+	return root
 }
 
 // agentmesh runs bin/agentmesh args from the repository's root against
 // the mesh and returns its stdout; it fails the test unless it exits 0.
 func (m *readmeMesh) agentmesh(line string, args []string) string {
 	m.t.Helper()
+	stdout, stderr, err := m.try(args...)
+	if err != nil {
+		m.t.Fatalf("README command %q: %v\nstdout:\n%s\nstderr:\n%s", line, err, stdout, stderr)
+	}
+	return stdout
+}
+
+// try runs bin/agentmesh args as agentmesh does, and returns what it
+// printed and how it exited.
+func (m *readmeMesh) try(args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(m.bin, "bin", "agentmesh"), args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "AGENTMESH_NATS_URL="+m.natsURL)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		m.t.Fatalf("README command %q: %v\nstdout:\n%s\nstderr:\n%s", line, err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
+	cmd.Dir = m.cwd()
+	cmd.Env = append(append(os.Environ(), m.env...), "AGENTMESH_NATS_URL="+m.natsURL)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
 }
 
 var (
@@ -167,8 +208,8 @@ func (m *readmeMesh) up(line string, args []string) {
 	args = append(append([]string{"up"}, args...), "--listen", "127.0.0.1:0", "--gateway", "127.0.0.1:0", "--http", "127.0.0.1:0",
 		"--data-dir", filepath.Join(m.bin, "data"))
 	cmd := exec.Command(filepath.Join(m.bin, "bin", "agentmesh"), args...)
-	cmd.Dir = root
-	cmd.Env = os.Environ()
+	cmd.Dir = m.cwd()
+	cmd.Env = append(os.Environ(), m.env...)
 	out, err := cmd.StderrPipe()
 	if err != nil {
 		m.t.Fatal(err)
@@ -177,7 +218,8 @@ func (m *readmeMesh) up(line string, args []string) {
 	if err := cmd.Start(); err != nil {
 		m.t.Fatalf("README command %q: %v", line, err)
 	}
-	var log safeBuffer
+	log := &safeBuffer{}
+	m.upLog = log
 	// ready gets the NATS and gateway addresses once the mesh started and
 	// the gateway listens (it logs after the mesh started).
 	type addrs struct{ nats, gateway string }
@@ -268,12 +310,18 @@ func (m *readmeMesh) command(line string) {
 	}
 	switch {
 	case len(words) == 2 && words[0] == "make" && words[1] == "build":
-		// make build writes bin/; the test builds the command into its own.
-		build := exec.Command("go", "build", "-o", filepath.Join(m.bin, "bin")+string(filepath.Separator), "./cmd/agentmesh")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			m.t.Fatalf("README command %q: go build: %v\n%s", line, err, out)
+		m.build(line)
+	case len(words) == 2 && words[0] == "export":
+		name, value, ok := strings.Cut(words[1], "=")
+		if !ok || !regexp.MustCompile(`^[A-Z_]+$`).MatchString(name) {
+			m.t.Fatalf("README command %q: want export NAME=value", line)
 		}
+		m.vars[name] = value
+		m.env = append(m.env, name+"="+value)
+	case len(words) >= 1 && (words[0] == "git" || words[0] == "printf"):
+		m.shell(line)
+	case len(words) >= 2 && words[0] == "bin/agentmesh" && (words[1] == "follow" || words[1] == "artifacts"):
+		m.agentmesh(line, words[1:])
 	case len(words) >= 3 && words[0] == "bin/agentmesh" && words[1] == "up" && words[len(words)-1] == "&":
 		m.up(line, words[2:len(words)-1])
 	case len(words) >= 2 && words[0] == "bin/agentmesh" && words[1] == "run":
@@ -291,6 +339,35 @@ func (m *readmeMesh) command(line string) {
 	}
 }
 
+// build does what make build does for bin/agentmesh: the test builds
+// the command into its own bin/.
+func (m *readmeMesh) build(line string) {
+	m.t.Helper()
+	build := exec.Command("go", "build", "-o", filepath.Join(m.bin, "bin")+string(filepath.Separator), "./cmd/agentmesh")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		m.t.Fatalf("README command %q: go build: %v\n%s", line, err, out)
+	}
+}
+
+// shell runs a line of git and printf (a user's own commands: making a
+// repository, cloning it) with sh, in the commands' directory, with the
+// variables earlier commands set and a git identity, as a user's git has.
+func (m *readmeMesh) shell(line string) {
+	m.t.Helper()
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = m.cwd()
+	cmd.Env = append(os.Environ(), m.env...)
+	for k, v := range m.vars {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Env = append(cmd.Env, "GIT_AUTHOR_NAME=A User", "GIT_AUTHOR_EMAIL=user@example.com",
+		"GIT_COMMITTER_NAME=A User", "GIT_COMMITTER_EMAIL=user@example.com", "GIT_CONFIG_GLOBAL=/dev/null", "PWD="+m.cwd())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		m.t.Fatalf("README command %q: %v\n%s", line, err, out)
+	}
+}
+
 // checkRun checks a run's output: text ending succeeded, or NDJSON
 // events of one run ending with a succeeded status.
 func (m *readmeMesh) checkRun(line string, words []string, out string) {
@@ -305,6 +382,7 @@ func (m *readmeMesh) checkRun(line string, words []string, out string) {
 			m.t.Fatalf("README command %q: no accepted run that succeeded in:\n%s", line, out)
 		}
 		m.runID = s[1]
+		m.runs = append(m.runs, m.runID)
 		return
 	}
 	var last struct {
@@ -323,6 +401,7 @@ func (m *readmeMesh) checkRun(line string, words []string, out string) {
 		m.t.Fatalf("README command %q: the last event is not a succeeded status:\n%s", line, out)
 	}
 	m.runID = last.RunID
+	m.runs = append(m.runs, m.runID)
 }
 
 // curl does what the README's curl does, with net/http: -s, -H and -d
@@ -373,6 +452,18 @@ func (m *readmeMesh) curl(line string, args []string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if rest == "/v1/runs" {
+		// The runs API's submission: 202 and the run's id.
+		var sub struct {
+			RunID string `json:"run_id"`
+		}
+		if resp.StatusCode != http.StatusAccepted || json.Unmarshal(b, &sub) != nil || sub.RunID == "" {
+			m.t.Fatalf("README command %q: %s\n%s", line, resp.Status, b)
+		}
+		m.runID = sub.RunID
+		m.runs = append(m.runs, m.runID)
+		return
+	}
 	if resp.StatusCode != http.StatusOK {
 		m.t.Fatalf("README command %q: %s\n%s", line, resp.Status, b)
 	}
