@@ -122,7 +122,10 @@ func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace,
 		// The error names the request's field (workspace.snapshot,
 		// workspace.git.url), or the head a continuation starts from.
 		doing := source.Field()
-		if head != nil {
+		switch {
+		case work.Workspace != nil && work.Workspace.FromRun != "":
+			doing = fmt.Sprintf("workspace.from_run: the source of run %s (its %s)", work.Workspace.FromRun, doing)
+		case head != nil:
 			doing = fmt.Sprintf("the workspace of conversation %s (its first run's %s)", work.Conversation, doing)
 		}
 		return nil, classify(doing, err)

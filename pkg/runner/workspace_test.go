@@ -287,7 +287,7 @@ func TestWorkspaceBadInput(t *testing.T) {
 		{"snapshot over the limit", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: big}}, func(w *runner.Workspaces) { w.Materializer.MaxBytes = 1024 }, "workspace.snapshot: snapshot is over the size limit of 1024 bytes"},
 		{"escaping path", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: escaping}}, nil, `workspace.snapshot: unsafe path "../escape"`},
 		{"snapshot not stored", wire.Work{Workspace: &wire.WorkspaceSource{Snapshot: "sha256:" + strings.Repeat("0", 64)}}, nil, "workspace.snapshot: " + artifacts.ErrNotFound.Error()},
-		{"patch over the limit", wire.Work{Conversation: "big"}, func(w *runner.Workspaces) { w.MaxPatch = 1024 }, "apply the conversation's last patch: patch is over the size limit of 1024 bytes"},
+		{"patch over the limit", wire.Work{Conversation: "big"}, func(w *runner.Workspaces) { w.MaxPatch = 1024 }, "apply the patch of run big: patch is over the size limit of 1024 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorkspaces(t, store, url)

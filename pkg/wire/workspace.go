@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+
+	"github.com/agentmesh/agentmesh/pkg/subject"
 )
 
 // SnapshotPrefix begins every snapshot id: "sha256:<64 lowercase hex>".
@@ -36,15 +38,26 @@ type WorkspaceFieldError struct {
 func (e *WorkspaceFieldError) Error() string { return e.Field + ": " + e.Why }
 
 // Check checks the source's shape, as every door and the router do
-// before a runner materializes it: exactly one of a git source and a
-// snapshot; a snapshot's id well formed; a git source's URL given and,
-// like its ref, not an option. Whether the remote is allowed, the
-// snapshot stored or within a limit is for the store and the runner to
-// say. A refusal is a *WorkspaceFieldError.
+// before a runner materializes it: exactly one of a git source, a
+// snapshot and a run; a snapshot's id well formed; a git source's URL
+// given and, like its ref, not an option; a run's id a subject token.
+// Whether the remote is allowed, the snapshot stored or within a limit,
+// the run's workspace kept, is for the store and the runner to say. A
+// refusal is a *WorkspaceFieldError.
 func (s *WorkspaceSource) Check() error {
+	named := 0
+	for _, set := range []bool{s.Git != nil, s.Snapshot != "", s.FromRun != ""} {
+		if set {
+			named++
+		}
+	}
 	switch {
-	case s.Git != nil && s.Snapshot != "":
-		return &WorkspaceFieldError{"workspace", "names both a git source and a snapshot; name one"}
+	case named > 1:
+		return &WorkspaceFieldError{"workspace", "names more than one of git, snapshot and from_run; name one"}
+	case s.FromRun != "":
+		if err := subject.ValidToken("run id", s.FromRun); err != nil {
+			return &WorkspaceFieldError{"workspace.from_run", err.Error()}
+		}
 	case s.Snapshot != "":
 		if err := CheckSnapshotID(s.Snapshot); err != nil {
 			return &WorkspaceFieldError{"workspace.snapshot", err.Error()}
@@ -59,16 +72,19 @@ func (s *WorkspaceSource) Check() error {
 			return &WorkspaceFieldError{"workspace.git.ref", fmt.Sprintf("ref %q may not start with -", g.Ref)}
 		}
 	default:
-		return &WorkspaceFieldError{"workspace", "names neither a git source nor a snapshot"}
+		return &WorkspaceFieldError{"workspace", "names none of git, snapshot and from_run"}
 	}
 	return nil
 }
 
 // Field is the RunRequest field of the source the workspace comes from:
-// "workspace.snapshot" or "workspace.git.url".
+// "workspace.snapshot", "workspace.git.url" or "workspace.from_run".
 func (s *WorkspaceSource) Field() string {
-	if s.Git != nil {
+	switch {
+	case s.Git != nil:
 		return "workspace.git.url"
+	case s.FromRun != "":
+		return "workspace.from_run"
 	}
 	return "workspace.snapshot"
 }

@@ -23,6 +23,9 @@ func TestWorkspaceSourceCheck(t *testing.T) {
 		{"another digest", WorkspaceSource{Snapshot: "md5:" + strings.Repeat("a", 64)}, "workspace.snapshot"},
 		{"no URL", WorkspaceSource{Git: &GitSource{Ref: "main"}}, "workspace.git.url"},
 		{"a URL that is an option", WorkspaceSource{Git: &GitSource{URL: "--upload-pack=touch x"}}, "workspace.git.url"},
+		{"a run", WorkspaceSource{FromRun: "run-1"}, ""},
+		{"a run and a snapshot", WorkspaceSource{FromRun: "run-1", Snapshot: id}, "workspace"},
+		{"a run id with a dot", WorkspaceSource{FromRun: "a.b"}, "workspace.from_run"},
 		{"a ref that is an option", WorkspaceSource{Git: &GitSource{URL: "file:///r", Ref: "-x"}}, "workspace.git.ref"},
 	} {
 		err := tt.src.Check()
