@@ -145,7 +145,8 @@ func tree(t *testing.T, dir string) map[string]string {
 // clone of the source, gives the agent's tree byte for byte. Then the
 // errors, each naming its flag or field: a remote outside the
 // allow-list, a snapshot never pushed (CLI and HTTP), a snapshot over
-// the runner's limit.
+// the runner's limit. Last, a chat completions conversation on the
+// snapshot (agentmesh_workspace), its second turn's patch holding both.
 func TestReadmeWorkspaces(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts agentmesh")
@@ -223,18 +224,22 @@ func TestReadmeWorkspaces(t *testing.T) {
 	}
 	fails([]string{"workspace.snapshot: snapshot is over the size limit of 262144 bytes"}, "run", "-p", "claude-code", "--push", big, "x")
 
-	body := `{"profile":"claude-code","request":{"prompt":"x"},"workspace":{"snapshot":"` + unknown + `"}}`
-	req, err := http.NewRequest(http.MethodPost, "http://"+m.gateway+"/v1/runs", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	post := func(path, body string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+m.gateway+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+m.vars["KEY"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b
 	}
-	req.Header.Set("Authorization", "Bearer "+m.vars["KEY"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	resp, b := post("/v1/runs", `{"profile":"claude-code","request":{"prompt":"x"},"workspace":{"snapshot":"`+unknown+`"}}`)
 	var e struct {
 		Error struct {
 			Code, Param string
@@ -242,5 +247,38 @@ func TestReadmeWorkspaces(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal(b, &e) != nil || e.Error.Code != "snapshot_not_found" || e.Error.Param != "workspace.snapshot" {
 		t.Errorf("POST /v1/runs of a snapshot never pushed: %s %s; want 400 snapshot_not_found naming workspace.snapshot", resp.Status, b)
+	}
+
+	// A conversation of chat completions names the same object as
+	// agentmesh_workspace on its first request; its continuation carries
+	// on from what that run left (the conversation's head): the second
+	// run's patch, cumulative, holds both turns' edits.
+	first := `[{"role":"user","content":"add a line to notes.txt"}]`
+	resp, b = post("/v1/chat/completions", `{"model":"claude-code","messages":`+first+`,"agentmesh_workspace":{"snapshot":"`+m.vars["SNAP"]+`"}}`)
+	var chat struct {
+		Choices []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"choices"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &chat) != nil || len(chat.Choices) != 1 {
+		t.Fatalf("chat completion with agentmesh_workspace: %s %s", resp.Status, b)
+	}
+	turn1 := resp.Header.Get("x-agentmesh-run-id")
+	history := strings.TrimSuffix(first, "]") + "," + string(chat.Choices[0].Message) + `,{"role":"user","content":"add another"}]`
+	resp, b = post("/v1/chat/completions", `{"model":"claude-code","messages":`+history+`}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the conversation's second request: %s %s", resp.Status, b)
+	}
+	turn2 := resp.Header.Get("x-agentmesh-run-id")
+	m.shell("git clone -q demo checkout-chat")
+	m.agentmesh("artifacts apply", []string{"artifacts", "apply", "--dir", "checkout-chat", turn2})
+	twice := maps.Clone(want)
+	twice["notes.txt"] += agentLine
+	if got := tree(t, filepath.Join(m.dir, "checkout-chat")); turn1 == "" || !maps.Equal(got, twice) {
+		t.Errorf("checkout-chat after run %s's patch (the second of a conversation after %s) holds %q; want both turns' edits %q", turn2, turn1, got, twice)
+	}
+	resp, b = post("/v1/chat/completions", `{"model":"claude-code","messages":`+history+`,"agentmesh_workspace":{"snapshot":"`+m.vars["SNAP"]+`"}}`)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"agentmesh_workspace"`) {
+		t.Errorf("a continuation naming a workspace: %s %s; want 400 naming agentmesh_workspace", resp.Status, b)
 	}
 }
