@@ -202,8 +202,9 @@ func (s keySpec) hunt() []string {
 	return out
 }
 
-// piProvider is the apiKey and baseUrl of provider "fake" in the
-// models.json of Pi's agent directory dir.
+// piProvider is the key and baseUrl of provider "fake", else
+// "anthropic", in the models.json of Pi's agent directory dir: its
+// apiKey, else (a built-in provider's) $ANTHROPIC_API_KEY.
 func piProvider(dir string) (key, base string) {
 	var doc struct {
 		Providers map[string]struct {
@@ -213,7 +214,13 @@ func piProvider(dir string) (key, base string) {
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, "models.json"))
 	_ = json.Unmarshal(b, &doc)
-	p := doc.Providers["fake"]
+	p, ok := doc.Providers["fake"]
+	if !ok {
+		p = doc.Providers["anthropic"]
+	}
+	if p.APIKey == "" {
+		p.APIKey = os.Getenv("ANTHROPIC_API_KEY")
+	}
 	return p.APIKey, p.BaseURL
 }
 
@@ -376,9 +383,11 @@ func startUp(t *testing.T, dirs upDirs) upMeshRun {
 // profile sets, which the run gets read-write: the agent reads its key
 // and base URL from the models.json its PI_CODING_AGENT_DIR names, the
 // run's own, and finds the same placeholder, and the operator's files
-// masked.
+// masked. As Pi with its built-in anthropic provider (pi-builtin), moved
+// to the model API by models.json, the key is ANTHROPIC_API_KEY in the
+// runner's environment, as for Claude Code.
 func TestHostileAgentKey(t *testing.T) {
-	for _, agent := range []string{"claude-code", "pi"} {
+	for _, agent := range []string{"claude-code", "pi", "pi-builtin"} {
 		for _, via := range []string{"runner", "up"} {
 			t.Run(agent+"/"+via, func(t *testing.T) { testHostileAgentKey(t, agent, via) })
 		}
@@ -401,16 +410,23 @@ func testHostileAgentKey(t *testing.T, agent, via string) {
 	defer model.Close()
 	forbidden := listen(t, nil)
 	verdicts := map[string]string{} // the agent's report, by line name
+	adapter := strings.TrimSuffix(agent, "-builtin")
 	prof := agentProfile{
 		Name: "hostile", SpecVar: keyAgentEnv, MaxActive: 1,
-		Spec: keySpec{Lines: transcriptOf(t, agent), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr, Pi: agent == "pi"},
+		Spec: keySpec{Lines: transcriptOf(t, adapter), Prefix: "sk-ant-api03-agentmesh-test-", Forbidden: forbidden.addr, Pi: adapter == "pi"},
 	}
-	if agent == "pi" {
+	if adapter == "pi" {
 		home := t.TempDir()
 		dir := filepath.Join(home, ".pi", "agent")
+		models := fmt.Sprintf(`{"providers": {"fake": {"baseUrl": %q, "api": "anthropic-messages", "apiKey": %q,
+  "models": [{"id": "fake-model"}]}}}`, model.URL, key)
+		if agent == "pi-builtin" {
+			models = fmt.Sprintf(`{"providers": {"anthropic": {"baseUrl": %q}}}`, model.URL)
+			t.Setenv("ANTHROPIC_API_KEY", key)
+			prof.EnvAllow = []string{"ANTHROPIC_API_KEY"}
+		}
 		for name, text := range map[string]string{
-			"models.json": fmt.Sprintf(`{"providers": {"fake": {"baseUrl": %q, "api": "anthropic-messages", "apiKey": %q,
-  "models": [{"id": "fake-model"}]}}}`, model.URL, key),
+			"models.json":   models,
 			"auth.json":     fmt.Sprintf(`{"anthropic": {"type": "api_key", "key": "%s-auth"}}`, key),
 			"settings.json": `{"retry": {"provider": {"maxRetries": 0}}}`,
 		} {
@@ -445,7 +461,7 @@ func testHostileAgentKey(t *testing.T, agent, via string) {
 		srv, sec := natstest.RunSecure(t)
 		env := servicetest.SecureEnv(sec)
 		env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
-		env["AGENTMESH_RUNNER_ADAPTERS"] = agent
+		env["AGENTMESH_RUNNER_ADAPTERS"] = adapter
 		env["AGENTMESH_PROFILES_DIR"] = profiles
 		env["AGENTMESH_WORKSPACE_ROOT"] = root
 		env["AGENTMESH_RUNNER_STATE_DIR"] = t.TempDir()

@@ -30,8 +30,9 @@
 //
 // # The sandbox and the key
 //
-// A sandboxed run's egress is every baseUrl of models.json (ConfigBaseURLs,
-// read at the runner's start). A provider there with a baseUrl, an apiKey
+// A sandboxed run's egress is every baseUrl of models.json and that of each
+// built-in provider whose key is held, below (ConfigBaseURLs, read at the
+// runner's start). A provider there with a baseUrl, an apiKey
 // and an api whose header the runner's key proxy knows (anthropic-messages:
 // x-api-key; openai-completions, openai-responses, mistral-conversations:
 // Authorization Bearer; google-generative-ai: x-goog-api-key; a provider
@@ -39,7 +40,13 @@
 // key held by the proxy when the child would get it: the variable apiKey
 // names, when the child's environment sets it, else apiKey itself (a
 // literal), as Pi resolves it. An apiKey "!command" is run by Pi and never
-// held.
+// held. Pi's built-in anthropic, openai and google providers take their
+// key from ANTHROPIC_API_KEY, OPENAI_API_KEY and GEMINI_API_KEY before any
+// apiKey: when the child gets one, the proxy holds it for the provider's
+// baseUrl in models.json, else Pi's own (https://api.anthropic.com,
+// https://api.openai.com/v1,
+// https://generativelanguage.googleapis.com/v1beta), with or without a
+// models.json; ANTHROPIC_OAUTH_TOKEN, which Pi prefers, is not held.
 //
 // Such a confined run gets an agent directory of its own (overlay), made
 // in the runner's temp dir and removed after the run: PI_CODING_AGENT_DIR

@@ -31,15 +31,19 @@ const maxModels = 1 << 20
 // apiKey itself, as Pi resolves it (an apiKey "!command" is never held).
 // A confined run's proxy holds it, and the run gets a models.json that
 // points the provider at the proxy (overlay).
+//
+// A built-in provider (builtins) whose key variable the child gets is
+// reached with that key, which Pi prefers to models.json's apiKey, at
+// its baseUrl in models.json, else at Pi's own for it.
 func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
-	dir := agentDir(env)
-	if dir == "" {
-		return nil, nil
-	}
-	path := filepath.Join(dir, "models.json")
-	b, err := cli.ReadConfigFile(path, maxModels)
-	if err != nil || b == nil {
-		return nil, err
+	var b []byte
+	path := "models.json"
+	if dir := agentDir(env); dir != "" {
+		path = filepath.Join(dir, "models.json")
+		var err error
+		if b, err = cli.ReadConfigFile(path, maxModels); err != nil {
+			return nil, err
+		}
 	}
 	urls, err := modelsBaseURLs(b, env)
 	if err != nil {
@@ -49,6 +53,33 @@ func ConfigBaseURLs(env func(string) (string, bool)) ([]cli.BaseURL, error) {
 		urls[i].Source = path + ": " + urls[i].Source
 	}
 	return urls, nil
+}
+
+// A builtin is a provider Pi knows without models.json whose key the
+// runner's proxy can hold: its key variable (Pi's first choice for its
+// key), its base URL and its api.
+type builtin struct{ keyVar, url, api string }
+
+// builtins are those providers, by name. Anthropic's
+// ANTHROPIC_OAUTH_TOKEN, which Pi prefers to ANTHROPIC_API_KEY, is not
+// held.
+var builtins = map[string]builtin{
+	"anthropic": {"ANTHROPIC_API_KEY", "https://api.anthropic.com", "anthropic-messages"},
+	"openai":    {"OPENAI_API_KEY", "https://api.openai.com/v1", "openai-responses"},
+	"google":    {"GEMINI_API_KEY", "https://generativelanguage.googleapis.com/v1beta", "google-generative-ai"},
+}
+
+// builtinKey is the key variable of the built-in provider name when the
+// child gets it, else "".
+func builtinKey(name string, env func(string) (string, bool)) string {
+	b, ok := builtins[name]
+	if !ok || env == nil {
+		return ""
+	}
+	if v, _ := env(b.keyVar); v == "" {
+		return ""
+	}
+	return b.keyVar
 }
 
 // agentDir is the child's Pi agent directory, as Pi finds it
@@ -87,18 +118,38 @@ type modelsDoc struct {
 	} `json:"providers"`
 }
 
-// modelsBaseURLs reads the baseUrl values of a models.json and the key
-// each is reached with (see ConfigBaseURLs); Source is the key path of
-// each.
+// modelsBaseURLs reads the baseUrl values of a models.json (none when b
+// is nil) and the key each is reached with, and the base URLs of the
+// built-in providers whose key the child gets (see ConfigBaseURLs);
+// Source is the key path of each.
 func modelsBaseURLs(b []byte, env func(string) (string, bool)) ([]cli.BaseURL, error) {
 	var doc modelsDoc
-	if err := json.Unmarshal(stripJSONComments(b), &doc); err != nil {
-		return nil, err
+	if b != nil {
+		if err := json.Unmarshal(stripJSONComments(b), &doc); err != nil {
+			return nil, err
+		}
 	}
 	var out []cli.BaseURL
+	for _, name := range slices.Sorted(maps.Keys(builtins)) {
+		if _, ok := doc.Providers[name]; !ok && builtinKey(name, env) != "" {
+			bi := builtins[name]
+			h, _ := keyHeader(bi.api)
+			out = append(out, cli.BaseURL{URL: bi.url, Source: "no provider " + name + " (Pi's built-in)", KeyVar: bi.keyVar, Header: h})
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
 		p := doc.Providers[name]
 		keyVar, key := apiKeyOf(p.APIKey, env)
+		source := "providers." + name + ".baseUrl"
+		if bi, ok := builtins[name]; ok && p.API == "" {
+			p.API = bi.api
+		}
+		if v := builtinKey(name, env); v != "" {
+			keyVar, key = v, secret.String{}
+			if p.BaseURL == "" {
+				p.BaseURL, source = builtins[name].url, "providers."+name+" (Pi's built-in baseUrl)" // its models' too
+			}
+		}
 		held := func(u cli.BaseURL, api string) cli.BaseURL {
 			if h, ok := keyHeader(api); ok && (keyVar != "" || !key.Empty()) {
 				u.KeyVar, u.Key, u.Header = keyVar, key, h
@@ -122,7 +173,7 @@ func modelsBaseURLs(b []byte, env func(string) (string, bool)) ([]cli.BaseURL, e
 					api, first = m.API, false
 				}
 			}
-			out = append(out, held(cli.BaseURL{URL: p.BaseURL, Source: "providers." + name + ".baseUrl"}, api))
+			out = append(out, held(cli.BaseURL{URL: p.BaseURL, Source: source}, api))
 		}
 		for i, m := range p.Models {
 			if m.BaseURL == "" {

@@ -3,6 +3,7 @@ package pi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -69,10 +70,10 @@ func newOverlay(cfg cli.Config, dir string) (*overlay, error) {
 		return nil, nil
 	}
 	b, err := cli.ReadConfigFile(filepath.Join(real, "models.json"), maxModels)
-	if err != nil || b == nil {
+	if err != nil {
 		return nil, overlayErr(err)
 	}
-	models, keyed, err := proxiedModels(b, cfg.ProxyURL)
+	models, keyed, err := proxiedModels(b, cfg.ProxyURL, cfg.ChildEnv)
 	if err != nil {
 		return nil, overlayErr(fmt.Errorf("%s: %v", filepath.Join(real, "models.json"), err))
 	}
@@ -80,7 +81,7 @@ func newOverlay(cfg cli.Config, dir string) (*overlay, error) {
 		return nil, nil
 	}
 	entries, err := os.ReadDir(real)
-	if err != nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, overlayErr(err)
 	}
 	o := &overlay{env: map[string]string{}}
@@ -157,20 +158,39 @@ var sessionSep = regexp.MustCompile(`[/\\:]`)
 // (the proxy drops them from its requests in any case).
 var credentialHeaders = []string{"authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key", "cookie"}
 
-// proxiedModels rewrites a models.json for a confined run: each baseUrl
-// proxy reports a held key for (cli.Config.ProxyURL) becomes the proxy's
-// URL, and a provider with one gets sandbox.Placeholder for its apiKey
-// and loses its credential headers. keyed reports whether any was. The
-// rest of the file is kept as Pi reads it (its comments and trailing
-// commas gone).
-func proxiedModels(b []byte, proxy func(string) (string, bool)) (out []byte, keyed bool, err error) {
-	dec := json.NewDecoder(bytes.NewReader(stripJSONComments(b)))
-	dec.UseNumber()
-	var doc map[string]any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, false, err
+// proxiedModels rewrites a models.json (b, nil when there is none) for a
+// confined run: each baseUrl proxy reports a held key for
+// (cli.Config.ProxyURL) becomes the proxy's URL, a built-in provider
+// whose key variable the child gets (env) is moved there when its own
+// base URL is held, and a provider with one gets sandbox.Placeholder for
+// its apiKey and loses its credential headers. keyed reports whether any
+// was. The rest of the file is kept as Pi reads it (its comments and
+// trailing commas gone).
+func proxiedModels(b []byte, proxy func(string) (string, bool), env func(string) (string, bool)) (out []byte, keyed bool, err error) {
+	doc := map[string]any{}
+	if b != nil {
+		dec := json.NewDecoder(bytes.NewReader(stripJSONComments(b)))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			return nil, false, err
+		}
 	}
 	providers, _ := doc["providers"].(map[string]any)
+	if providers == nil {
+		providers = map[string]any{}
+	}
+	for name, bi := range builtins {
+		p, _ := providers[name].(map[string]any)
+		if u, ok := proxy(bi.url); !ok || builtinKey(name, env) == "" || p != nil && p["baseUrl"] != nil {
+			continue
+		} else if p == nil {
+			providers[name] = map[string]any{"baseUrl": u}
+		} else {
+			p["baseUrl"] = u
+			providers[name] = p
+		}
+		keyed = true
+	}
 	for _, v := range providers {
 		p, _ := v.(map[string]any)
 		if p == nil {
@@ -200,6 +220,7 @@ func proxiedModels(b []byte, proxy func(string) (string, bool)) (out []byte, key
 	if !keyed {
 		return nil, false, nil
 	}
+	doc["providers"] = providers
 	out, err = json.MarshalIndent(doc, "", "  ")
 	return append(out, '\n'), true, err
 }

@@ -284,3 +284,90 @@ func write(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestBuiltinProviders: a built-in provider whose key variable the child
+// gets is reached with that key (which Pi prefers to an apiKey), at its
+// baseUrl in models.json, else at Pi's own; a confined run holding it
+// gets an overlay that moves the provider to the proxy, with or without
+// a models.json of the operator's.
+func TestBuiltinProviders(t *testing.T) {
+	env := func(dir string, vars ...string) cli.Config {
+		cfg := DefaultConfig()
+		cfg.EnvAllow = nil
+		cfg.EnvSet = map[string]string{EnvAgentDir: dir}
+		for _, v := range vars {
+			cfg.EnvSet[v] = "key-of-" + v
+		}
+		return cfg
+	}
+	urlsOf := func(cfg cli.Config) []string {
+		t.Helper()
+		urls, err := ConfigBaseURLs(cfg.ChildEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, u := range urls {
+			out = append(out, strings.Join([]string{u.URL, u.KeyVar, u.Key.Reveal(), u.Header}, " "))
+		}
+		return out
+	}
+	none := t.TempDir() // no models.json
+	if got, want := urlsOf(env(none, "ANTHROPIC_API_KEY", "GEMINI_API_KEY")), []string{
+		"https://api.anthropic.com ANTHROPIC_API_KEY  x-api-key",
+		"https://generativelanguage.googleapis.com/v1beta GEMINI_API_KEY  x-goog-api-key",
+	}; !slices.Equal(got, want) {
+		t.Errorf("no models.json: %q, want %q", got, want)
+	}
+	if got := urlsOf(env(none)); got != nil {
+		t.Errorf("no key variable: %q, want none (Pi's default egress)", got)
+	}
+	moved := t.TempDir()
+	write(t, filepath.Join(moved, "models.json"), `{"providers": {
+  "anthropic": {"baseUrl": "https://gw.example/anthropic", "apiKey": "sk-literal-0123456789"},
+  "openai": {"models": [{"id": "gpt-x"}]}}}`)
+	if got, want := urlsOf(env(moved, "ANTHROPIC_API_KEY", "OPENAI_API_KEY")), []string{
+		"https://gw.example/anthropic ANTHROPIC_API_KEY  x-api-key",
+		"https://api.openai.com/v1 OPENAI_API_KEY  bearer",
+	}; !slices.Equal(got, want) {
+		t.Errorf("moved: %q, want %q", got, want)
+	}
+	if got, want := urlsOf(env(moved)), []string{"https://gw.example/anthropic  sk-literal-0123456789 x-api-key"}; !slices.Equal(got, want) {
+		t.Errorf("moved, no key variable: %q, want the literal apiKey", got)
+	}
+
+	for _, dir := range []string{none, moved} {
+		cfg := env(dir, "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+		pol, err := cfg.SandboxPolicy()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Confine = keyedConfiner{keyed: pol.Keyed}
+		inv, err := spec(cfg).Invoke(Request{Prompt: "hi"}, adapter.Call{}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(inv.Env[EnvAgentDir], "models.json"))
+		inv.Cleanup()
+		if err != nil {
+			t.Fatalf("%s: the run's models.json: %v", dir, err)
+		}
+		var doc struct {
+			Providers map[string]struct {
+				BaseURL string `json:"baseUrl"`
+				APIKey  string `json:"apiKey"`
+			} `json:"providers"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		p := doc.Providers
+		if dir == none && (p["anthropic"].BaseURL != "http://api.anthropic.com:443" || p["openai"].BaseURL != "http://api.openai.com:443/v1" || len(p) != 2) {
+			t.Errorf("no models.json: the run's is %s", b)
+		}
+		if dir == moved && (p["anthropic"].BaseURL != "http://gw.example:443/anthropic" || p["anthropic"].APIKey != sandbox.Placeholder ||
+			p["openai"].BaseURL != "http://api.openai.com:443/v1") {
+			t.Errorf("moved: the run's models.json is %s", b)
+		}
+	}
+}
