@@ -52,11 +52,11 @@ func (r *run) prepareWorkspace(ctx context.Context, call *adapter.Call) error {
 	if err != nil || ws == nil {
 		return err
 	}
-	base, err := filepath.Abs(r.h.cfg.WorkspaceRoot)
+	// ws.Dir is absolute (openWorkspaces), the root perhaps not.
+	rel, err := filepath.Abs(r.h.cfg.WorkspaceRoot)
 	if err == nil {
-		base, err = filepath.Rel(base, ws.Dir)
+		rel, err = filepath.Rel(rel, ws.Dir)
 	}
-	rel := base
 	if err != nil {
 		ws.Close()
 		return wire.Errorf(wire.AgenticHandlerError, "run directory %s: %v", ws.Dir, err)
