@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/agentmesh/agentmesh/pkg/adapter/acp/acpfake"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -81,6 +82,7 @@ func TestParseRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			io, _, _ := testIO(tt.env)
+			io.stdin = strings.NewReader("from standard input\n")
 			got, prompt, err := parseRun(tt.in, io)
 			if tt.wantCode != 0 {
 				var ee *exitError
@@ -258,6 +260,62 @@ func TestGroupHelpListsSubcommandFlags(t *testing.T) {
 		}
 		if out.String() != "" || strings.Contains(help, "connect to nats:") {
 			t.Errorf("%s --help ran something: stdout %q, stderr:\n%s", group, out, help)
+		}
+	}
+}
+
+// TestRunPromptFromStdinOrFile: "-" reads the prompt from standard input
+// and @FILE from the file, whole (past argv's 128 KiB), as the run's
+// request; a missing file, one over the bound and one that is not text
+// are usage errors naming it; "-" among other words, and a prompt word
+// that only begins with @ among others, stay literal.
+func TestRunPromptFromStdinOrFile(t *testing.T) {
+	dir := t.TempDir()
+	big := strings.Repeat("a long prompt line\n", 200<<10/18) // over 128 KiB
+	file := filepath.Join(dir, "prompt.md")
+	if err := os.WriteFile(file, []byte(big), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tooBig := filepath.Join(dir, "too-big")
+	if err := os.WriteFile(tooBig, make([]byte, maxPrompt+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	binary := filepath.Join(dir, "binary")
+	if err := os.WriteFile(binary, []byte{0xff, 0xfe, 0x00}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args       []string
+		stdin      string
+		want, fail string
+	}{
+		{args: []string{"-"}, stdin: big, want: big},
+		{args: []string{"@" + file}, want: big},
+		{args: []string{"say", "-"}, want: "say -"},
+		{args: []string{"mail", "@alice"}, want: "mail @alice"},
+		{args: []string{"@" + filepath.Join(dir, "missing")}, fail: "missing"},
+		{args: []string{"@" + tooBig}, fail: "over"},
+		{args: []string{"@" + binary}, fail: "not UTF-8"},
+		{args: []string{"-"}, stdin: "", fail: "a prompt is required"},
+	} {
+		io, _, _ := testIO(nil)
+		io.stdin = strings.NewReader(tt.stdin)
+		f, prompt, err := parseRun(append([]string{"-p", "fixture"}, tt.args...), io)
+		if tt.fail != "" {
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), tt.fail) {
+				t.Errorf("run %q: %v, want a usage error saying %q", tt.args, err, tt.fail)
+			}
+			continue
+		}
+		if err != nil || prompt != tt.want {
+			t.Errorf("run %q: prompt of %d bytes, %v; want %d bytes", tt.args, len(prompt), err, len(tt.want))
+			continue
+		}
+		req, err := f.request(prompt)
+		var m map[string]any
+		if err != nil || wire.DecodeStrict(req.Request, &m) != nil || m["prompt"] != tt.want {
+			t.Errorf("run %q: the request's prompt is not the prompt read (%v)", tt.args, err)
 		}
 	}
 }

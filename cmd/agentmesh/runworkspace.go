@@ -1,7 +1,8 @@
 package main
 
-// The workspace flags of agentmesh run: --snapshot, --git and --push,
-// each naming where the run's workspace comes from (wire.WorkspaceSource).
+// The workspace flags of agentmesh run: --snapshot, --git, --push and
+// --from-run, each naming where the run's workspace comes from
+// (wire.WorkspaceSource).
 
 import (
 	"context"
@@ -15,13 +16,13 @@ import (
 )
 
 // sourceFlags are run's flags that name a workspace, for messages.
-var sourceFlags = []string{"--workspace", "--snapshot", "--git", "--push"}
+var sourceFlags = []string{"--workspace", "--snapshot", "--git", "--push", "--from-run"}
 
 // checkSource refuses more than one way of naming the run's workspace,
 // and a source whose shape the router would refuse, naming the flag.
 func (f *runFlags) checkSource() error {
 	var named []string
-	for i, v := range []string{f.workspace, f.snapshot, f.git, f.push} {
+	for i, v := range []string{f.workspace, f.snapshot, f.git, f.push, f.fromRun} {
 		if v != "" {
 			named = append(named, sourceFlags[i])
 		}
@@ -37,6 +38,8 @@ func (f *runFlags) checkSource() error {
 	case f.git != "":
 		url, ref := splitGitRef(f.git)
 		src.Git, flag = &wire.GitSource{URL: url, Ref: ref}, "--git"
+	case f.fromRun != "":
+		src.FromRun, flag = f.fromRun, "--from-run"
 	case f.push != "":
 		if fi, err := os.Stat(f.push); err != nil || !fi.IsDir() {
 			return usageErr("run: --push: %s is not a directory", f.push)

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
@@ -28,12 +31,12 @@ type runFlags struct {
 	conversation string
 	runID        string
 	workspace    string
-	// snapshot, git and push name the run's workspace source (at most
-	// one): a pushed snapshot, a git remote URL[@REF], or a directory
-	// pushed first.
-	snapshot, git, push string
-	set                 fieldFlags
-	labels              labelFlags
+	// snapshot, git, push and fromRun name the run's workspace source
+	// (at most one): a pushed snapshot, a git remote URL[@REF], a
+	// directory pushed first, or what an earlier run left.
+	snapshot, git, push, fromRun string
+	set                          fieldFlags
+	labels                       labelFlags
 }
 
 // fieldFlags collects --set key=value request fields. A value that parses
@@ -157,11 +160,17 @@ func (l *labelFlags) Set(kv string) error {
 	return wire.CheckLabels(*l)
 }
 
+// maxPrompt bounds a prompt read from standard input or a file: what
+// fits in a run request on the wire, with room for its other fields.
+const maxPrompt = wire.MaxMessageSize - 64<<10
+
 // parseRun parses the arguments of agentmesh run into its flags and the
-// prompt (the positional arguments joined by spaces).
+// prompt: the positional arguments joined by spaces; or, when the only
+// one is "-", standard input; or, when the only one is @FILE, the file's
+// contents (argv caps a prompt at 128 KiB; these at maxPrompt).
 func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	var f runFlags
-	fs := newFlagSet("run", "-p <profile> [flags] <prompt>", io)
+	fs := newFlagSet("run", "-p <profile> [flags] <prompt | - | @FILE>", io)
 	f.clientFlags.register(fs, io)
 	fs.StringVar(&f.profile, "p", "", "profile: a name, an alias or provider/model (required)")
 	fs.StringVar(&f.profile, "profile", "", "same as -p")
@@ -175,6 +184,7 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 	fs.StringVar(&f.snapshot, "snapshot", "", "CLI adapters: run in a fresh copy of this pushed snapshot (sha256:…, from agentmesh workspace push); the run's patch and archive become its artifacts")
 	fs.StringVar(&f.git, "git", "", "CLI adapters: run in a fresh shallow clone of URL[@REF], a remote of the runner's AGENTMESH_RUNNER_GIT_ALLOW (REF: a branch or tag; default the remote's HEAD)")
 	fs.StringVar(&f.push, "push", "", "CLI adapters: push this directory as a snapshot, then run on it (--snapshot of what workspace push prints)")
+	fs.StringVar(&f.fromRun, "from-run", "", "CLI adapters: run in the workspace an earlier run of the tenant left, whatever its end (failed, cancelled, timed out), on any runner; with --conversation it goes on from there instead of the conversation's last success")
 	fs.Var(&f.set, "set", "an adapter request field as key=value (repeatable), e.g. --set approval_mode=yolo, --set include_directories=[src,docs]")
 	fs.Var(&f.labels, "label", "a run label as key=value (repeatable), e.g. --label team=infra")
 	pos, err := parse(fs, args)
@@ -182,6 +192,11 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 		return f, "", err
 	}
 	prompt := strings.Join(pos, " ")
+	if len(pos) == 1 && (prompt == "-" || strings.HasPrefix(prompt, "@")) {
+		if prompt, err = readPrompt(prompt, io); err != nil {
+			return f, "", err
+		}
+	}
 	switch {
 	case f.profile == "":
 		return f, "", usageErr("run: -p <profile> is required")
@@ -206,6 +221,35 @@ func parseRun(args []string, io *stdio) (runFlags, string, error) {
 		}
 	}
 	return f, prompt, nil
+}
+
+// io.ReadAll and io.LimitReader (the io parameter of the commands
+// shadows the package).
+var ioReadAll, ioLimitReader = io.ReadAll, io.LimitReader
+
+// readPrompt reads the prompt arg names: standard input for "-", the
+// file for @FILE; at most maxPrompt bytes of UTF-8.
+func readPrompt(arg string, io *stdio) (string, error) {
+	what, r := "standard input", io.stdin
+	if arg != "-" {
+		what = arg[1:]
+		f, err := os.Open(what)
+		if err != nil {
+			return "", usageErr("run: prompt %s: %v", arg, err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := ioReadAll(ioLimitReader(r, maxPrompt+1))
+	switch {
+	case err != nil:
+		return "", usageErr("run: read the prompt from %s: %v", what, err)
+	case len(b) > maxPrompt:
+		return "", usageErr("run: the prompt in %s is over %d bytes", what, maxPrompt)
+	case !utf8.Valid(b):
+		return "", usageErr("run: the prompt in %s is not UTF-8 text", what)
+	}
+	return string(b), nil
 }
 
 // request builds the run request: the adapter's typed request {prompt,
@@ -237,6 +281,8 @@ func (f *runFlags) request(prompt string) (wire.RunRequest, error) {
 	case f.git != "":
 		url, ref := splitGitRef(f.git)
 		source = &wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: ref}}
+	case f.fromRun != "":
+		source = &wire.WorkspaceSource{FromRun: f.fromRun}
 	}
 	return wire.RunRequest{
 		Workspace:    source,
