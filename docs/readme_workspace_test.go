@@ -13,15 +13,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The test agent: this test binary, copied as claude onto the runner's
 // PATH, plays Claude Code. It edits its working directory (a line added
 // to notes.txt, a binary file added) and prints Claude Code's transcript
-// S1, which the test puts beside it.
+// S1, which the test puts beside it; or, when its prompt says so, then
+// fails as Claude Code does on a 500 from its model API (failWith500),
+// or hangs until the run's deadline (hangAfterEdit).
 const (
 	agentLine = "a line from the agent\n"
 	agentBlob = "\x00\x01\xfe\xff no newline"
+	// A prompt holding failWith500 or hangAfterEdit makes the agent fail
+	// or hang after its edit.
+	failWith500   = "then-fail-with-500"
+	hangAfterEdit = "then-hang"
 )
 
 func init() {
@@ -46,6 +53,22 @@ func playClaude() int {
 	}
 	if os.WriteFile("notes.txt", append(notes, agentLine...), 0o644) != nil || os.WriteFile("agent.bin", []byte(agentBlob), 0o644) != nil {
 		return 2
+	}
+	prompt := os.Args[len(os.Args)-1]
+	switch {
+	case strings.Contains(prompt, hangAfterEdit):
+		time.Sleep(time.Hour)
+	case strings.Contains(prompt, failWith500):
+		init, _, _ := bytes.Cut(transcript, []byte("\n"))
+		var sys struct {
+			SessionID string `json:"session_id"`
+		}
+		_ = json.Unmarshal(init, &sys)
+		res, _ := json.Marshal(map[string]any{"type": "result", "subtype": "success", "is_error": true, "api_error_status": 500,
+			"result":    "API Error: 500 {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"Internal server error\"}}",
+			"num_turns": 1, "session_id": sys.SessionID, "total_cost_usd": 0})
+		_, _ = os.Stdout.Write(append(append(init, '\n'), append(res, '\n')...))
+		return 1
 	}
 	_, err = os.Stdout.Write(transcript)
 	if err != nil {
@@ -280,5 +303,34 @@ func TestReadmeWorkspaces(t *testing.T) {
 	resp, b = post("/v1/chat/completions", `{"model":"claude-code","messages":`+history+`,"agentmesh_workspace":{"snapshot":"`+m.vars["SNAP"]+`"}}`)
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"param":"agentmesh_workspace"`) {
 		t.Errorf("a continuation naming a workspace: %s %s; want 400 naming agentmesh_workspace", resp.Status, b)
+	}
+
+	// Issue 37, acceptance 2: a run that edits its workspace and then
+	// fails, on a 500 from the model API or at its deadline, stores its
+	// patch; --from-run goes on from what it left.
+	for _, how := range []struct{ prompt, state string }{{failWith500, "failed"}, {hangAfterEdit, "timed_out"}} {
+		stdout, stderr, err := m.try("run", "-p", "claude-code", "--snapshot", m.vars["SNAP"], "--deadline", "5s", "edit, "+how.prompt)
+		var ee *exec.ExitError
+		id := runIDLine.FindStringSubmatch(stdout)
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || id == nil || !strings.Contains(stdout, "["+how.state) {
+			t.Fatalf("a run that edits, %s: %v, want exit 1 and %s\nstdout:\n%s\nstderr:\n%s", how.prompt, err, how.state, stdout, stderr)
+		}
+		dir := "checkout-" + how.state
+		m.shell("git clone -q demo " + dir)
+		m.agentmesh("artifacts apply", []string{"artifacts", "apply", "--dir", dir, id[1]})
+		if got := tree(t, filepath.Join(m.dir, dir)); !maps.Equal(got, want) {
+			t.Errorf("%s after the %s run %s's patch holds %q; want the agent's edit %q", dir, how.state, id[1], got, want)
+		}
+		out := m.agentmesh("run --from-run", []string{"run", "-p", "claude-code", "--from-run", id[1], "go on"})
+		next := runIDLine.FindStringSubmatch(out)
+		if next == nil {
+			t.Fatalf("run --from-run %s printed no run id:\n%s", id[1], out)
+		}
+		dir += "-continued"
+		m.shell("git clone -q demo " + dir)
+		m.agentmesh("artifacts apply", []string{"artifacts", "apply", "--dir", dir, next[1]})
+		if got := tree(t, filepath.Join(m.dir, dir)); !maps.Equal(got, twice) {
+			t.Errorf("%s after run %s (from run %s) holds %q; want both edits %q", dir, next[1], id[1], got, twice)
+		}
 	}
 }
