@@ -375,6 +375,83 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+// A session waits for its next prompt for its suspend grace when a later
+// run can load it (the agent declares loadSession and the call keeps its
+// id: SaveCheckpoint), stored again at its turn end, and ends saying it
+// was suspended; otherwise (no conversation, or an agent that cannot
+// load, as Gemini's) for its idle timeout, and it says it ended.
+func TestSuspend(t *testing.T) {
+	edit := func(state string) func(*acp.Config) {
+		return func(c *acp.Config) {
+			c.SuspendAfter, c.IdleTimeout = time.Second, 4*time.Second
+			c.EnvSet[acpfake.StateEnv] = state
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		state      string // "": the agent cannot load
+		checkpoint bool
+		wait       time.Duration
+		why        string
+	}{
+		{"suspended", "dir", true, time.Second, "was suspended"},
+		{"not on a conversation", "dir", false, 4 * time.Second, "and ended"},
+		{"an agent that cannot load", "", true, 4 * time.Second, "and ended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := tc.state
+			if state != "" {
+				state = t.TempDir()
+			}
+			a, _ := newAdapter(t, edit(state))
+			s := adapter.NewSession()
+			call := adapter.Call{RunID: "r", Request: request(t, a, map[string]any{"prompt": "first"}), Session: s}
+			saved := 0
+			if tc.checkpoint {
+				call.SaveCheckpoint = func([]byte) { saved++ }
+			}
+			var turnEnd time.Time
+			chunks, err := collect(t, a, call, func(_ int, c wire.Chunk) {
+				if c.Type == wire.ChunkTurnEnd {
+					turnEnd = time.Now()
+				}
+			})
+			waited := time.Since(turnEnd)
+			if err != nil || chunks[len(chunks)-1].Type != wire.ChunkResult {
+				t.Fatalf("stream: %v, %v", types(chunks), err)
+			}
+			if waited < tc.wait || waited > tc.wait+2*time.Second {
+				t.Errorf("the session ended %s after its turn, want %s", waited, tc.wait)
+			}
+			if _, _, err := s.Send("late"); !errors.Is(err, wire.SessionEnded) || !strings.Contains(err.Error(), tc.why) {
+				t.Errorf("Send after the end = %v, want SessionEnded saying it %s", err, tc.why)
+			}
+			if tc.checkpoint && saved != 2 {
+				t.Errorf("the session id was saved %d times, want at the start and at the turn end", saved)
+			}
+		})
+	}
+}
+
+// A run on a conversation whose agent session was last active longer ago
+// than the suspended timeout does not load it, nor start afresh: it fails
+// SessionEnded naming the setting; a younger one loads.
+func TestSuspendedTimeout(t *testing.T) {
+	a, _ := newAdapter(t, func(c *acp.Config) { c.SuspendedTimeout = time.Hour })
+	var sid []byte
+	if _, err := collect(t, a, adapter.Call{RunID: "r1", Request: request(t, a, map[string]any{"prompt": "first"}), SaveCheckpoint: func(b []byte) { sid = b }}, nil); err != nil {
+		t.Fatal(err)
+	}
+	chunks, err := collect(t, a, adapter.Call{RunID: "r2", Request: request(t, a, map[string]any{"prompt": "again"}), Checkpoint: sid, CheckpointAt: time.Now().Add(-2 * time.Hour)}, nil)
+	if !errors.Is(err, wire.SessionEnded) || !strings.Contains(err.Error(), "session.suspended_timeout") || len(chunks) != 0 {
+		t.Errorf("load of a session idle 2h = %v, %v; want SessionEnded naming session.suspended_timeout, and nothing said", types(chunks), err)
+	}
+	chunks, err = collect(t, a, adapter.Call{RunID: "r3", Request: request(t, a, map[string]any{"prompt": "again"}), Checkpoint: sid, CheckpointAt: time.Now().Add(-time.Minute)}, nil)
+	if err != nil || text(chunks) != "echo: again (turn 2)" {
+		t.Errorf("load of a session idle 1m = %q, %v", text(chunks), err)
+	}
+}
+
 // An agent that dies mid-turn fails the stream with the transport's
 // typed error, after what it had said.
 func TestAgentExits(t *testing.T) {
