@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -18,6 +19,7 @@ func cmdSend(ctx context.Context, args []string, io *stdio) error {
 	fs := newFlagSet("send", "[flags] <run_id> <prompt>   (or -interrupt <run_id>)", io)
 	f.register(fs, io)
 	interrupt := fs.Bool("interrupt", false, "cancel the session's turn in progress instead; the session takes the next prompt")
+	workspace := fs.String("workspace", "", "the workspace (runner-relative) of the run that resumes a suspended session; give the session's own, which Claude's agent needs to load it")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -41,8 +43,57 @@ func cmdSend(ctx context.Context, args []string, io *stdio) error {
 		if err == nil {
 			fmt.Fprintf(io.stdout, "session %s: queued as turn %d (%d ahead)\n", pos[0], rep.Turn, rep.Queued)
 		}
+		if resumed, rerr := resume(ctx, c, &f, pos[0], pos[1], *workspace, err); resumed != "" || rerr != nil {
+			if rerr == nil {
+				fmt.Fprintf(io.stdout, "session %s is not live (%v)\nresumed as run %s on its conversation: agentmesh follow %s\n", pos[0], err, resumed, resumed)
+			}
+			return sessionErr("send", pos[0], rerr)
+		}
 		return sessionErr("send", pos[0], err)
 	})
+}
+
+// resume starts the run that continues a session's conversation with
+// prompt when its run has ended between turns (refused with sendErr
+// SessionEnded: suspended or idle, and succeeded) or lost its runner
+// (SessionLost), and the session was on a conversation: the agent loads
+// the session on any runner (docs/sessions.md). It returns "" and nil
+// when the session cannot be resumed so, and sendErr stands.
+func resume(ctx context.Context, c *client.Client, f *clientFlags, runID, prompt, workspace string, sendErr error) (string, error) {
+	lost := errors.Is(sendErr, wire.SessionLost)
+	if !lost && !errors.Is(sendErr, wire.SessionEnded) {
+		return "", nil
+	}
+	rec, err := c.Status(ctx, f.tenant, runID)
+	if err != nil || rec.Conversation == "" || (!lost && rec.State != wire.StateSucceeded) {
+		return "", nil
+	}
+	b, err := wire.Marshal(map[string]any{"prompt": prompt})
+	if err != nil {
+		return "", err
+	}
+	req := wire.RunRequest{RunID: client.NewRunID(), Tenant: f.tenant, Principal: f.principal, Profile: rec.Profile, Conversation: rec.Conversation, Request: b}
+	if workspace != "" {
+		req.Runtime = map[string]any{"workspace": workspace}
+	}
+	id, err := c.Submit(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	// Once its record exists, agentmesh follow finds it.
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	for {
+		_, err := c.Status(ctx, f.tenant, id)
+		if !errors.Is(err, client.ErrNotFound) {
+			return id, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("run %s, which resumes the session, has no record after %s", id, requestTimeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // cmdApprove and cmdDeny answer a session's permission request: the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,16 @@ const acpFakeEnv = "AGENTMESH_TEST_ACP_FAKE"
 
 // acpProfiles writes a profiles dir holding one profile of adapter acp
 // whose agent is this test binary as the fake agent, with the shortest
-// idle timeout the profile accepts.
+// idle timeout the profile accepts. The agent keeps its sessions in a
+// directory that is also its CLAUDE_CONFIG_DIR, so that a sandboxed run
+// gets it read-write.
 func acpProfiles(t *testing.T) string {
+	t.Helper()
+	return acpProfilesWith(t, "{permission_timeout: 20s, idle_timeout: 1s}")
+}
+
+// acpProfilesWith is acpProfiles with the profile's session settings.
+func acpProfilesWith(t *testing.T, session string) string {
 	t.Helper()
 	dir := t.TempDir()
 	doc := fmt.Sprintf(`schema: 1
@@ -30,10 +39,10 @@ model: fake
 pricing: {input: "1", output: "2", cache_read: "0", cache_write: "0", reasoning: "2"}
 binary: %s
 install_hint: the test binary
-env: {%s: "1", GORACE: "atexit_sleep_ms=0", ACPFAKE_STATE: %q}
-session: {permission_timeout: 20s, idle_timeout: 1s}
+env: {%s: "1", GORACE: "atexit_sleep_ms=0", ACPFAKE_STATE: %q, CLAUDE_CONFIG_DIR: %[3]q}
+session: %s
 policy: {max_attempts: 1, max_active: 2}
-`, os.Args[0], acpFakeEnv, t.TempDir())
+`, os.Args[0], acpFakeEnv, t.TempDir(), session)
 	if err := os.WriteFile(filepath.Join(dir, "acp-fake.yaml"), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +105,37 @@ func TestSessionFromTheCommandLine(t *testing.T) {
 	}
 	if c, _, _ := m.cli(ctx, "approve", id[1]); c != exitUsage {
 		t.Errorf("approve without a request id: exit %d", c)
+	}
+}
+
+// A session on a conversation is suspended once idle for its grace (its
+// run ends succeeded); agentmesh send to it then starts the run that
+// resumes it on its conversation, which loads the agent's session: its
+// reply is turn 2's.
+func TestSendResumesASuspendedSession(t *testing.T) {
+	m := startUpWith(t, acpProfilesWith(t, "{suspend_after: 1s, idle_timeout: 1m}"), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out := m.must(t, ctx, exitOK, "run", "-p", "acp-fake", "--conversation", "conv-cli", "first")
+	id := acceptedLine.FindStringSubmatch(out)
+	if id == nil || !strings.Contains(out, "echo: first (turn 1)") || !strings.Contains(out, "[succeeded") {
+		t.Fatalf("run:\n%s", out)
+	}
+	got := m.must(t, ctx, exitOK, "send", id[1], "second")
+	resumed := regexp.MustCompile(`resumed as run ([A-Za-z0-9_-]+) on its conversation`).FindStringSubmatch(got)
+	if resumed == nil || !strings.Contains(got, "is not live") {
+		t.Fatalf("send to the suspended session:\n%s", got)
+	}
+	if got := m.must(t, ctx, exitOK, "follow", resumed[1]); !strings.Contains(got, "echo: second (turn 2)") {
+		t.Errorf("the resumed session's run, want its turn 2:\n%s", got)
+	}
+	// A session not on a conversation is not suspended (it ends at its
+	// deadline here), nor resumed.
+	_, out, _ = m.cli(ctx, "run", "-p", "acp-fake", "--deadline", "3s", "first")
+	if id = acceptedLine.FindStringSubmatch(out); id == nil || !strings.Contains(out, "[timed_out") {
+		t.Fatalf("run:\n%s", out)
+	}
+	if c, _, stderr := m.cli(ctx, "send", id[1], "too late"); c != exitFail || !strings.Contains(stderr, "SessionEnded") {
+		t.Errorf("send to an ended session without a conversation: exit %d, stderr %q", c, stderr)
 	}
 }
