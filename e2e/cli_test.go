@@ -257,7 +257,12 @@ base_url = "%s/v1"
 wire_api = "responses"
 request_max_retries = 0
 stream_max_retries = 0
+`, fakeURL, envKey) + codexConfigOff
+}
 
+// codexConfigOff turns analytics, feedback and plugins off in an e2e
+// config.toml.
+const codexConfigOff = `
 [analytics]
 enabled = false
 
@@ -268,8 +273,7 @@ enabled = false
 plugins = false
 remote_plugin = false
 apps = false
-`, fakeURL, envKey)
-}
+`
 
 // Compile-time checks that the CLI adapters are mesh adapters.
 var (
