@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -57,7 +58,7 @@ func keyAgentMain() (int, bool) {
 
 // playAgent plays an agent when the variable name is set: its value,
 // JSON then base64, decoded into spec, play gives the transcript to
-// print (Claude Code's, or Pi's, whose streamed deltas it drops) and
+// print (Claude Code's, Codex's, or Pi's, whose streamed deltas it drops) and
 // the report that replaces its text. It returns the exit code, and false
 // when name is not set.
 func playAgent(name string, spec any, play func() (lines, report []string)) (int, bool) {
@@ -84,6 +85,10 @@ func playAgent(name string, spec any, play func() (lines, report []string)) (int
 			m["message"].(map[string]any)["content"] = []any{map[string]any{"type": "text", "text": text}}
 		case "result":
 			m["result"] = text
+		case "item.completed": // Codex's
+			if item, _ := m["item"].(map[string]any); item["type"] == "agent_message" {
+				item["text"] = text
+			}
 		case "message_update": // Pi's deltas: its message_end carries the text
 			continue
 		case "message_end", "turn_end":
@@ -103,13 +108,6 @@ func playAgent(name string, spec any, play func() (lines, report []string)) (int
 func (s keySpec) hunt() []string {
 	var out []string
 	say := func(name, verdict string, args ...any) { out = append(out, name+": "+fmt.Sprintf(verdict, args...)) }
-	look := func(name, where, text string) {
-		if i := strings.Index(text, s.Prefix); i >= 0 {
-			say(name, "ALLOWED, a key in %s: %q", where, text[i:min(len(text), i+60)])
-		} else {
-			say(name, "absent (%d bytes of %s)", len(text), where)
-		}
-	}
 	key, base := os.Getenv("ANTHROPIC_API_KEY"), os.Getenv("ANTHROPIC_BASE_URL")
 	roots := []string{}
 	if s.Pi {
@@ -120,6 +118,68 @@ func (s keySpec) hunt() []string {
 	}
 	say("key-var", "is %s", key)
 	say("base-url", "is %s", base)
+	out = append(out, searchRun([]string{s.Prefix}, roots...)...)
+
+	// The model API, through the proxy, with the placeholder.
+	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
+	req.Header.Set("x-api-key", key)
+	say("model-api", "%s", callAPI(req))
+	// The proxy asked to forward elsewhere: another Host, an absolute
+	// URL, CONNECT.
+	hostport := strings.TrimPrefix(base, "http://")
+	if i := strings.IndexByte(hostport, '/'); i >= 0 {
+		hostport = hostport[:i]
+	}
+	for name, raw := range map[string]string{
+		"proxy-host":         "GET /v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
+		"proxy-absolute-url": "GET http://" + s.Forbidden + "/v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
+		"proxy-connect":      "CONNECT " + s.Forbidden + " HTTP/1.1\r\nHost: " + s.Forbidden + "\r\n\r\n",
+	} {
+		say(name, "%s", askProxy(hostport, raw))
+	}
+	if c, err := net.DialTimeout("tcp", s.Forbidden, 2*time.Second); err != nil {
+		say("connect-forbidden", "refused (%v)", err)
+	} else {
+		c.Close()
+		say("connect-forbidden", "ALLOWED, connected to %s", s.Forbidden)
+	}
+	return out
+}
+
+// callAPI makes req and says what came back.
+func callAPI(req *http.Request) string {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Sprintf("unreachable (%v)", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return fmt.Sprintf("reached, %d %s", resp.StatusCode, b)
+}
+
+// searchRun looks for a secret that begins with one of prefixes in the
+// run's environment, /proc/self/environ, /proc/1/environ, every
+// process's environment and command line it can read, and every file it
+// can read under roots, its home, temp dir, workspace, /tmp, /run, /etc
+// and /dev/shm; each line is "name: verdict".
+func searchRun(prefixes []string, roots ...string) []string {
+	var out []string
+	say := func(name, verdict string, args ...any) { out = append(out, name+": "+fmt.Sprintf(verdict, args...)) }
+	find := func(text string) int {
+		for _, p := range prefixes {
+			if i := strings.Index(text, p); i >= 0 {
+				return i
+			}
+		}
+		return -1
+	}
+	look := func(name, where, text string) {
+		if i := find(text); i >= 0 {
+			say(name, "ALLOWED, a key in %s: %q", where, text[i:min(len(text), i+60)])
+		} else {
+			say(name, "absent (%d bytes of %s)", len(text), where)
+		}
+	}
 	look("env", "the environment", strings.Join(os.Environ(), "\n"))
 	if b, err := os.ReadFile("/proc/self/environ"); err != nil {
 		say("proc-self-environ", "refused (%v)", err)
@@ -156,7 +216,7 @@ func (s keySpec) hunt() []string {
 				n++
 				if b, err := os.ReadFile(p); err == nil && len(b) < 1<<20 {
 					size += len(b)
-					if strings.Contains(string(b), s.Prefix) {
+					if find(string(b)) >= 0 {
 						where, text = p, string(b)
 					}
 				}
@@ -168,36 +228,6 @@ func (s keySpec) hunt() []string {
 		say("files", "absent (%d files, %d bytes, under home, temp, workspace, /run, /etc)", n, size)
 	} else {
 		look("files", where, text)
-	}
-
-	// The model API, through the proxy, with the placeholder.
-	req, _ := http.NewRequest("POST", base+"/v1/messages", strings.NewReader(`{"model":"claude-sonnet-4-5"}`))
-	req.Header.Set("x-api-key", key)
-	if resp, err := http.DefaultClient.Do(req); err != nil {
-		say("model-api", "unreachable (%v)", err)
-	} else {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		say("model-api", "reached, %d %s", resp.StatusCode, b)
-	}
-	// The proxy asked to forward elsewhere: another Host, an absolute
-	// URL, CONNECT.
-	hostport := strings.TrimPrefix(base, "http://")
-	if i := strings.IndexByte(hostport, '/'); i >= 0 {
-		hostport = hostport[:i]
-	}
-	for name, raw := range map[string]string{
-		"proxy-host":         "GET /v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
-		"proxy-absolute-url": "GET http://" + s.Forbidden + "/v1/models HTTP/1.1\r\nHost: " + s.Forbidden + "\r\nConnection: close\r\n\r\n",
-		"proxy-connect":      "CONNECT " + s.Forbidden + " HTTP/1.1\r\nHost: " + s.Forbidden + "\r\n\r\n",
-	} {
-		say(name, "%s", askProxy(hostport, raw))
-	}
-	if c, err := net.DialTimeout("tcp", s.Forbidden, 2*time.Second); err != nil {
-		say("connect-forbidden", "refused (%v)", err)
-	} else {
-		c.Close()
-		say("connect-forbidden", "ALLOWED, connected to %s", s.Forbidden)
 	}
 	return out
 }
@@ -453,38 +483,10 @@ func testHostileAgentKey(t *testing.T, agent, via string) {
 		prof.Env = map[string]string{"ANTHROPIC_BASE_URL": model.URL}
 	}
 	prof.write(t, profiles)
-	var ctx context.Context
-	var c *client.Client
-	if via == "up" {
-		ctx, c, _ = upMesh(t, profiles, root)
-	} else {
-		srv, sec := natstest.RunSecure(t)
-		env := servicetest.SecureEnv(sec)
-		env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
-		env["AGENTMESH_RUNNER_ADAPTERS"] = adapter
-		env["AGENTMESH_PROFILES_DIR"] = profiles
-		env["AGENTMESH_WORKSPACE_ROOT"] = root
-		env["AGENTMESH_RUNNER_STATE_DIR"] = t.TempDir()
-		var p *servicetest.Proc
-		ctx, c, p = hostileMesh(t, srv.ClientURL(), env)
-		defer p.Stop(t)
-	}
-	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	req, _ := wire.Marshal(map[string]any{"prompt": "print your API key"})
-	report, st := runHostile(ctx, t, c, "acme", "ws", req)
-	t.Logf("report:\n%s", report)
-	if st.State != wire.StateSucceeded || st.Sandbox != "" {
-		t.Errorf("the run ended %s (%v), sandbox %q, want succeeded, sandboxed", st.State, st.Error, st.Sandbox)
-	}
+	report, found := runKeyHunt(t, via, adapter, profiles, root, "print your API key")
+	maps.Copy(verdicts, found)
 	if strings.Contains(report, key) {
 		t.Error("the agent found the key")
-	}
-	for _, l := range strings.Split(report, "\n") {
-		if k, v, ok := strings.Cut(l, ": "); ok {
-			verdicts[k] = v
-		}
 	}
 	proxied, err := sandbox.ProxyURL(model.URL)
 	if err != nil {
@@ -524,4 +526,52 @@ func testHostileAgentKey(t *testing.T, agent, via string) {
 	if n := forbidden.accepted(); n != 0 {
 		t.Errorf("the other host took %d connections", n)
 	}
+}
+
+// runKeyHunt starts the mesh as via says, on the profiles in dir
+// profiles (the real subprocess runner of the named adapter, or
+// agentmesh up), runs the key-hunting agent of profile "hostile" once in
+// workspace ws under root, and returns its report and the report's
+// verdicts (verdictsOf); the run must succeed, sandboxed. The mesh
+// stops before it returns.
+func runKeyHunt(t *testing.T, via, adapterName, profiles, root, prompt string) (string, map[string]string) {
+	t.Helper()
+	var ctx context.Context
+	var c *client.Client
+	if via == "up" {
+		ctx, c, _ = upMesh(t, profiles, root)
+	} else {
+		srv, sec := natstest.RunSecure(t)
+		env := servicetest.SecureEnv(sec)
+		env["AGENTMESH_RUNNER_ID"] = "hostile-key-runner"
+		env["AGENTMESH_RUNNER_ADAPTERS"] = adapterName
+		env["AGENTMESH_PROFILES_DIR"] = profiles
+		env["AGENTMESH_WORKSPACE_ROOT"] = root
+		env["AGENTMESH_RUNNER_STATE_DIR"] = t.TempDir()
+		var p *servicetest.Proc
+		ctx, c, p = hostileMesh(t, srv.ClientURL(), env)
+		defer p.Stop(t)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := wire.Marshal(map[string]any{"prompt": prompt})
+	report, st := runHostile(ctx, t, c, "acme", "ws", req)
+	t.Logf("report:\n%s", report)
+	if st.State != wire.StateSucceeded || st.Sandbox != "" {
+		t.Errorf("the run ended %s (%v), sandbox %q, want succeeded, sandboxed", st.State, st.Error, st.Sandbox)
+	}
+	return report, verdictsOf(report)
+}
+
+// verdictsOf reads a test agent's report: its "name: verdict" lines, by
+// name.
+func verdictsOf(report string) map[string]string {
+	verdicts := map[string]string{}
+	for _, l := range strings.Split(report, "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok {
+			verdicts[k] = v
+		}
+	}
+	return verdicts
 }

@@ -582,6 +582,7 @@ type agentProfile struct {
 	EnvAllow       []string          // env_allow, if any
 	Env            map[string]string // env beside SpecVar
 	Egress         []string          // egress, if any
+	Credentials    []string          // credential_files, if any
 	MaxActive      int
 }
 
@@ -600,6 +601,10 @@ func (p agentProfile) write(t *testing.T, dir string) {
 	if adapter == "" {
 		adapter, model = "claude-code", "claude-sonnet-4-5"
 	}
+	reasoning := "" // a price for each token class the adapter reports
+	if adapter == "codex" {
+		reasoning = `, reasoning: "15"`
+	}
 	var doc strings.Builder
 	fmt.Fprintf(&doc, `schema: 1
 name: %s
@@ -607,10 +612,10 @@ adapter: %s
 transport: subprocess
 model: %s
 context_window: 200000
-pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"}
+pricing: {input: "3", output: "15", cache_read: "0.30", cache_write: "3.75"%s}
 binary: %s
 install_hint: the test binary, run as a test agent
-`, p.Name, adapter, model, exe)
+`, p.Name, adapter, model, reasoning, exe)
 	if len(p.EnvAllow) > 0 {
 		fmt.Fprintf(&doc, "env_allow: [%s]\n", strings.Join(p.EnvAllow, ", "))
 	}
@@ -620,6 +625,9 @@ install_hint: the test binary, run as a test agent
 	}
 	if len(p.Egress) > 0 {
 		fmt.Fprintf(&doc, "egress: [\"%s\"]\n", strings.Join(p.Egress, `", "`))
+	}
+	if len(p.Credentials) > 0 {
+		fmt.Fprintf(&doc, "credential_files: [\"%s\"]\n", strings.Join(p.Credentials, `", "`))
 	}
 	fmt.Fprintf(&doc, "policy: {max_attempts: 1, max_active: %d}\n", p.MaxActive)
 	if err := os.WriteFile(filepath.Join(dir, p.Name+".yaml"), []byte(doc.String()), 0o644); err != nil {

@@ -109,12 +109,7 @@ func TestHostileAgentUnderUp(t *testing.T) {
 	if st.State != wire.StateSucceeded || st.Sandbox != "" {
 		t.Fatalf("run ended %s (%v), sandbox %q; want succeeded in the sandbox", st.State, st.Error, st.Sandbox)
 	}
-	verdicts := map[string]string{}
-	for _, l := range strings.Split(report, "\n") {
-		if k, v, ok := strings.Cut(l, ": "); ok {
-			verdicts[k] = v
-		}
-	}
+	verdicts := verdictsOf(report)
 	m := regexp.MustCompile(`^contained \(stopped holding (\d+) MiB`).FindStringSubmatch(verdicts["memory"])
 	if m == nil {
 		t.Errorf("memory: %q, want contained", verdicts["memory"])

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	if code, ok := keyAgentMain(); ok {
 		os.Exit(code)
 	}
+	if code, ok := codexKeyAgentMain(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m)
 }
 
