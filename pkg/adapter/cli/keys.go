@@ -93,12 +93,21 @@ func (c Config) keyed() ([]sandbox.KeyedAPI, error) {
 }
 
 // WithoutKeys is c with none of its Keys' variables in the child's
-// environment: for a run that reaches no network, which has no use for
-// a key and gets none.
+// environment, nor those its configuration file names for a key
+// (ConfigBaseURLs): for a run that reaches no network, which has no use
+// for a key and gets none.
 func (c Config) WithoutKeys() Config {
 	vars := map[string]bool{}
 	for _, k := range c.Keys {
 		vars[k.Var] = true
+	}
+	if c.ConfigBaseURLs != nil {
+		urls, _ := c.ConfigBaseURLs(c.ChildEnv) // a file it cannot read holds no variable's name
+		for _, u := range urls {
+			if u.KeyVar != "" {
+				vars[u.KeyVar] = true
+			}
+		}
 	}
 	c.EnvAllow = slices.DeleteFunc(slices.Clone(c.EnvAllow), func(n string) bool { return vars[n] })
 	set := map[string]string{}

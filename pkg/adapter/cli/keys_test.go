@@ -73,6 +73,17 @@ func TestWithoutKeys(t *testing.T) {
 	if len(c.EnvAllow) != 2 || len(c.EnvSet) != 2 {
 		t.Error("WithoutKeys changed its receiver")
 	}
+	// The variable a CLI's configuration file names for its key too.
+	c = cli.Config{EnvAllow: []string{"CFG_KEY", "HOME"}, EnvSet: map[string]string{"CFG_KEY": "k", "X": "y"},
+		ConfigBaseURLs: func(env func(string) (string, bool)) ([]cli.BaseURL, error) {
+			if v, _ := env("CFG_KEY"); v == "" {
+				return nil, nil
+			}
+			return []cli.BaseURL{{URL: "https://api.example/v1", KeyVar: "CFG_KEY", Header: sandbox.HeaderBearer}}, nil
+		}}
+	if w := c.WithoutKeys(); !slices.Equal(w.EnvAllow, []string{"HOME"}) || len(w.EnvSet) != 1 || w.EnvSet["X"] != "y" {
+		t.Errorf("WithoutKeys of a config file's key = allow %q set %q", w.EnvAllow, w.EnvSet)
+	}
 }
 
 // TestProxyURL: an unconfined CLI has no proxy URL; a confined one has

@@ -371,3 +371,36 @@ func TestBuiltinProviders(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOverlay times what a confined, keyed run's Invoke adds: the
+// overlay's directory, its models.json, the links to the real agent
+// directory's entries and the sessions directory, then its removal.
+func BenchmarkOverlay(b *testing.B) {
+	real := b.TempDir()
+	for name, text := range map[string]string{"models.json": keyedModels, "settings.json": "{}", "auth.json": "{}", "keybindings.json": "{}",
+		"AGENTS.md": "# agents", "extensions/x.ts": "", "skills/s/SKILL.md": "", "prompts/p.md": "", "bin/fd": ""} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(real, name)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(real, name), []byte(text), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.EnvAllow = nil
+	cfg.EnvSet = map[string]string{EnvAgentDir: real, "MY_OPENAI_KEY": "sk-openai-real-0123456789"}
+	pol, err := cfg.SandboxPolicy()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Confine = keyedConfiner{keyed: pol.Keyed}
+	s, ws := spec(cfg), b.TempDir()
+	b.ResetTimer()
+	for b.Loop() {
+		inv, err := s.Invoke(Request{Prompt: "hi"}, adapter.Call{}, ws)
+		if err != nil || inv.Cleanup == nil {
+			b.Fatal(err, "no overlay")
+		}
+		inv.Cleanup()
+	}
+}
