@@ -161,20 +161,71 @@ func (a *acpAgent) NewSession(context.Context, sdk.NewSessionRequest) (sdk.NewSe
 	return sdk.NewSessionResponse{SessionId: id}, nil
 }
 
-// LoadSession reopens an earlier session's conversation: its next prompt
-// runs on the conversation, whose checkpoint names the agent's own
-// session, so the runner's agent loads it (session/load) and the
-// conversation goes on. The history is not replayed to the editor.
-func (a *acpAgent) LoadSession(_ context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
+// LoadSession reopens an earlier session's conversation. It first
+// replays the conversation to the editor, as the ACP spec asks, before it
+// answers: each run's first prompt and each later turn's (input chunks)
+// as user_message_chunk, then what the agent said, thought and did
+// (acpUpdate), in order, from the run events the mesh keeps
+// (client.History). Its next prompt runs on the conversation, whose
+// checkpoint names the agent's own session, so the runner's agent loads
+// it (session/load) and the conversation goes on. A conversation the
+// mesh has no log of (new to it, aged out, another tenant's) replays
+// nothing.
+func (a *acpAgent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.LoadSessionResponse, error) {
 	if err := subject.ValidToken("sessionId", string(p.SessionId)); err != nil {
 		return sdk.LoadSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
 	a.mu.Lock()
-	if a.sessions[p.SessionId] == nil {
-		a.sessions[p.SessionId] = &acpSession{id: p.SessionId}
+	s := a.sessions[p.SessionId]
+	if s == nil {
+		s = &acpSession{id: p.SessionId}
+		a.sessions[p.SessionId] = s
 	}
 	a.mu.Unlock()
+	h, err := a.c.History(ctx, a.tenant, string(p.SessionId))
+	switch {
+	case errors.Is(err, client.ErrNotFound):
+		return sdk.LoadSessionResponse{}, nil
+	case err != nil:
+		return sdk.LoadSessionResponse{}, rpcError(err)
+	}
+	for _, u := range replay(h) {
+		a.update(ctx, s, u)
+	}
 	return sdk.LoadSessionResponse{}, nil
+}
+
+// replay is a conversation's history as the session/update notifications
+// that tell it to an editor, in order.
+func replay(h client.History) []sdk.SessionUpdate {
+	var out []sdk.SessionUpdate
+	for _, r := range h.Runs {
+		if r.Prompt != "" {
+			out = append(out, sdk.UpdateUserMessageText(r.Prompt))
+		}
+		for i := range r.Chunks {
+			c := &r.Chunks[i]
+			switch c.Type {
+			case wire.ChunkInput:
+				if c.Content != "" {
+					out = append(out, sdk.UpdateUserMessageText(c.Content))
+				}
+			case wire.ChunkError:
+				out = append(out, acpErrorText(c))
+			default:
+				if u, ok := acpUpdate(c); ok {
+					out = append(out, u)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// acpErrorText is an error chunk as the editor reads it: a line of the
+// agent's message.
+func acpErrorText(c *wire.Chunk) sdk.SessionUpdate {
+	return sdk.UpdateAgentMessageText("\n[error " + string(c.Metadata.ErrorClass) + "] " + c.Content)
 }
 
 // Prompt is one turn: a follow-up of the session's live run, or the first
@@ -331,7 +382,7 @@ func (a *acpAgent) follow(ctx context.Context, s *acpSession, run *acpRun, event
 			req := *c
 			a.wg.Go(func() { a.askEditor(ctx, s, run, req) })
 		case wire.ChunkError:
-			a.update(ctx, s, sdk.UpdateAgentMessageText("\n[error "+string(c.Metadata.ErrorClass)+"] "+c.Content))
+			a.update(ctx, s, acpErrorText(c))
 		default:
 			if u, ok := acpUpdate(c); ok {
 				a.update(ctx, s, u)

@@ -1224,6 +1224,32 @@ func TestDeployPermissions(t *testing.T) {
 		deniedPublish(t, tnc, terrs, "$JS.API.DIRECT.GET.KV_agentmesh_runs")
 	})
 
+	t.Run("tenant reads its own conversation's history, not another's", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		terrs.take()
+		req := randomRunReq(t, tenant, map[string]any{"prompt": "remember me"})
+		req.Conversation = "conv-" + req.RunID
+		id, err := c.Submit(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.Wait(ctx, tenant, id); err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("wait = %+v, %v", st, err)
+		}
+		h, err := c.History(ctx, tenant, req.Conversation)
+		if err != nil || len(h.Runs) != 1 || h.Runs[0].RunID != id || h.Runs[0].Prompt != "remember me" || len(h.Runs[0].Chunks) == 0 {
+			t.Fatalf("history = %+v, %v; want run %s with its prompt and chunks", h, err, id)
+		}
+		denied(t, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_conversations.$KV.agentmesh_conversations.other."+req.Conversation, func(ctx context.Context) error {
+			_, err := c.History(ctx, "other", req.Conversation)
+			return err
+		})
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".DIRECT.GET.KV_agentmesh_conversations")
+		deniedPublish(t, tnc, terrs, tenantAPIPrefix+".STREAM.MSG.GET.KV_agentmesh_conversations")
+		deniedPublish(t, tnc, terrs, "$KV.agentmesh_conversations.acme."+req.Conversation)
+	})
+
 	t.Run("tenant cannot list another tenant's run ids", func(t *testing.T) {
 		terrs.take()
 		// STREAM.INFO with a subjects_filter lists a stream's subjects: the

@@ -612,26 +612,40 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (wire.RunReco
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	// RunRecordGet names the subject under the default API prefix.
-	subj := c.apiPrefix + strings.TrimPrefix(c.names.RunRecordGet(tenant, runID), DefaultAPIPrefix)
-	msg, err := c.nc.RequestWithContext(ctx, subj, nil)
-	if err != nil {
+	b, err := c.kvGet(ctx, c.names.RunRecordGet(tenant, runID))
+	switch {
+	case errors.Is(err, errNoKey):
+		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
+	case err != nil:
 		return wire.RunRecord{}, fmt.Errorf("read run %s: %w", runID, err)
 	}
-	switch status := msg.Header.Get("Status"); {
-	case status == "404":
-		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
-	case status != "":
-		return wire.RunRecord{}, fmt.Errorf("read run %s: status %s %s", runID, status, msg.Header.Get("Description"))
-	}
-	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
-		return wire.RunRecord{}, fmt.Errorf("%w: %s for tenant %s", ErrNotFound, runID, tenant)
-	}
-	rec, err := wire.Decode[wire.RunRecord](msg.Data)
+	rec, err := wire.Decode[wire.RunRecord](b)
 	if err != nil || rec.State.Terminal() {
 		return rec, err
 	}
 	return c.withLastEvent(ctx, rec)
+}
+
+// errNoKey is kvGet's answer for a key never written, deleted or purged.
+var errNoKey = errors.New("no such key")
+
+// kvGet reads a key's value with one JetStream direct get, its subject
+// (subj) named under the default API prefix.
+func (c *Client) kvGet(ctx context.Context, subj string) ([]byte, error) {
+	msg, err := c.nc.RequestWithContext(ctx, c.apiPrefix+strings.TrimPrefix(subj, DefaultAPIPrefix), nil)
+	if err != nil {
+		return nil, err
+	}
+	switch status := msg.Header.Get("Status"); {
+	case status == "404":
+		return nil, errNoKey
+	case status != "":
+		return nil, fmt.Errorf("status %s %s", status, msg.Header.Get("Description"))
+	}
+	if op := msg.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return nil, errNoKey
+	}
+	return msg.Data, nil
 }
 
 // Current is rec, a record read elsewhere (a watch of the runs bucket),

@@ -160,6 +160,7 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 	g.route("POST /v1/runs/{id}/permissions/{request}", g.answerPermission)
 	g.route("GET /v1/runs/{id}/artifacts", g.listArtifacts)
 	g.route("GET /v1/runs/{id}/artifacts/{name}", g.getArtifact)
+	g.route("GET /v1/conversations/{id}/history", g.conversationHistory)
 	g.consoleRoutes()
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "unknown_url", "", "no such endpoint: %s %s", r.Method, r.URL.Path))

@@ -26,6 +26,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/router/consumerproxy"
 	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/runs/convlog"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
@@ -33,6 +34,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // ErrInvalidConfig is returned by Config.Validate.
@@ -124,7 +126,8 @@ type Router struct {
 	store       *runs.Store
 	sessions    jetstream.KeyValue
 	checkpoints jetstream.KeyValue
-	consent     *consent.Store // nil unless export is enabled
+	convs       jetstream.KeyValue // each conversation's runs (pkg/runs/convlog)
+	consent     *consent.Store     // nil unless export is enabled
 	submit      jetstream.Consumer
 	work        jetstream.Stream
 	depth       depthCache
@@ -150,6 +153,10 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	checkpoints, err := d.JS.KeyValue(ctx, d.Names.CheckpointsBucket())
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %s: %w", d.Names.CheckpointsBucket(), err)
+	}
+	convs, err := d.JS.KeyValue(ctx, d.Names.ConversationsBucket())
+	if err != nil {
+		return nil, fmt.Errorf("open bucket %s: %w", d.Names.ConversationsBucket(), err)
 	}
 	work, err := d.JS.Stream(ctx, d.Names.WorkStream())
 	if err != nil {
@@ -182,7 +189,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 		}
 		return err == nil && run.Record.State.Terminal(), err
 	}})
-	r := &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints,
+	r := &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints, convs: convs,
 		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
 		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}
 	r.registerMetrics()
@@ -460,6 +467,9 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 			return err
 		}
 	}
+	if err := r.recordTurn(ctx, run.Record, wk); err != nil {
+		return err // try again later (resume): the log keeps a run once
+	}
 	wk.Handoff = &wire.Handoff{Record: run.Record, Rev: run.Rev, Seq: w.Seq(), StreamSeq: w.Last()}
 	if err := r.dispatch(ctx, p, wk); err != nil {
 		var we *wire.Error
@@ -474,6 +484,30 @@ func (r *Router) finish(ctx context.Context, w *events.Writer, run runs.Run, wk 
 	r.d.Metrics.Runs.WithLabelValues(string(wire.StateRouted), wk.Adapter).Inc()
 	r.tally.Add(tallyRouted, 1)
 	return nil
+}
+
+// recordTurn appends a run of a conversation to the conversation's log
+// (pkg/runs/convlog), with its first prompt (the request's "prompt", if it has
+// one), before its work is dispatched: a run a runner may start is in
+// its conversation's history. Recording again (a redelivery, resume) is
+// a no-op.
+func (r *Router) recordTurn(ctx context.Context, rec wire.RunRecord, wk wire.Work) error {
+	if rec.Conversation == "" {
+		return nil
+	}
+	return convlog.Record(ctx, r.d.JS, r.convs, rec.Tenant, rec.Conversation,
+		convlog.Run{RunID: rec.RunID, Created: rec.Created, Prompt: requestPrompt(wk.Request)})
+}
+
+// requestPrompt is the "prompt" of an adapter's request, if it is a
+// string: every adapter's request names its first turn's prompt so.
+func requestPrompt(request []byte) string {
+	var m map[string]any
+	if msgpack.Unmarshal(request, &m) != nil {
+		return ""
+	}
+	p, _ := m["prompt"].(string)
+	return p
 }
 
 // stamp sets the run's export decision, taken now, as it is accepted:

@@ -103,6 +103,18 @@ func (n Names) SnapshotStore() string { return n.res("agentmesh_snapshots") }
 // starts from, by <tenant>.<conversation> (pkg/artifacts).
 func (n Names) HeadsBucket() string { return n.res("agentmesh_heads") }
 
+// ConversationsBucket holds each conversation's runs, in the order the
+// routers accepted them, by <tenant>.<conversation> (pkg/runs/convlog).
+func (n Names) ConversationsBucket() string { return n.res("agentmesh_conversations") }
+
+// ConversationLogGet is the JetStream direct-get subject that answers
+// with a conversation's log of runs, under the default API prefix, so a
+// tenant's permissions can be confined to its own keys.
+func (n Names) ConversationLogGet(tenant, conversation string) string {
+	b := n.ConversationsBucket()
+	return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + ConversationKey(tenant, conversation)
+}
+
 // Submit is where a client publishes a tenant's run requests.
 func (n Names) Submit(tenant string) string { return n.subj("agentmesh.submit." + tenant) }
 

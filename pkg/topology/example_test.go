@@ -41,6 +41,7 @@ func ExampleEnsure() {
 	// KV_acme_agentmesh_artifacts
 	// KV_acme_agentmesh_checkpoints
 	// KV_acme_agentmesh_consent
+	// KV_acme_agentmesh_conversations
 	// KV_acme_agentmesh_exports
 	// KV_acme_agentmesh_heads
 	// KV_acme_agentmesh_leases

@@ -218,6 +218,9 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.KeyValueConfig{Bucket: n.ArtifactsBucket(), History: 1, Description: "records of runs' artifacts",
 			Metadata: map[string]string{ArtifactRetentionMetadata: cfg.ArtifactRetention.String()}}, false},
 		{jetstream.KeyValueConfig{Bucket: n.HeadsBucket(), History: 1, TTL: cfg.ArtifactRetention, Description: "what each conversation's next turn starts from"}, false},
+		// A conversation's log of runs lives as long as run events do:
+		// past that its turns are gone anyway.
+		{jetstream.KeyValueConfig{Bucket: n.ConversationsBucket(), History: 1, TTL: cfg.EventsMaxAge, Description: "the runs of each conversation, in order"}, false},
 	}
 	for _, b := range buckets {
 		kc := b.KeyValueConfig

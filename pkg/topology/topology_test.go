@@ -41,7 +41,7 @@ func TestEnsureIsIdempotentAndConcurrent(t *testing.T) {
 			t.Errorf("stream %s: %v", name, err)
 		}
 	}
-	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket(), n.APIKeysBucket(), n.SpendBucket(), n.LedgerBucket(), n.LimitsBucket(), n.ArtifactsBucket(), n.HeadsBucket()} {
+	for _, b := range []string{n.RunsBucket(), n.SessionsBucket(), n.CheckpointsBucket(), n.LeasesBucket(), n.ConsentBucket(), n.ExportsBucket(), n.RedactionBucket(), n.APIKeysBucket(), n.SpendBucket(), n.LedgerBucket(), n.LimitsBucket(), n.ArtifactsBucket(), n.HeadsBucket(), n.ConversationsBucket()} {
 		if _, err := js.KeyValue(ctx, b); err != nil {
 			t.Errorf("bucket %s: %v", b, err)
 		}
