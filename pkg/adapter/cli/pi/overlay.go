@@ -18,17 +18,17 @@ import (
 )
 
 // An overlay is the agent directory a confined run of Pi gets in place of
-// the operator's when the runner's proxy holds a key models.json names
-// (ConfigBaseURLs): a directory of the run's own holding a models.json
+// the operator's when the runner's proxy holds a key models.json names,
+// or a built-in provider's (ConfigBaseURLs): a directory of the run's own holding a models.json
 // whose keyed providers point at the proxy with sandbox.Placeholder for
 // their apiKey, and a symlink to each other entry of the real directory,
 // which the sandbox binds read-only at its own path (EnvReadOnly). The
 // real models.json and auth.json are not in the run's view (auth.json
 // only when the profile lists it in credential_files), masked where a
-// state directory the run gets would show them (LoginFiles), nor is the rest
-// of sessions/: the run's sessions directory is the real one's for its
-// workspace (EnvSessionDir), read-write, so a session resumes across runs,
-// confined or not.
+// state directory the run gets would show them (LoginFiles), nor is the
+// rest of sessions/: the run's sessions directory is the real one's for
+// its workspace (EnvSessionDir), read-write, so a session resumes across
+// runs, confined or not.
 type overlay struct {
 	dir string            // the run's agent directory, removed after it
 	env map[string]string // what the child gets on top of its environment
@@ -60,7 +60,8 @@ func LoginFiles(env func(string) (string, bool)) []string {
 }
 
 // newOverlay builds the overlay of a run in the workspace dir when cfg
-// confines it and its proxy holds a key of models.json; nil when not.
+// confines it and its proxy holds a key of models.json or of a built-in
+// provider; nil when not.
 func newOverlay(cfg cli.Config, dir string) (*overlay, error) {
 	if cfg.Confine == nil {
 		return nil, nil
