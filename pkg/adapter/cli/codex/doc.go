@@ -28,8 +28,46 @@
 //	CODEX_HOME      the config and session directory (default $HOME/.codex)
 //	OPENAI_API_KEY  the provider key: list instead whatever env_key names
 //	                (the transcripts use FAKE_OPENAI_API_KEY)
+//	CODEX_API_KEY   the built-in openai provider's key (no model_provider,
+//	                or "openai"), which codex exec reads before auth.json
 //
 // Codex needs nothing else; a base URL lives in config.toml.
+//
+// # Keys under the sandbox
+//
+// A run the runner's sandbox confines never holds the provider key
+// (docs/operating.md, "Provider keys"). The runner's proxy holds the key
+// of the selected provider and adds it to each request (Authorization:
+// Bearer); the run's key variable holds sandbox.Placeholder and Codex is
+// pointed at the proxy by a -c override before the prompt (ProxyArgs):
+//
+//	a provider config.toml defines   its env_key's key;
+//	                                 -c model_providers.<id>.base_url="<proxy>"
+//	the built-in openai provider     CODEX_API_KEY's key, else OPENAI_API_KEY's
+//	                                 (which codex exec 0.171 ignores; the proxy
+//	                                 adds it all the same);
+//	                                 -c openai_base_url="<proxy>"
+//
+// The built-in provider's API is openai_base_url, else
+// DefaultOpenAIBaseURL; Codex 0.171 reads no OPENAI_BASE_URL. A child
+// given CODEX_API_KEY and OPENAI_API_KEY with different keys is refused
+// when the runner starts: the run would hold the one the proxy does not.
+//
+// $CODEX_HOME/auth.json holds Codex's login (codex login --with-api-key,
+// or a ChatGPT login's tokens). $CODEX_HOME is a state directory, bound
+// read-write into the run, so the file is masked there (LoginFiles,
+// sandbox.Policy.LoginFiles: /dev/null at its path, empty, what the run
+// writes there lost) unless the profile names it in credential_files,
+// which binds it read-only (Codex reads an API-key login so; a ChatGPT
+// login also needs egress to chatgpt.com and cannot refresh its tokens).
+// A confined run whose built-in provider has no key variable but an
+// auth.json the sandbox masks fails before Codex starts, a
+// ProviderAuthError naming the file, CODEX_API_KEY and credential_files
+// (HiddenLogin). The codex-acp profile (pkg/adapter/acp) reads the same
+// CODEX_HOME and gets the same overrides and mask; it takes no key
+// variable for the built-in provider without an ACP authenticate, which
+// agentmesh does not send, so it needs its login in credential_files or
+// a provider with env_key.
 //
 // # Request
 //
