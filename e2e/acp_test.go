@@ -478,7 +478,11 @@ func (m *acpMesh) testInterrupt(t *testing.T, a acpAgent) {
 // codex-acp --server <up>` and makes a session: initialize, session/new,
 // two prompts (the second answered from the first turn's history), a
 // permission request its requestPermission handler allows, and a cancel
-// of a hanging turn.
+// of a hanging turn. Then the editor leaves, comes back on a new
+// `agentmesh acp` and reopens the session with session/load, which
+// replays every earlier turn before it answers (issue 37 acceptance 4):
+// the four prompts as user messages, each turn's agent message as the
+// editor saw it live, the shell call and its completion.
 func TestACPNodeClient(t *testing.T) {
 	modules := cacheModules(t, filepath.Join("@zed-industries", "agent-client-protocol", "package.json"))
 	m := startACPMesh(t, "acp-node")
@@ -537,6 +541,10 @@ func TestACPNodeClient(t *testing.T) {
 			Title  string `json:"title"`
 			Option string `json:"option"`
 		} `json:"permission"`
+		Replay struct {
+			Updates []replayed `json:"updates"`
+			Late    int        `json:"late"`
+		} `json:"replay"`
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
@@ -565,8 +573,74 @@ func TestACPNodeClient(t *testing.T) {
 	if reqs := m.requestsFor(res.Prompts[2]); len(reqs) != 2 || reqs[1].Reply != "tool_done" {
 		t.Errorf("the tool prompt's model requests: %s", describeRequests(reqs))
 	}
+	checkReplay(t, res.Replay.Updates, res.Replay.Late, res.Prompts, res.Texts)
 	m.stop()
 	if t.Failed() {
 		t.Logf("agentmesh up log:\n%s", m.upLog.String())
+	}
+}
+
+// replayed is a session/update an editor got from session/load.
+type replayed struct {
+	Kind       string `json:"kind"`
+	Text       string `json:"text"`
+	ToolCallID string `json:"tool_call_id"`
+	Title      string `json:"title"`
+	Status     string `json:"status"`
+}
+
+// checkReplay checks what a session/load replayed before it answered
+// (none came after, late): the prompts, in order, as user messages; after
+// each of the first three, the agent's message as the editor got it live
+// (texts); in the third turn a tool call and its completion.
+func checkReplay(t *testing.T, updates []replayed, late int, prompts, texts []string) {
+	t.Helper()
+	if late != 0 {
+		t.Errorf("%d session/update notifications came after the load answered", late)
+	}
+	var users []string
+	agent := make([]string, len(prompts))
+	calls := make([]map[string]string, len(prompts)) // tool call id: its last status
+	turn, lastKind := -1, ""
+	for _, u := range updates {
+		switch u.Kind {
+		case "user_message_chunk":
+			if lastKind == u.Kind {
+				users[len(users)-1] += u.Text
+			} else if turn++; turn < len(prompts) {
+				users = append(users, u.Text)
+			}
+		case "agent_message_chunk":
+			if turn >= 0 && turn < len(prompts) {
+				agent[turn] += u.Text
+			}
+		case "tool_call", "tool_call_update":
+			if turn >= 0 && turn < len(prompts) {
+				if calls[turn] == nil {
+					calls[turn] = map[string]string{}
+				}
+				if st, ok := calls[turn][u.ToolCallID]; !ok || u.Status != "" || st == "" {
+					calls[turn][u.ToolCallID] = u.Status
+				}
+			}
+		}
+		lastKind = u.Kind
+	}
+	if !slices.Equal(users, prompts) {
+		t.Fatalf("the replay's user messages %q, want the prompts %q (replay %+v)", users, prompts, updates)
+	}
+	for i := range 3 {
+		if agent[i] != texts[i] {
+			t.Errorf("turn %d replayed the agent saying %q, live it said %q", i+1, agent[i], texts[i])
+		}
+	}
+	completed := 0
+	for _, st := range calls[2] {
+		if st == "completed" {
+			completed++
+		}
+	}
+	if completed == 0 {
+		t.Errorf("turn 3's replay has no completed tool call: %v (replay %+v)", calls[2], updates)
 	}
 }

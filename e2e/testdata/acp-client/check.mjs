@@ -6,8 +6,11 @@
 // call asks permission (allowed by requestPermission below), and a prompt
 // whose model stream hangs, cancelled with session/cancel once the file
 // $AGENTMESH_TEST_CANCEL_FILE exists (the Go test creates it when the fake
-// model API has the request). The last stdout line is a JSON summary; any
-// failure exits 1.
+// model API has the request). Then it leaves (the agent's stdin closed)
+// and, as an editor reopening the project, spawns a second agent and
+// loads the session (session/load): every session/update that arrives
+// before the load answers is its replay; one after it is counted late.
+// The last stdout line is a JSON summary; any failure exits 1.
 import { existsSync } from "node:fs";
 import { connect, env, finish, initialize, sleep } from "./editor.mjs";
 
@@ -36,10 +39,49 @@ class TestClient {
   }
 }
 
-const agent = connect(() => new TestClient());
-const { conn } = agent;
+// ReplayClient records what a session/load replays.
+const replay = { updates: [], late: 0 };
+let loaded = false;
+class ReplayClient {
+  async requestPermission() {
+    throw new Error("a replay asks no permission");
+  }
+  async sessionUpdate(params) {
+    if (loaded) {
+      replay.late++;
+      return;
+    }
+    const u = params.update;
+    replay.updates.push({
+      kind: u.sessionUpdate,
+      text: u.content?.type === "text" ? u.content.text : undefined,
+      tool_call_id: u.toolCallId,
+      title: u.title ?? undefined,
+      status: u.status ?? undefined,
+    });
+  }
+}
 
-await finish("check.mjs", agent, async () => {
+const first = connect(() => new TestClient());
+const { conn } = first;
+
+// finish closes the first agent again (a no-op) once main is done; main
+// closes the second, which a failure leaves to end with this process.
+await finish("check.mjs", first, async () => {
+  const summary = await session();
+  first.child.stdin.end(); // the editor leaves: its session run is cancelled
+  await first.exited;
+  const again = connect(() => new ReplayClient());
+  await initialize(again.conn);
+  await again.conn.loadSession({ sessionId: summary.session_id, cwd: process.cwd(), mcpServers: [] });
+  loaded = true;
+  await sleep(500); // anything the agent sends after its answer is late
+  again.child.stdin.end();
+  await again.exited;
+  return { ...summary, replay };
+});
+
+async function session() {
   const init = await initialize(conn);
   const session = await conn.newSession({ cwd: process.cwd(), mcpServers: [] });
   const stopReasons = [], texts = [];
@@ -59,4 +101,4 @@ await finish("check.mjs", agent, async () => {
     texts.push(text);
   }
   return { ok: true, protocol_version: init.protocolVersion, session_id: session.sessionId, stop_reasons: stopReasons, texts, prompts, permission };
-});
+}
