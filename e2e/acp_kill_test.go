@@ -141,8 +141,45 @@ func waitFile(t *testing.T, path string, wait time.Duration, writer <-chan struc
 // end_turn, and the model request it makes carries the first turn. The
 // lost run ends failed with SessionLost; no agent process survives.
 func TestACPNodeClientRunnerKilled(t *testing.T) {
+	testNodeClientResume(t, "acp-kill", func(t *testing.T, _ *acpMesh, _ *runs.Store, owner *acpRunner, first runs.Run) wire.State {
+		if err := owner.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-owner.exited
+		t.Logf("SIGKILLed %s, the owner of run %s", owner.id, first.Record.RunID)
+		return wire.StateFailed
+	})
+}
+
+// TestACPNodeClientSuspended is issue 37's acceptance 3 with a real
+// agent: the same editor and runners, but after the first prompt the
+// session is left idle: it is suspended after its grace (the profiles'
+// session.suspend_after, acpSuspendAfter), its run ending succeeded and
+// its agent gone, and its runner is then stopped. The second prompt
+// resumes it on the other runner through session/load: it ends end_turn,
+// and its model request carries the first turn.
+func TestACPNodeClientSuspended(t *testing.T) {
+	testNodeClientResume(t, "acp-suspend", func(t *testing.T, m *acpMesh, _ *runs.Store, owner *acpRunner, first runs.Run) wire.State {
+		ctx, cancel := context.WithTimeout(context.Background(), acpSuspendAfter+90*time.Second)
+		defer cancel()
+		st, err := m.client.Wait(ctx, tenant, first.Record.RunID)
+		if err != nil || st.State != wire.StateSucceeded {
+			t.Fatalf("the idle session's run %s ended %+v, %v; want succeeded (suspended)", first.Record.RunID, st, err)
+		}
+		owner.stop()
+		t.Logf("run %s was suspended; stopped %s, its runner", first.Record.RunID, owner.id)
+		return wire.StateSucceeded
+	})
+}
+
+// testNodeClientResume drives kill.mjs through two subprocess runners:
+// after its first prompt, between calls the first run's owner away (it
+// returns the state the first run must end in), then checks that the
+// second prompt resumed the session on the other runner with turn 1 in
+// its model request.
+func testNodeClientResume(t *testing.T, label string, between func(t *testing.T, m *acpMesh, store *runs.Store, owner *acpRunner, first runs.Run) wire.State) {
 	modules := cacheModules(t, filepath.Join("@zed-industries", "agent-client-protocol", "package.json"))
-	m := startACPMesh(t, "acp-kill", "--runner-adapters", "fixture")
+	m := startACPMesh(t, label, "--runner-adapters", "fixture")
 	a := acpAgents[slices.IndexFunc(acpAgents, func(a acpAgent) bool { return a.name == "codex-acp" })]
 	bin := goBuild(t, m.repo, m.root, "./services/subprocess-runner")
 	state := mkdir(t, m.root, "runner-state")
@@ -152,7 +189,7 @@ func TestACPNodeClientRunnerKilled(t *testing.T) {
 	}
 
 	dir := nodeScriptDir(t, t.TempDir(), "acp-client", modules)
-	label := fmt.Sprintf("e2e acp node kill %d", time.Now().UnixNano())
+	tag := fmt.Sprintf("e2e %s node %d", label, time.Now().UnixNano())
 	turnFile, killedFile := filepath.Join(dir, "turn-1-done"), filepath.Join(dir, "killed")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -161,7 +198,7 @@ func TestACPNodeClientRunnerKilled(t *testing.T) {
 	node.Env = environ(map[string]string{
 		"PATH": os.Getenv("PATH"), "HOME": m.env["HOME"], "TMPDIR": m.env["TMPDIR"], tagVar: m.tag + "/node",
 		"AGENTMESH_TEST_BIN": m.bin, "AGENTMESH_TEST_NATS_URL": m.natsURL, "AGENTMESH_TEST_PROFILE": a.name,
-		"AGENTMESH_TEST_TENANT": tenant, "AGENTMESH_TEST_LABEL": label,
+		"AGENTMESH_TEST_TENANT": tenant, "AGENTMESH_TEST_LABEL": tag,
 		"AGENTMESH_TEST_TURN_FILE": turnFile, "AGENTMESH_TEST_KILLED_FILE": killedFile,
 	})
 	node.WaitDelay = 10 * time.Second
@@ -184,16 +221,12 @@ func TestACPNodeClientRunnerKilled(t *testing.T) {
 	sessionID := waitFile(t, turnFile, 3*time.Minute, nodeExited)
 	store := openRuns(t, m.natsURL)
 	first := runOfConversation(t, store, sessionID, wire.StateRunning)
-	doomed, ok := runners[first.Record.Owner]
+	owner, ok := runners[first.Record.Owner]
 	if !ok {
 		t.Fatalf("run %s of session %s is owned by %q, not one of the subprocess runners %v", first.Record.RunID, sessionID, first.Record.Owner, slices.Sorted(maps.Keys(runners)))
 	}
-	if err := doomed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-doomed.exited
-	t.Logf("SIGKILLed %s, the owner of run %s of session %s", doomed.id, first.Record.RunID, sessionID)
-	write(t, killedFile, doomed.id)
+	firstEnds := between(t, m, store, owner, first)
+	write(t, killedFile, owner.id)
 
 	<-nodeExited
 	t.Logf("node kill.mjs:\n%s%s", out.String(), stderr.String())
@@ -227,15 +260,16 @@ func TestACPNodeClientRunnerKilled(t *testing.T) {
 	if len(reqs) == 0 || !strings.Contains(reqs[0].Text(), res.Prompts[0]) || !strings.Contains(reqs[0].Text(), fakemodel.AnswerText) {
 		t.Fatalf("the second prompt's model request lacks the first turn (a fresh conversation): %s", describeRequests(reqs))
 	}
-	// The resumed run is on the runner left, and the lost one ended.
+	// The resumed run is on the runner left, and the first one ended.
 	second := runOfConversation(t, store, sessionID, "")
-	if second.Record.RunID == first.Record.RunID || second.Record.Owner == doomed.id {
+	if second.Record.RunID == first.Record.RunID || second.Record.Owner == owner.id {
 		t.Errorf("the second prompt ran as %s on %q, want a new run on the runner left", second.Record.RunID, second.Record.Owner)
 	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer wcancel()
-	if st, err := m.client.Wait(wctx, tenant, first.Record.RunID); err != nil || st.State != wire.StateFailed || !errors.Is(st.Error, wire.SessionLost) {
-		t.Errorf("the lost run %s ended %+v, %v; want failed SessionLost", first.Record.RunID, st, err)
+	st, err := m.client.Wait(wctx, tenant, first.Record.RunID)
+	if err != nil || st.State != firstEnds || (firstEnds == wire.StateFailed && !errors.Is(st.Error, wire.SessionLost)) {
+		t.Errorf("the first run %s ended %+v, %v; want %s", first.Record.RunID, st, err, firstEnds)
 	}
 	for _, r := range runners {
 		r.stop()

@@ -92,6 +92,10 @@ type acpMesh struct {
 // permission), a profile of adapter acp per agent, and starts agentmesh up
 // with them and a runner environment holding the agents' variables, and
 // upArgs.
+// acpSuspendAfter is the e2e ACP profiles' session.suspend_after: an idle
+// session on a conversation (agentmesh acp's) is suspended after it.
+const acpSuspendAfter = 15 * time.Second
+
 func startACPMesh(t *testing.T, label string, upArgs ...string) *acpMesh {
 	t.Helper()
 	var want []string
@@ -155,10 +159,11 @@ env_allow: [%s]
   permission_policy: ask
   permission_timeout: 60s
   idle_timeout: 2m
+  suspend_after: %s
 policy:
   max_attempts: 1
   max_active: 1
-`, a.name, a.name, a.model, a.pricing, filepath.Join(modules, ".bin", a.bin), strings.Join(allow, ", "), a.env))
+`, a.name, a.name, a.model, a.pricing, filepath.Join(modules, ".bin", a.bin), strings.Join(allow, ", "), a.env, acpSuspendAfter))
 	}
 
 	m.upLog, m.stop = startUp(t, m.bin, m.env, append([]string{
