@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 
@@ -94,8 +95,8 @@ func (c Config) keyed() ([]sandbox.KeyedAPI, error) {
 
 // WithoutKeys is c with none of its Keys' variables in the child's
 // environment, nor those its configuration file names for a key
-// (ConfigBaseURLs): for a run that reaches no network, which has no use
-// for a key and gets none.
+// (ConfigBaseURLs), nor any other holding one of their keys: for a run
+// that reaches no network, which has no use for a key and gets none.
 func (c Config) WithoutKeys() Config {
 	vars := map[string]bool{}
 	for _, k := range c.Keys {
@@ -107,6 +108,19 @@ func (c Config) WithoutKeys() Config {
 			if u.KeyVar != "" {
 				vars[u.KeyVar] = true
 			}
+		}
+	}
+	// A variable that holds one of those keys too (Codex's CODEX_API_KEY
+	// and OPENAI_API_KEY, say) goes as well.
+	var keys []string
+	for n := range vars {
+		if v, _ := c.childValue(n); v != "" {
+			keys = append(keys, v)
+		}
+	}
+	for _, n := range append(slices.Clone(c.EnvAllow), slices.Collect(maps.Keys(c.EnvSet))...) {
+		if v, _ := c.childValue(n); v != "" && slices.Contains(keys, v) {
+			vars[n] = true
 		}
 	}
 	c.EnvAllow = slices.DeleteFunc(slices.Clone(c.EnvAllow), func(n string) bool { return vars[n] })

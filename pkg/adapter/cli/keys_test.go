@@ -84,6 +84,12 @@ func TestWithoutKeys(t *testing.T) {
 	if w := c.WithoutKeys(); !slices.Equal(w.EnvAllow, []string{"HOME"}) || len(w.EnvSet) != 1 || w.EnvSet["X"] != "y" {
 		t.Errorf("WithoutKeys of a config file's key = allow %q set %q", w.EnvAllow, w.EnvSet)
 	}
+	// And another variable holding the same key (Codex's CODEX_API_KEY
+	// beside OPENAI_API_KEY).
+	c.EnvSet["OTHER_KEY"] = "k"
+	if w := c.WithoutKeys(); !slices.Equal(w.EnvAllow, []string{"HOME"}) || len(w.EnvSet) != 1 || w.EnvSet["X"] != "y" {
+		t.Errorf("WithoutKeys of a key held by two variables = allow %q set %q", w.EnvAllow, w.EnvSet)
+	}
 }
 
 // TestProxyURL: an unconfined CLI has no proxy URL; a confined one has
