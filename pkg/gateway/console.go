@@ -27,9 +27,11 @@ import (
 // listener, authenticated with the API's keys.
 //
 //	GET  /console/runs                        live and recent runs (filters, cursor)
+//	GET  /console/runs/live                   the runs list's changes, server-sent events (consoleRunsLive)
 //	GET  /console/runs/{tenant}/{id}          a run: record, pin, cost, live events, cancel
 //	GET  /console/runs/{tenant}/{id}/events   its events, the runs API's SSE stream (runEvents)
 //	POST /console/runs/{tenant}/{id}/cancel   cancel it, the runs API's cancel (cancelRun)
+//	GET  /console/runs/{tenant}/{id}/artifacts/{name}  an artifact's bytes, the runs API's (getArtifact)
 //	GET  /console/spend                       spend per day by principal, or by tenant
 //	GET  /console/runners                     runner pools, from micro and the work consumers
 //	GET  /console/exports                     exports and artifacts with their expiry
@@ -165,12 +167,7 @@ func (g *Gateway) EnableConsole(ctx context.Context, nc *nats.Conn, js jetstream
 // consolePages parses each page with the layout.
 func consolePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"ms": func(ms int64) string {
-			if ms == 0 {
-				return ""
-			}
-			return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z")
-		},
+		"ms":       consoleTime,
 		"terminal": func(s any) bool { return terminalState(fmt.Sprint(s)) },
 	}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(consoleFS, "console/layout.html")
@@ -194,6 +191,14 @@ func consolePages() (map[string]*template.Template, error) {
 		out[name] = t
 	}
 	return out, nil
+}
+
+// consoleTime is how the console writes a time in ms since the epoch.
+func consoleTime(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05Z")
 }
 
 func terminalState(s string) bool {
@@ -224,9 +229,11 @@ func (g *Gateway) consoleRoutes() {
 		http.Redirect(w, r, "/console/runs", http.StatusSeeOther)
 	})
 	g.consoleRoute("GET /console/runs", g.consoleRuns)
+	g.consoleRoute("GET /console/runs/live", g.consoleRunsLive)
 	g.consoleRoute("GET /console/runs/{tenant}/{id}", g.consoleRun)
 	g.consoleRoute("GET /console/runs/{tenant}/{id}/events", g.asRunsAPI("GET /console/runs/{tenant}/{id}/events", g.runEvents))
 	g.consoleRoute("POST /console/runs/{tenant}/{id}/cancel", g.asRunsAPI("POST /console/runs/{tenant}/{id}/cancel", g.cancelRun))
+	g.consoleRoute("GET /console/runs/{tenant}/{id}/artifacts/{name}", g.asRunsAPI("GET /console/runs/{tenant}/{id}/artifacts/{name}", g.getArtifact))
 	g.consoleRoute("GET /console/spend", g.consoleSpend)
 	g.consoleRoute("GET /console/runners", g.consoleRunners)
 	g.consoleRoute("GET /console/exports", g.consoleExports)

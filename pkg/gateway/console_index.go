@@ -122,10 +122,51 @@ type runIndex struct {
 	err       error                 // the watch failed: the index is stale
 	retention time.Duration         // 0: keep every terminal record
 	now       func() time.Time
+	subs      map[*indexSub]struct{} // the live runs lists' streams
+}
+
+// indexSub is one live runs list's share of the index's changes: the
+// records put since it subscribed, until it falls subBuffer behind.
+type indexSub struct {
+	ch chan wire.RunRecord
+}
+
+// subBuffer bounds the records a live runs list has not read yet.
+const subBuffer = 256
+
+// subscribe returns a channel of every record put from now on (its
+// request left out), closed when the subscriber falls subBuffer records
+// behind, and the function that ends the subscription.
+func (x *runIndex) subscribe() (<-chan wire.RunRecord, func()) {
+	s := &indexSub{ch: make(chan wire.RunRecord, subBuffer)}
+	x.mu.Lock()
+	x.subs[s] = struct{}{}
+	x.mu.Unlock()
+	return s.ch, func() {
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		if _, ok := x.subs[s]; ok {
+			delete(x.subs, s)
+			close(s.ch)
+		}
+	}
+}
+
+// notifyLocked hands rec to every subscriber; one that is full is
+// dropped, its channel closed.
+func (x *runIndex) notifyLocked(rec wire.RunRecord) {
+	for s := range x.subs {
+		select {
+		case s.ch <- rec:
+		default:
+			delete(x.subs, s)
+			close(s.ch)
+		}
+	}
 }
 
 func newRunIndex(retention time.Duration) *runIndex {
-	return &runIndex{byKey: map[string]*indexed{}, byTenant: map[string][]*indexed{}, retention: retention, now: time.Now}
+	return &runIndex{byKey: map[string]*indexed{}, byTenant: map[string][]*indexed{}, retention: retention, now: time.Now, subs: map[*indexSub]struct{}{}}
 }
 
 // expired reports whether r is a terminal record past the retention.
@@ -156,6 +197,9 @@ func (x *runIndex) put(rec wire.RunRecord) {
 	key := subject.RunKey(rec.Tenant, rec.RunID)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.ready {
+		x.notifyLocked(rec)
+	}
 	if old := x.byKey[key]; old != nil {
 		if old.rec.Created == rec.Created {
 			old.rec = rec // its place in the order is the same

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/big"
 	"net/http"
@@ -41,6 +42,10 @@ type runsPage struct {
 	States, Profiles, Adapters      []string
 	Tenants                         []string // an operator's choice
 	TookMS                          string
+	// LiveURL is the list's live stream with the same filters; First
+	// says the page is the list's first (no cursor), where new runs show.
+	LiveURL string
+	First   bool
 }
 
 // adapters is every adapter a profile names, sorted.
@@ -61,19 +66,7 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 	var limit int
 	var after *runCursor
 	if e == nil {
-		f.tenant, e = tenantParam(q, who)
-	}
-	if e == nil {
-		f.state = q.Get("state")
-		if f.state != "" && !slices.Contains(consoleStates, f.state) {
-			e = invalid("state", "state %q is not one of %s", f.state, strings.Join(consoleStates, ", "))
-		}
-	}
-	if e == nil {
-		f.profile, e = nameParam(q, "profile")
-	}
-	if e == nil {
-		f.adapter, e = nameParam(q, "adapter")
+		f, e = runsFilter(q, who)
 	}
 	if e == nil {
 		limit, e = intParam(q, "limit", 1, consoleMaxLimit, consoleDefaultLimit)
@@ -105,8 +98,9 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 	} else {
 		data.Tenant = who.Tenant
 	}
-	if page.Next != "" {
-		v := url.Values{"cursor": {page.Next}}
+	// The filters, as the live stream's and the next page's query.
+	filters := func() url.Values {
+		v := url.Values{}
 		for k, s := range map[string]string{"state": f.state, "profile": f.profile, "adapter": f.adapter} {
 			if s != "" {
 				v.Set(k, s)
@@ -115,6 +109,12 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 		if who.Operator && f.tenant != "" {
 			v.Set("tenant", f.tenant)
 		}
+		return v
+	}
+	data.LiveURL, data.First = "/console/runs/live?"+filters().Encode(), after == nil
+	if page.Next != "" {
+		v := filters()
+		v.Set("cursor", page.Next)
 		if limit != consoleDefaultLimit {
 			v.Set("limit", strconv.Itoa(limit))
 		}
@@ -122,6 +122,155 @@ func (g *Gateway) consoleRuns(w http.ResponseWriter, r *http.Request, c *console
 	}
 	data.TookMS = fmt.Sprintf("%.2f", float64(time.Since(start).Microseconds())/1000)
 	g.consoleRender(w, http.StatusOK, "runs", pageData{Title: "Runs", Nav: "runs", Who: &who, Page: data})
+}
+
+// runsFilter reads the runs list's filters: tenant (who's own unless an
+// operator's), state, profile and adapter.
+func runsFilter(q url.Values, who consoleWho) (runFilter, *APIError) {
+	var f runFilter
+	var e *APIError
+	if f.tenant, e = tenantParam(q, who); e != nil {
+		return f, e
+	}
+	f.state = q.Get("state")
+	if f.state != "" && !slices.Contains(consoleStates, f.state) {
+		return f, invalid("state", "state %q is not one of %s", f.state, strings.Join(consoleStates, ", "))
+	}
+	if f.profile, e = nameParam(q, "profile"); e != nil {
+		return f, e
+	}
+	f.adapter, e = nameParam(q, "adapter")
+	return f, e
+}
+
+// liveRow is one run as the live runs list sends it: the row's cells,
+// and whether the run is (still) one the list's filters keep.
+type liveRow struct {
+	Key       string            `json:"key"` // <tenant>/<run_id>, the row's identity
+	RunID     string            `json:"run_id"`
+	Tenant    string            `json:"tenant"`
+	Created   string            `json:"created"`
+	CreatedMS int64             `json:"created_ms"`
+	State     string            `json:"state"`
+	Error     string            `json:"error,omitempty"` // the error's class
+	Profile   string            `json:"profile"`
+	Adapter   string            `json:"adapter"`
+	Principal string            `json:"principal"`
+	Cost      string            `json:"cost"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Match     bool              `json:"match"`
+}
+
+func liveRowOf(rec wire.RunRecord, match bool) liveRow {
+	row := liveRow{Key: rec.Tenant + "/" + rec.RunID, RunID: rec.RunID, Tenant: rec.Tenant, Created: consoleTime(rec.Created), CreatedMS: rec.Created,
+		State: string(rec.State), Profile: rec.Profile, Adapter: rec.Adapter, Principal: rec.Principal, Cost: rec.Cost, Labels: rec.Labels, Match: match}
+	if rec.Error != nil {
+		row.Error = string(rec.Error.Class)
+	}
+	return row
+}
+
+// How the live runs list follows: a run not ended is looked at again
+// every liveRecheck for a state its record does not say (running), at
+// most liveTracked of them; a comment goes out every liveHeartbeat.
+const (
+	liveRecheck   = 2 * time.Second
+	liveTracked   = consoleDefaultLimit
+	liveHeartbeat = 15 * time.Second
+)
+
+// consoleRunsLive is the runs list's live stream (GET /console/runs/live,
+// server-sent events, the page's EventSource): a "run" event (liveRow)
+// for every run its filters and its key's tenant keep, as the index sees
+// it written (a new run, a state its record now says), and for a run the
+// stream has seen not ended, its state now when its events say another
+// (running); match false says the run left the filters. A stream that
+// falls behind the index is sent "reload" and ends.
+func (g *Gateway) consoleRunsLive(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
+	q, e := consoleQuery(r, "tenant", "state", "profile", "adapter")
+	var f runFilter
+	if e == nil {
+		f, e = runsFilter(q, who)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	// The stream's runs are the ones the filters keep whatever their
+	// state; the state filter is applied to each run's state now.
+	base := f
+	base.state = ""
+	ctx := r.Context()
+	updates, stop := c.index.subscribe()
+	defer stop()
+	// The runs not ended on the list's first page now: their records say
+	// accepted or routed while their events may move on.
+	tracked := map[string]wire.RunRecord{}
+	track := func(rec wire.RunRecord) {
+		key := rec.Tenant + "/" + rec.RunID
+		if rec.State.Terminal() {
+			delete(tracked, key)
+		} else if _, ok := tracked[key]; ok || len(tracked) < liveTracked {
+			tracked[key] = rec
+		}
+	}
+	if pg, err := c.index.query(base, nil, consoleDefaultLimit); err == nil {
+		for _, rec := range g.currentRuns(ctx, pg.Runs, "") {
+			track(rec)
+		}
+	}
+	s := newSSE(w, "")
+	w.Header().Del("x-agentmesh-run-id")
+	s.open()
+	send := func(rec wire.RunRecord) bool {
+		match := f.keep(&rec) && (f.state == "" || f.state == "live" || string(rec.State) == f.state)
+		return s.send("run", liveRowOf(rec, match))
+	}
+	recheck := time.NewTicker(liveRecheck)
+	defer recheck.Stop()
+	beat := time.NewTicker(liveHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			if s.flusher != nil {
+				s.flusher.Flush()
+			}
+		case rec, ok := <-updates:
+			if !ok {
+				s.send("reload", map[string]string{"why": "the list fell behind the runs it follows"})
+				return
+			}
+			if !base.keep(&rec) || !who.sees(rec.Tenant) {
+				continue
+			}
+			if !rec.State.Terminal() {
+				if now, err := g.client.Current(ctx, rec); err == nil {
+					rec = now
+				}
+			}
+			track(rec)
+			if !send(rec) {
+				return
+			}
+		case <-recheck.C:
+			for _, rec := range tracked {
+				now, err := g.client.Current(ctx, rec)
+				if err != nil || now.State == rec.State {
+					continue
+				}
+				track(now)
+				if !send(now) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // currentRuns gives each run of a page not ended its state now, from its
@@ -167,8 +316,16 @@ type runView struct {
 	Request   string // the run's request as JSON, when the record keeps it (a consented run)
 	Labels    []string
 	Artifacts []artifacts.Record
-	EventsURL string
-	CancelURL string
+	// ArtifactsError says why the artifacts could not be listed.
+	ArtifactsError string
+	// ArtifactsURL is the prefix of an artifact's download link: the
+	// runs API's bytes, through the console's auth.
+	ArtifactsURL string
+	// FirstPrompt is the run's prompt, which a session's first turn
+	// answers, when the record keeps the request (a consented run).
+	FirstPrompt string
+	EventsURL   string
+	CancelURL   string
 }
 
 func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
@@ -190,10 +347,14 @@ func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console,
 		g.consoleError(w, r, &who, asAPIError(err))
 		return
 	}
-	v := runView{Rec: rec, EventsURL: "/console/runs/" + tenant + "/" + id + "/events", CancelURL: "/console/runs/" + tenant + "/" + id + "/cancel"}
+	runURL := "/console/runs/" + tenant + "/" + id
+	v := runView{Rec: rec, EventsURL: runURL + "/events", CancelURL: runURL + "/cancel", ArtifactsURL: runURL + "/artifacts/"}
 	if len(rec.Request) > 0 {
 		var m map[string]any
 		if err := wire.DecodeStrict(rec.Request, &m); err == nil {
+			if p, ok := m["prompt"].(string); ok {
+				v.FirstPrompt = p
+			}
 			var b strings.Builder
 			enc := json.NewEncoder(&b)
 			enc.SetEscapeHTML(false) // the template escapes it, as text
@@ -206,10 +367,12 @@ func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console,
 	for _, k := range slices.Sorted(maps.Keys(rec.Labels)) {
 		v.Labels = append(v.Labels, k+"="+rec.Labels[k])
 	}
-	if g.artifacts != nil {
-		if recs, err := g.artifacts.List(r.Context(), tenant, id); err == nil {
-			v.Artifacts = recs
-		}
+	if g.artifacts == nil {
+		v.ArtifactsError = "This gateway serves no artifacts."
+	} else if recs, err := g.artifacts.List(r.Context(), tenant, id); err != nil && !errors.Is(err, artifacts.ErrNotFound) {
+		v.ArtifactsError = "The artifacts could not be listed: " + err.Error()
+	} else {
+		v.Artifacts = recs
 	}
 	g.consoleRender(w, http.StatusOK, "run", pageData{Title: "Run " + id, Nav: "runs", Who: &who, Page: v})
 }

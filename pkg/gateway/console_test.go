@@ -14,11 +14,8 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/gateway"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
-	"github.com/agentmesh/agentmesh/pkg/runs"
-	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // consoleEnv is env with a gateway whose console is on, and an operator
@@ -494,29 +491,7 @@ func TestConsoleOperatorKeysConfig(t *testing.T) {
 func TestConsoleListsRunsAsTheyAreNow(t *testing.T) {
 	e := startConsole(t)
 	seedRuns(t, e)
-	ctx := context.Background()
-	store, err := runs.Open(ctx, service.Deps{NC: e.nc, JS: e.js, Log: slog.New(slog.DiscardHandler),
-		Metrics: service.NewMetrics(prometheus.NewRegistry())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.record(t, wire.RunRecord{RunID: "acme-running", Tenant: "acme", Principal: "alice", Profile: "fixture", Adapter: "fixture", State: wire.StateRouted})
-	w := store.Events().New("acme", "acme-running")
-	if err := w.StatusesFenced(ctx, wire.Status{State: wire.StateAccepted}, wire.Status{State: wire.StateRouted}); err != nil {
-		t.Fatal(err)
-	}
-	lease, err := store.HoldRunner(ctx, "runner-x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Stop()
-	if w, err = store.Events().Open(ctx, "acme", "acme-running"); err != nil {
-		t.Fatal(err)
-	}
-	w.Author("runner-x", lease.Epoch(), 1)
-	if err := w.StatusFenced(ctx, wire.Status{State: wire.StateRunning, Attempt: 1}); err != nil {
-		t.Fatal(err)
-	}
+	e.running(t, "acme", "acme-running", wire.RunRecord{Principal: "alice", Profile: "fixture", Adapter: "fixture"})
 	e.eventually(t, e.keyOps, "/console/runs", contains("acme-running"))
 	for _, tt := range []struct {
 		query     string
