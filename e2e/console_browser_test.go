@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/claudecode"
+	"github.com/agentmesh/agentmesh/pkg/adapter/cli/fakemodel"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -43,7 +45,11 @@ const (
 // browser, headless Chromium driven over the DevTools protocol by
 // chromedp (issue 26, acceptance 1): it signs in with a key from
 // `agentmesh keys create` through the login form; loads the runs list and
-// finds the two fixture runs made before; opens the page of a run that
+// finds the two fixture runs made before; sees a run submitted after the
+// list loaded (Claude Code against the fake model API, on a pushed
+// workspace) appear in it and end, without a reload (issue 37); opens
+// that run's page and downloads its patch and archive through their
+// links, their SHA-256 and size the page's; opens the page of a run that
 // streams slowly (the fixture's slow script, one chunk a second) and sees
 // its chunks arrive while it runs; cancels it with the page's button and
 // sees the terminal state cancelled; and loads the spend chart, whose
@@ -85,14 +91,37 @@ func TestConsole(t *testing.T) {
 	}
 	profiles := mkdir(t, root, "profiles")
 	write(t, filepath.Join(profiles, "fixture.yaml"), priced)
+	// Claude Code, pointed at the fake model API, runs the run with a
+	// workspace (issue 37): a real agent CLI under the sandbox, whose
+	// ended run stores its patch and archive.
+	claude := clis[0]
+	if claude.name != claudecode.Name {
+		t.Fatalf("clis[0] is %s, want %s", claude.name, claudecode.Name)
+	}
+	if _, err := exec.LookPath(claude.binary); err != nil {
+		t.Fatalf("%s not on PATH (%s); `make e2e-cli` installs it", claude.binary, claude.hint)
+	}
+	profileYAML, err := os.ReadFile(filepath.Join(repo, "profiles", claude.name+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(profiles, claude.name+".yaml"), string(profileYAML))
+	fake := fakemodel.New(fakemodel.Auto)
+	if err := fake.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fake.Close() })
 
 	env := map[string]string{"PATH": os.Getenv("PATH"), "HOME": mkdir(t, root, "home"), "TMPDIR": mkdir(t, root, "tmp")}
-	upLog, stop := startUp(t, bin, merge(env, map[string]string{tagVar: tag + "/up"}),
+	workRoot := mkdir(t, root, "work")
+	ce := cliEnv{home: env["HOME"], tmp: env["TMPDIR"], workRoot: workRoot, fakeURL: fake.URL(), tag: tag + "/up"}
+	upEnv := merge(env, ce.base(), claude.configure(t, ce), map[string]string{"AGENTMESH_SANDBOX": "on"})
+	upLog, stop := startUp(t, bin, upEnv,
 		"--listen", "127.0.0.1:0", "--http", "", "--gateway", "127.0.0.1:0",
 		"--data-dir", filepath.Join(root, "data"),
 		"--profiles-dir", profiles,
 		"--fixture-dir", filepath.Join(repo, "testdata", "fixture"),
-		"--workspace-root", mkdir(t, root, "work"))
+		"--workspace-root", workRoot)
 	natsURL, gatewayAddr := upAddrs(t, upLog)
 	base := "http://" + gatewayAddr
 	waitForRouter(t, natsURL, upLog)
@@ -221,6 +250,88 @@ func TestConsole(t *testing.T) {
 	shot("runs")
 	msgs.check(t, "the runs list")
 
+	// The runs list is live (issue 37): a run submitted after the page
+	// loaded shows, then its end, with no reload (the marker the test
+	// sets on the page's window survives only if the page is the same).
+	do("mark the loaded runs list", 10*time.Second, chromedp.Evaluate[chromedp.Void](`window.consoleE2E = "loaded"`))
+	natstest.Eventually(t, 10*time.Second, func() error {
+		s, err := runFor(bctx, 5*time.Second, chromedp.Evaluate[string](`document.getElementById("live-state").textContent`))
+		if err != nil || !strings.HasPrefix(s, "live:") {
+			return fmt.Errorf("the runs list's live state reads %q (%v)", s, err)
+		}
+		return nil
+	})
+	src := mkdir(t, root, "ws-source")
+	write(t, filepath.Join(src, "notes.txt"), "the console's workspace\n")
+	wsRun := fmt.Sprintf("console-ws-%d", stamp)
+	wsPrompt := fmt.Sprintf("What is the answer? (console workspace run %d)", stamp)
+	out := cli("run", "-p", claude.name, "--push", src, "--run-id", wsRun, "--deadline", runDeadline.String(), wsPrompt)
+	t.Logf("agentmesh run -p %s --push %s:\n%s", claude.name, src, out)
+	type liveRow struct{ State, Marker string }
+	var row liveRow
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		row, err = runFor(bctx, 10*time.Second, chromedp.Evaluate[liveRow](fmt.Sprintf(`(() => {
+			const r = Array.from(document.querySelectorAll("#runs tr.run")).find(r => r.dataset.key === %q);
+			return {State: r ? r.dataset.state : "", Marker: String(window.consoleE2E)};
+		})()`, consoleTenant+"/"+wsRun)))
+		if err != nil {
+			t.Fatalf("read the runs list: %v", err)
+		}
+		if row.Marker != "loaded" {
+			t.Fatalf("the runs list was reloaded (its marker reads %q)", row.Marker)
+		}
+		if row.State == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			shot("failed")
+			t.Fatalf("the runs list shows run %s as %q without a reload within 30s, want succeeded", wsRun, row.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	shot("runs-live")
+	msgs.check(t, "the live runs list")
+
+	// Its page lists its patch and archive, each a link that downloads
+	// with the page's cookie: the bytes' SHA-256 and size are the page's.
+	do("open the workspace run's page", 30*time.Second,
+		chromedp.Navigate(base+"/console/runs/"+consoleTenant+"/"+wsRun),
+		chromedp.WaitVisible(chromedp.ID("artifacts")))
+	type artifactRow struct {
+		Name, Href, Size, SHA256 string
+		Got                      struct {
+			Status, Size int
+			SHA256       string
+		}
+	}
+	arts, err := runFor(bctx, 30*time.Second, chromedp.Evaluate[[]artifactRow](`Promise.all(Array.from(
+		document.querySelectorAll("#artifacts tr.artifact"), async r => {
+			const a = r.querySelector("a");
+			const resp = await fetch(a.href, {credentials: "same-origin"});
+			const b = await resp.arrayBuffer();
+			const d = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", b)), x => x.toString(16).padStart(2, "0")).join("");
+			return {Name: a.textContent, Href: a.getAttribute("href"), Size: r.cells[1].textContent, SHA256: r.cells[2].textContent,
+				Got: {Status: resp.status, Size: b.byteLength, SHA256: d}};
+		}))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("read and download the artifacts: %v", err)
+	}
+	t.Logf("artifacts: %+v", arts)
+	names := map[string]bool{}
+	for _, a := range arts {
+		names[a.Name] = true
+		if a.Href != "/console/runs/"+consoleTenant+"/"+wsRun+"/artifacts/"+a.Name || a.Got.Status != http.StatusOK ||
+			a.Got.SHA256 != a.SHA256 || fmt.Sprint(a.Got.Size) != a.Size {
+			t.Errorf("artifact %s: the page says %s bytes, sha256 %s at %s; its link gave %+v", a.Name, a.Size, a.SHA256, a.Href, a.Got)
+		}
+	}
+	if !names["workspace.patch"] || !names["workspace.tar.gz"] || len(arts) != 2 {
+		t.Errorf("the run page lists artifacts %v, want workspace.patch and workspace.tar.gz", names)
+	}
+	shot("run-artifacts")
+	msgs.check(t, "the workspace run's page")
+
 	// A run that streams slowly: the fixture's slow script, 20 chunks one
 	// second apart, submitted from the command line and followed there.
 	stream := fmt.Sprintf("console-stream-%d", stamp)
@@ -338,7 +449,7 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("agentmesh run %s still follows its cancelled run:\n%s", stream, followOut.String())
 	}
 
-	// The spend chart: the ledger rolls the three runs up (the cancelled
+	// The spend chart: the ledger rolls the four runs up (the cancelled
 	// one too), and the day's exact sum from agentmesh spend --json is the
 	// page's total, today's row and today's bar.
 	today := time.Now().UTC()
@@ -356,8 +467,8 @@ func TestConsole(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &spend); err != nil {
 			return fmt.Errorf("agentmesh spend --json: %v\n%s", err, out)
 		}
-		if spend.Total.Runs != 3 || len(spend.Rows) != 1 {
-			return fmt.Errorf("agentmesh spend --json: %s, want the three runs of today", out)
+		if spend.Total.Runs != 4 || len(spend.Rows) != 1 {
+			return fmt.Errorf("agentmesh spend --json: %s, want the four runs of today", out)
 		}
 		return nil
 	})
@@ -386,7 +497,7 @@ func TestConsole(t *testing.T) {
 	if sp.Total != day.Cost {
 		t.Errorf("the spend page's total is %q USD, want %q (agentmesh spend --json)", sp.Total, day.Cost)
 	}
-	wantRow := []string{day.Key, consolePrincipal, "3", day.Cost}
+	wantRow := []string{day.Key, consolePrincipal, "4", day.Cost}
 	if !slices.ContainsFunc(sp.Rows, func(r []string) bool { return slices.Equal(r, wantRow) }) {
 		t.Errorf("the spend rows %q lack %q", sp.Rows, wantRow)
 	}
