@@ -32,6 +32,7 @@ import (
 //	GET  /console/runs/{tenant}/{id}/events   its events, the runs API's SSE stream (runEvents)
 //	POST /console/runs/{tenant}/{id}/cancel   cancel it, the runs API's cancel (cancelRun)
 //	GET  /console/runs/{tenant}/{id}/artifacts/{name}  an artifact's bytes, the runs API's (getArtifact)
+//	GET  /console/conversations/{tenant}/{id}/history  a conversation's history, the runs API's (conversationHistory)
 //	GET  /console/spend                       spend per day by principal, or by tenant
 //	GET  /console/runners                     runner pools, from micro and the work consumers
 //	GET  /console/exports                     exports and artifacts with their expiry
@@ -234,6 +235,7 @@ func (g *Gateway) consoleRoutes() {
 	g.consoleRoute("GET /console/runs/{tenant}/{id}/events", g.asRunsAPI("GET /console/runs/{tenant}/{id}/events", g.runEvents))
 	g.consoleRoute("POST /console/runs/{tenant}/{id}/cancel", g.asRunsAPI("POST /console/runs/{tenant}/{id}/cancel", g.cancelRun))
 	g.consoleRoute("GET /console/runs/{tenant}/{id}/artifacts/{name}", g.asRunsAPI("GET /console/runs/{tenant}/{id}/artifacts/{name}", g.getArtifact))
+	g.consoleRoute("GET /console/conversations/{tenant}/{id}/history", g.consoleHistory)
 	g.consoleRoute("GET /console/spend", g.consoleSpend)
 	g.consoleRoute("GET /console/runners", g.consoleRunners)
 	g.consoleRoute("GET /console/exports", g.consoleExports)

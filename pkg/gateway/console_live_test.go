@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/events"
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/wire"
@@ -334,4 +336,44 @@ func TestConsoleSessionTurns(t *testing.T) {
 	if p := e.get(t, e.keyB, "/console/runs/acme/acme-session"); p.code != http.StatusNotFound || strings.Contains(p.body, "first") {
 		t.Errorf("globex: %d", p.code)
 	}
+}
+
+// A run of a conversation links, on its page, to the conversation's
+// history (the runs API's), which the console serves by its own auth to
+// the keys that see the tenant only.
+func TestConsoleConversationHistory(t *testing.T) {
+	e := startConsole(t)
+	id := e.submit(t, e.keyA, `{"profile":"fixture","conversation":"conv-c","request":{"prompt":"acme's secret prompt"}}`)
+	e.ended(t, e.keyA, id)
+	const link = "/console/conversations/acme/conv-c/history"
+	p := e.get(t, e.keyA, "/console/runs/acme/"+id)
+	if want := `<a id="history" href="` + link + `">`; !strings.Contains(p.body, want) {
+		t.Errorf("the run page has no %s: %.3000s", want, p.body)
+	}
+	for _, d := range []page{e.req(t, "", "GET", link, map[string]string{"Cookie": "agentmesh_console=" + e.keyA}, nil), e.get(t, e.keyOps, link)} {
+		var h client.History
+		if err := json.Unmarshal([]byte(d.body), &h); d.code != http.StatusOK || err != nil || h.Conversation != "conv-c" || len(h.Runs) != 1 || h.Runs[0].RunID != id {
+			t.Errorf("GET %s: %d %.300s (%v), want the conversation's one run", link, d.code, d.body, err)
+		}
+	}
+	for _, path := range []string{link, "/console/conversations/globex/conv-c/history"} {
+		for _, d := range []page{e.get(t, e.keyB, path), e.req(t, "", "GET", path, map[string]string{"Cookie": "agentmesh_console=" + e.keyB}, nil)} {
+			if d.code != http.StatusNotFound || !strings.Contains(d.body, `"code":"conversation_not_found"`) || strings.Contains(d.body, "secret") {
+				t.Errorf("globex: GET %s: %d %.200s, want 404 conversation_not_found", path, d.code, d.body)
+			}
+		}
+	}
+}
+
+// ended waits until key's run id has ended.
+func (e *env) ended(t *testing.T, key, id string) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, func() error {
+		_, body := e.do(t, key, "GET", "/v1/runs/"+id, "", nil)
+		var rec wire.RunRecord
+		if err := json.Unmarshal([]byte(body), &rec); err != nil || !rec.State.Terminal() {
+			return fmt.Errorf("run %s: %s %v", id, body, err)
+		}
+		return nil
+	})
 }

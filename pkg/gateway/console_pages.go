@@ -324,8 +324,10 @@ type runView struct {
 	// FirstPrompt is the run's prompt, which a session's first turn
 	// answers, when the record keeps the request (a consented run).
 	FirstPrompt string
-	EventsURL   string
-	CancelURL   string
+	// HistoryURL is the run's conversation's history, "" for none.
+	HistoryURL string
+	EventsURL  string
+	CancelURL  string
 }
 
 func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console, who consoleWho) {
@@ -349,6 +351,9 @@ func (g *Gateway) consoleRun(w http.ResponseWriter, r *http.Request, c *console,
 	}
 	runURL := "/console/runs/" + tenant + "/" + id
 	v := runView{Rec: rec, EventsURL: runURL + "/events", CancelURL: runURL + "/cancel", ArtifactsURL: runURL + "/artifacts/"}
+	if rec.Conversation != "" {
+		v.HistoryURL = "/console/conversations/" + tenant + "/" + url.PathEscape(rec.Conversation) + "/history"
+	}
 	if len(rec.Request) > 0 {
 		var m map[string]any
 		if err := wire.DecodeStrict(rec.Request, &m); err == nil {
@@ -389,8 +394,29 @@ func (g *Gateway) asRunsAPI(endpoint string, h func(w http.ResponseWriter, r *ht
 			writeError(w, e)
 			return
 		}
-		h(w, r, caller{Key: Key{Tenant: tenant, Principal: who.Principal, ID: who.ID}, endpoint: endpoint, arrived: arrivedAt(r)})
+		h(w, r, who.as(tenant, endpoint, r))
 	}
+}
+
+// as is who calling a runs API handler as tenant's key.
+func (w consoleWho) as(tenant, endpoint string, r *http.Request) caller {
+	return caller{Key: Key{Tenant: tenant, Principal: w.Principal, ID: w.ID}, endpoint: endpoint, arrived: arrivedAt(r)}
+}
+
+// consoleHistory serves a conversation's history, the runs API's
+// (conversationHistory), to a key that may see its tenant: the run page's
+// link. A tenant it may not see is a conversation not found.
+func (g *Gateway) consoleHistory(w http.ResponseWriter, r *http.Request, _ *console, who consoleWho) {
+	tenant := r.PathValue("tenant")
+	if err := subject.ValidToken("tenant", tenant); err != nil {
+		writeError(w, invalid("tenant", "%v", err))
+		return
+	}
+	if !who.sees(tenant) {
+		writeError(w, historyNotFound(r.PathValue("id")))
+		return
+	}
+	g.conversationHistory(w, r, who.as(tenant, "GET /console/conversations/{tenant}/{id}/history", r))
 }
 
 // spendPage is the spend chart's data.

@@ -22,10 +22,16 @@ func (g *Gateway) conversationHistory(w http.ResponseWriter, r *http.Request, wh
 	h, err := g.client.History(r.Context(), who.Tenant, id)
 	switch {
 	case errors.Is(err, client.ErrNotFound):
-		writeError(w, apiErr(http.StatusNotFound, typeNotFound, "conversation_not_found", "", "no conversation %q for this key's tenant", id))
+		writeError(w, historyNotFound(id))
 	case err != nil:
 		writeError(w, asAPIError(err))
 	default:
 		writeJSON(w, http.StatusOK, h, nil)
 	}
+}
+
+// historyNotFound is the answer for a conversation the key's tenant
+// does not have.
+func historyNotFound(id string) *APIError {
+	return apiErr(http.StatusNotFound, typeNotFound, "conversation_not_found", "", "no conversation %q for this key's tenant", id)
 }

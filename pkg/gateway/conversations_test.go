@@ -6,11 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/gateway"
-	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 )
 
@@ -23,14 +21,7 @@ func TestConversationHistory(t *testing.T) {
 	var ids []string
 	for _, p := range []string{"secret one", "secret two"} {
 		id := e.submit(t, e.keyA, fmt.Sprintf(`{"profile":"fixture","conversation":"conv-h","request":{"prompt":%q}}`, p))
-		natstest.Eventually(t, 20*time.Second, func() error {
-			_, body := e.do(t, e.keyA, "GET", "/v1/runs/"+id, "", nil)
-			var rec wire.RunRecord
-			if err := json.Unmarshal([]byte(body), &rec); err != nil || !rec.State.Terminal() {
-				return fmt.Errorf("run %s: %s %v", id, body, err)
-			}
-			return nil
-		})
+		e.ended(t, e.keyA, id)
 		ids = append(ids, id)
 	}
 	code, body := e.do(t, e.keyA, "GET", "/v1/conversations/conv-h/history", "", nil)
