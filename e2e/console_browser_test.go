@@ -59,12 +59,7 @@ const (
 // person to look at. Under make e2e-cli (E2E_CLI_CACHE set) Chromium must
 // be there; otherwise the test skips without it.
 func TestConsole(t *testing.T) {
-	if _, err := os.Stat(consoleChromium); err != nil {
-		if os.Getenv("E2E_CLI_CACHE") != "" {
-			t.Fatalf("%s: %v; make e2e-cli installs it (apt-get install chromium)", consoleChromium, err)
-		}
-		t.Skipf("%s: %v (apt-get install chromium)", consoleChromium, err)
-	}
+	needChromium(t)
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -208,15 +203,12 @@ func TestConsole(t *testing.T) {
 	}
 
 	// Sign in through the form.
-	do("load the login form", 30*time.Second,
-		chromedp.Navigate(base+"/console/login"),
-		chromedp.WaitVisible(chromedp.ID("key")),
-		chromedp.SendKeys(chromedp.ID("key"), key))
-	shot("login")
+	if err := consoleSignIn(bctx, base, key); err != nil {
+		shot("failed")
+		t.Fatalf("sign in: %v", err)
+	}
+	shot("signed-in")
 	msgs.check(t, "the login form")
-	do("sign in", 30*time.Second,
-		chromedp.Click(chromedp.CSS(`form.login button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.ID("runs")))
 
 	// The runs list: both ended runs, succeeded, in this tenant. The
 	// index follows the runs bucket, so the page is reloaded until it has
@@ -518,6 +510,136 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// needChromium skips the test without Debian's Chromium, or fails it
+// under make e2e-cli (E2E_CLI_CACHE set), which installs it.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(consoleChromium); err != nil {
+		if os.Getenv("E2E_CLI_CACHE") != "" {
+			t.Fatalf("%s: %v; make e2e-cli installs it (apt-get install chromium)", consoleChromium, err)
+		}
+		t.Skipf("%s: %v (apt-get install chromium)", consoleChromium, err)
+	}
+}
+
+// consoleSignIn signs in to the console at base with key through its
+// login form, and waits for the runs list it leads to.
+func consoleSignIn(bctx context.Context, base, key string) error {
+	_, err := runFor(bctx, 60*time.Second, chromedp.Steps(
+		chromedp.Navigate(base+"/console/login"),
+		chromedp.WaitVisible(chromedp.ID("key")),
+		chromedp.SendKeys(chromedp.ID("key"), key),
+		chromedp.Click(chromedp.CSS(`form.login button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("runs"))))
+	return err
+}
+
+// TestConsoleSession: the page of a session run (Claude Code's ACP agent
+// against the fake model API, two turns: its prompt, then a follow-up
+// sent when turn 1 ended) groups its chunks by turn in a real browser:
+// turn 1 the answer to the run's prompt, turn 2 the follow-up's prompt
+// and its answer, each ended end_turn (issue 37). No page logs an error.
+func TestConsoleSession(t *testing.T) {
+	needChromium(t)
+	m := startACPMesh(t, "console-session", "--gateway", "127.0.0.1:0")
+	_, gw := upAddrs(t, m.upLog)
+	base := "http://" + gw
+	defer func() {
+		if t.Failed() {
+			t.Logf("agentmesh up log:\n%s", m.upLog.String())
+		}
+	}()
+	keys := exec.Command(m.bin, "keys", "create", "--tenant", tenant, "--principal", "e2e")
+	keys.Env = environ(merge(m.env, map[string]string{"AGENTMESH_NATS_URL": m.natsURL, tagVar: m.tag + "/cli"}))
+	out, err := keys.Output()
+	if err != nil {
+		t.Fatalf("agentmesh keys create: %v", err)
+	}
+	key := strings.TrimSpace(string(out))
+	bctx, bcancel := newConsoleBrowser(t, m.root, m.tag)
+	defer bcancel()
+	msgs := watchConsole(bctx)
+	if err := consoleSignIn(bctx, base, key); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	msgs.check(t, "the login form")
+
+	a := acpAgents[0]
+	p1 := acpPrompt(a, "What is the answer?", "console-turn-1", fakemodel.Answer)
+	p2 := acpPrompt(a, "What was the answer again?", "console-turn-2", fakemodel.Answer)
+	type turn struct{ Turn, Prompt, Reply, End string }
+	var turns []turn
+	var session bool
+	m.session(t, a, p1, func(id string, ch *wire.Chunk) {
+		if ch == nil || ch.Type != wire.ChunkTurnEnd {
+			return
+		}
+		if *ch.Metadata.NumTurns == 1 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if rep, err := m.client.Send(ctx, tenant, id, p2); err != nil || rep.Turn != 2 {
+				t.Errorf("Send: %+v, %v", rep, err)
+				m.end(t, id)
+			}
+			return
+		}
+		defer m.end(t, id)
+		if _, err := runFor(bctx, 30*time.Second, chromedp.Steps(
+			chromedp.Navigate(base+"/console/runs/"+tenant+"/"+id),
+			chromedp.WaitVisible(chromedp.ID("events")))); err != nil {
+			t.Errorf("open the session's page: %v", err)
+			return
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var err error
+			turns, err = runFor(bctx, 10*time.Second, chromedp.Evaluate[[]turn](`Array.from(document.querySelectorAll("#turns .turn"), s => ({
+				Turn: s.dataset.turn, Prompt: s.querySelector(".prompt").textContent,
+				Reply: s.querySelector(".reply").textContent, End: (s.querySelector(".turn-end") || {}).textContent || ""}))`))
+			if err != nil {
+				t.Errorf("read the turns: %v", err)
+				return
+			}
+			if len(turns) == 2 && turns[1].End != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the session's page shows turns %+v within 30s, want two ended", turns)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		session, err = runFor(bctx, 10*time.Second, chromedp.Evaluate[bool](`!document.getElementById("session").hidden`))
+		if err != nil {
+			t.Errorf("read the turns' section: %v", err)
+		}
+		png, err := runFor(bctx, 30*time.Second, chromedp.FullScreenshot(100))
+		if err == nil {
+			dir := filepath.Join(m.repo, ".cache", "console-e2e")
+			if os.MkdirAll(dir, 0o755) == nil && os.WriteFile(filepath.Join(dir, "session-turns.png"), png, 0o644) == nil {
+				t.Logf("screenshot %s", filepath.Join(dir, "session-turns.png"))
+			}
+		}
+	})
+	t.Logf("the session's turns: %+v", turns)
+	if !session || len(turns) != 2 {
+		t.Fatalf("the session's page: section shown %v, turns %+v; want two", session, turns)
+	}
+	for i, tu := range turns {
+		n := fmt.Sprint(i + 1)
+		if tu.Turn != n || !strings.Contains(tu.Reply, "42") || tu.End != "turn "+n+" ended: end_turn" && !strings.HasPrefix(tu.End, "turn "+n+" ended: end_turn ·") {
+			t.Errorf("turn %s: %+v; want the answer, ended end_turn", n, tu)
+		}
+	}
+	if turns[1].Prompt != "user: "+p2 {
+		t.Errorf("turn 2's prompt reads %q, want the follow-up %q", turns[1].Prompt, p2)
+	}
+	if !strings.HasPrefix(turns[0].Prompt, "user: ") {
+		t.Errorf("turn 1's prompt reads %q", turns[0].Prompt)
+	}
+	msgs.check(t, "the session's page")
 }
 
 // newConsoleBrowser is a chromedp context of Debian's Chromium, headless,
