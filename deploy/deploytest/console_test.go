@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -176,8 +177,51 @@ func TestDeployConsole(t *testing.T) {
 		return strings.TrimPrefix(resp.ID, "chatcmpl-")
 	}
 
+	// The runs list's live stream, open before the runs: it gets the
+	// tenant's run as the index sees it written, and not the other's.
+	live := make(chan string, 64)
+	{
+		lctx, lcancel := context.WithCancel(ctx)
+		req, err := http.NewRequestWithContext(lctx, "GET", srv.URL+"/console/runs/live", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := srv.Client().Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			lcancel()
+			t.Fatalf("GET /console/runs/live: %v %v", resp, err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() {
+				if l, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+					select {
+					case live <- l:
+					case <-lctx.Done():
+						return
+					}
+				}
+			}
+		}()
+		t.Cleanup(func() { lcancel(); _ = resp.Body.Close(); <-done })
+	}
+
 	// A run of each tenant, through this gateway's API, and carol's.
 	id, otherID, carolID := chat(key, "hi"), chat(otherKey, "hello"), chat(carolKey, "export me")
+	for seen := false; !seen; {
+		select {
+		case l := <-live:
+			if strings.Contains(l, otherID) {
+				t.Fatalf("the live runs list of %s's key has another tenant's run: %s", tenant, l)
+			}
+			seen = strings.Contains(l, `"run_id":"`+id+`"`)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the live runs list did not get run %s within 10s", id)
+		}
+	}
 
 	// The runs list: the index follows the bucket, so a run's record
 	// reaches it a moment after it is written.
