@@ -160,6 +160,9 @@ type readmeMesh struct {
 	env []string
 	// upLog is up's log, once up started.
 	upLog *safeBuffer
+	// out is what the last agentmesh follow, artifacts or send printed,
+	// or the body the last curl of a conversation's history got.
+	out string
 }
 
 // cwd is the directory the commands run in.
@@ -199,6 +202,9 @@ var (
 	upNATS    = regexp.MustCompile(`msg="agentmesh up" nats=(\S+)`)
 	upGateway = regexp.MustCompile(`msg="gateway listening" addr=(\S+)`)
 	runIDLine = regexp.MustCompile(`\[accepted run ([A-Za-z0-9_-]+)\]`)
+	// resumedLine is what agentmesh send prints when it starts the run
+	// that resumes a session.
+	resumedLine = regexp.MustCompile(`resumed as run ([A-Za-z0-9_-]+) on its conversation`)
 )
 
 // up starts bin/agentmesh up with args, on free ports and a temporary
@@ -318,10 +324,18 @@ func (m *readmeMesh) command(line string) {
 		}
 		m.vars[name] = value
 		m.env = append(m.env, name+"="+value)
-	case len(words) >= 1 && (words[0] == "git" || words[0] == "printf"):
+	case len(words) >= 1 && (words[0] == "git" || words[0] == "printf" || words[0] == "mkdir"):
 		m.shell(line)
 	case len(words) >= 2 && words[0] == "bin/agentmesh" && (words[1] == "follow" || words[1] == "artifacts"):
-		m.agentmesh(line, words[1:])
+		m.out = m.agentmesh(line, words[1:])
+	case len(words) >= 2 && words[0] == "bin/agentmesh" && words[1] == "send":
+		// A send to a session that is not live starts the run that
+		// resumes it: that run is the next <run_id>.
+		m.out = m.agentmesh(line, words[1:])
+		if s := resumedLine.FindStringSubmatch(m.out); s != nil {
+			m.runID = s[1]
+			m.runs = append(m.runs, m.runID)
+		}
 	case len(words) >= 3 && words[0] == "bin/agentmesh" && words[1] == "up" && words[len(words)-1] == "&":
 		m.up(line, words[2:len(words)-1])
 	case len(words) >= 2 && words[0] == "bin/agentmesh" && words[1] == "run":
@@ -452,6 +466,13 @@ func (m *readmeMesh) curl(line string, args []string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if strings.HasPrefix(rest, "/v1/conversations/") {
+		if resp.StatusCode != http.StatusOK {
+			m.t.Fatalf("README command %q: %s\n%s", line, resp.Status, b)
+		}
+		m.out = string(b)
+		return
+	}
 	if rest == "/v1/runs" {
 		// The runs API's submission: 202 and the run's id.
 		var sub struct {

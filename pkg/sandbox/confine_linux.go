@@ -3,8 +3,10 @@ package sandbox
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -166,7 +168,18 @@ func (s *Sandbox) Confine(cmd *exec.Cmd) (proc.Confinement, error) {
 			v.add(sandboxinit.Mount{Kind: "tmpfs", Dst: d, Data: "mode=0700"})
 			continue
 		}
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		fi, err := os.Stat(d)
+		if errors.Is(err, fs.ErrNotExist) && slices.Contains(s.stateVars, name) {
+			// A CLI makes its state directory when it first runs; made
+			// here, where the run would write it, its state outlives the
+			// run (a session a later run loads) instead of landing in
+			// the run's private view.
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return nil, fmt.Errorf("%s: make the state directory: %w", name, err)
+			}
+			fi, err = os.Stat(d)
+		}
+		if err != nil || !fi.IsDir() {
 			continue
 		}
 		if err := v.bind(d, true); err != nil {

@@ -72,6 +72,24 @@ func TestConfineRefusesAViewThatExposesAHiddenPath(t *testing.T) {
 	}
 }
 
+// TestMissingStateDirIsMade: a state directory the child's environment
+// names that does not exist yet is made and bound, so what the CLI keeps
+// there (a session a later run loads) outlives the run, where it would
+// have gone to the run's private view and been lost.
+func TestMissingStateDirIsMade(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "not", "yet")
+	s, err := New(Config{}, Policy{StateVars: []string{"CLI_STATE"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", `echo kept > "$CLI_STATE/session"`)
+	cmd.Dir, cmd.Env = t.TempDir(), []string{"PATH=/usr/bin:/bin", "CLI_STATE=" + state}
+	confinedOutput(t, s, cmd)
+	if b, err := os.ReadFile(filepath.Join(state, "session")); err != nil || string(b) != "kept\n" {
+		t.Errorf("the run's state: %q, %v; want it kept in %s", b, err, state)
+	}
+}
+
 // TestWorkspaceRootIsPrivate: a run whose workspace is the hidden root of
 // every workspace gets an empty directory of its own there.
 func TestWorkspaceRootIsPrivate(t *testing.T) {
