@@ -110,17 +110,7 @@ func lookalike(t *testing.T, bin string) string {
 func fakeClaude(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "claude"), b, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copySelf(t, filepath.Join(dir, "claude"))
 	s1, err := os.ReadFile(filepath.Join(root, "testdata", "cli", "claude-code", "S1.stdout.ndjson"))
 	if err != nil {
 		t.Fatal(err)

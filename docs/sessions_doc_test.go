@@ -34,6 +34,14 @@ func init() {
 func fakeACPAgent(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
+	copySelf(t, filepath.Join(dir, "claude-agent-acp"))
+	return dir
+}
+
+// copySelf copies this test binary to path, executable: run by that
+// name, it plays the agent the name is.
+func copySelf(t *testing.T, path string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -42,10 +50,9 @@ func fakeACPAgent(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "claude-agent-acp"), b, 0o755); err != nil {
+	if err := os.WriteFile(path, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return dir
 }
 
 // TestSessionsDocCommands runs docs/sessions.md's commands of a
