@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
 	"github.com/agentmesh/agentmesh/pkg/subject"
@@ -58,6 +59,9 @@ type Workspace struct {
 	// Dir is the run's workspace, where its CLI runs.
 	Dir    string
 	gitDir string
+	// lock holds a conversation's directory for this run (runDir); nil
+	// for a directory of the run's own.
+	lock *os.File
 }
 
 // Prepare materializes the run's workspace: the source the work names;
@@ -108,11 +112,11 @@ func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace,
 	if err := os.MkdirAll(w.Root, 0o700); err != nil {
 		return nil, wire.Errorf(wire.AgenticHandlerError, "workspace root: %v", err)
 	}
-	top, err := os.MkdirTemp(w.Root, "run-"+work.RunID+"-")
+	top, lock, err := w.runDir(work)
 	if err != nil {
 		return nil, wire.Errorf(wire.AgenticHandlerError, "run directory: %v", err)
 	}
-	ws := &Workspace{w: w, work: work, source: source, top: top, Dir: filepath.Join(top, "ws"), gitDir: filepath.Join(top, "git")}
+	ws := &Workspace{w: w, work: work, source: source, top: top, Dir: filepath.Join(top, "ws"), gitDir: filepath.Join(top, "git"), lock: lock}
 	defer func() {
 		if err != nil {
 			ws.Close()
@@ -228,8 +232,61 @@ func (ws *Workspace) Finish(ctx context.Context, succeeded bool) (*wire.Artifact
 
 // Close removes the run's directory, workspace and git dir.
 func (ws *Workspace) Close() error {
-	if err := os.RemoveAll(ws.top); err != nil {
+	err := os.RemoveAll(ws.top)
+	if ws.lock != nil {
+		// Unlinked before it is released: a run that opened it before
+		// finds, once it holds it, that it is no longer the path's
+		// (runDir), so two runs never hold one directory.
+		_ = os.Remove(ws.lock.Name())
+		ws.lock.Close()
+		ws.lock = nil
+	}
+	if err != nil {
 		return fmt.Errorf("remove %s: %w", ws.top, err)
 	}
 	return nil
+}
+
+// stillAt reports whether the open file f is still the file at its path
+// (not unlinked or replaced since it was opened).
+func stillAt(f *os.File) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(f.Name())
+	return err == nil && os.SameFile(held, now)
+}
+
+// runDir makes the directory a run's workspace and git dir go in. A run
+// of a conversation gets the conversation's, at the same path on every
+// runner with this workspace root (conv.<tenant>.<conversation>): an
+// agent that loads a session only in the directory it began in
+// (Claude's) then finds it there, whichever runner the next turn lands
+// on. The directory is held by a lock beside it (flock, released with the
+// run or its process), and one left by a runner that died is emptied
+// first; while another run of the conversation holds it, and for a run of
+// no conversation, the run gets a fresh directory of its own.
+func (w *Workspaces) runDir(work wire.Work) (string, *os.File, error) {
+	if work.Conversation != "" {
+		top := filepath.Join(w.Root, "conv."+work.Tenant+"."+work.Conversation)
+		f, err := os.OpenFile(top+".lock", os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil && stillAt(f) {
+			if err := os.RemoveAll(top); err != nil {
+				f.Close()
+				return "", nil, err
+			}
+			if err := os.Mkdir(top, 0o700); err != nil {
+				f.Close()
+				return "", nil, err
+			}
+			return top, f, nil
+		}
+		f.Close()
+	}
+	top, err := os.MkdirTemp(w.Root, "run-"+work.RunID+"-")
+	return top, nil, err
 }

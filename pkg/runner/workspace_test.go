@@ -309,3 +309,52 @@ func TestWorkspaceBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A conversation's runs get its directory, at the same path on every
+// runner with the same root, so an agent that loads a session only where
+// it began (Claude's) finds it; a second run of the conversation while
+// the first holds it gets a directory of its own; one left by a runner
+// that died is emptied and reused; nothing is left once they close.
+func TestConversationKeepsItsDirectory(t *testing.T) {
+	ctx := context.Background()
+	store := openStore(t)
+	_, url := sourceTree(t)
+	w := newWorkspaces(t, store, url)
+	src := wire.WorkspaceSource{Git: &wire.GitSource{URL: url, Ref: "main"}}
+	work := func(run string) wire.Work {
+		return wire.Work{Tenant: "acme", RunID: run, Conversation: "c", Workspace: &src}
+	}
+	first, err := w.Prepare(ctx, work("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(w.Root, "conv.acme.c", "ws")
+	if first.Dir != want {
+		t.Errorf("the conversation's run works in %s, want %s", first.Dir, want)
+	}
+	second, err := w.Prepare(ctx, work("r2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Dir == first.Dir {
+		t.Fatalf("two live runs of the conversation share %s", second.Dir)
+	}
+	second.Close()
+	first.Close()
+	// A directory a dead runner left, with a file in it, and no lock held.
+	workspacetest.WriteFiles(t, want, map[string]string{"stale.txt": "left"})
+	again, err := w.Prepare(ctx, work("r4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Dir != want {
+		t.Errorf("after the runs closed, the conversation's run works in %s, want %s", again.Dir, want)
+	}
+	if _, err := os.Stat(filepath.Join(want, "stale.txt")); err == nil {
+		t.Error("what a dead runner left in the conversation's directory is still there")
+	}
+	again.Close()
+	if left, _ := os.ReadDir(w.Root); len(left) != 0 {
+		t.Errorf("the runs left %v", left)
+	}
+}
