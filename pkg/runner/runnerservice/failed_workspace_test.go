@@ -85,24 +85,7 @@ func TestFailedRunContinuesOnAnotherRunner(t *testing.T) {
 	run := func(prompt string, ws wire.WorkspaceSource) (string, string, wire.Status) {
 		t.Helper()
 		req, _ := wire.Marshal(map[string]any{"prompt": prompt})
-		id, evs, err := c.Start(ctx, wire.RunRequest{V: 2, Tenant: "acme", Principal: "p", Profile: "editor", Request: req, Workspace: &ws})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var text strings.Builder
-		for ev, err := range evs {
-			if err != nil {
-				t.Fatalf("run %s: %v", id, err)
-			}
-			if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
-				text.WriteString(ev.Chunk.Content)
-			}
-			if ev.Terminal() {
-				return id, text.String(), *ev.Status
-			}
-		}
-		t.Fatalf("run %s: no terminal status", id)
-		return "", "", wire.Status{}
+		return runToEnd(ctx, t, c, wire.RunRequest{V: 2, Tenant: "acme", Principal: "p", Profile: "editor", Request: req, Workspace: &ws})
 	}
 	failed, _, st := run("edit, "+failAfterEdit, wire.WorkspaceSource{Snapshot: snap})
 	if st.State != wire.StateFailed || st.Sandbox != "" || st.Artifacts == nil || st.Artifacts.Patch == nil || st.Artifacts.Patch.Size == 0 {

@@ -161,22 +161,31 @@ func runUpAgent(ctx context.Context, t *testing.T, c *client.Client, root string
 		t.Fatal(err)
 	}
 	req, _ := wire.Marshal(map[string]any{"prompt": "use everything"})
-	id, evs, err := c.Start(ctx, wire.RunRequest{V: 2, Tenant: "acme", Principal: "mallory", Profile: "exhaust", Request: req,
+	_, report, st := runToEnd(ctx, t, c, wire.RunRequest{V: 2, Tenant: "acme", Principal: "mallory", Profile: "exhaust", Request: req,
 		Runtime: map[string]any{"workspace": "ws"}})
+	return report, st
+}
+
+// runToEnd starts rr and follows it to its end: its id, the text it
+// delivered and its terminal status.
+func runToEnd(ctx context.Context, t *testing.T, c *client.Client, rr wire.RunRequest) (string, string, wire.Status) {
+	t.Helper()
+	id, evs, err := c.Start(ctx, rr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var report strings.Builder
+	var text strings.Builder
 	for ev, err := range evs {
 		if err != nil {
 			t.Fatalf("run %s: %v", id, err)
 		}
 		if ev.Chunk != nil && ev.Chunk.Type == wire.ChunkText {
-			report.WriteString(ev.Chunk.Content)
+			text.WriteString(ev.Chunk.Content)
 		}
 		if ev.Terminal() {
-			return report.String(), *ev.Status
+			return id, text.String(), *ev.Status
 		}
 	}
-	return report.String(), wire.Status{}
+	t.Fatalf("run %s: no terminal status", id)
+	return id, text.String(), wire.Status{}
 }
