@@ -20,7 +20,15 @@ import (
 // store in a temporary directory; it is shut down when the test ends.
 func RunJetStream(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := start(t.TempDir())
+	return RunJetStreamWith(t, nil)
+}
+
+// RunJetStreamWith is RunJetStream with the server's options changed by
+// opt first (nil: none), for a measurement of one of them (its sync
+// policy, say).
+func RunJetStreamWith(t testing.TB, opt func(*server.Options)) *server.Server {
+	t.Helper()
+	s, err := startWith(t.TempDir(), opt)
 	if err != nil {
 		t.Fatalf("natstest: %v", err)
 	}
@@ -56,11 +64,18 @@ func Start() (nc *nats.Conn, js jetstream.JetStream, stop func()) {
 
 // start starts a JetStream server on a random loopback port with its
 // store in dir and waits until it takes connections.
-func start(dir string) (*server.Server, error) {
-	s, err := server.NewServer(&server.Options{
+func start(dir string) (*server.Server, error) { return startWith(dir, nil) }
+
+// startWith is start with the options changed by opt first (nil: none).
+func startWith(dir string, opt func(*server.Options)) (*server.Server, error) {
+	o := &server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true,
 		StoreDir: dir, NoLog: true, NoSigs: true,
-	})
+	}
+	if opt != nil {
+		opt(o)
+	}
+	s, err := server.NewServer(o)
 	if err != nil {
 		return nil, err
 	}
