@@ -49,11 +49,11 @@ func (c *clientFlags) withRunArtifacts(ctx context.Context, runID string, do fun
 			return usageErr("%v", err)
 		}
 		err = do(ctx, s)
-		var exit *exitError
-		switch {
-		case err == nil, errors.As(err, &exit) && !errors.Is(err, artifacts.ErrNotFound):
-			return err
-		case !errors.Is(err, artifacts.ErrNotFound) && !errors.Is(err, errNoArtifacts):
+		if !errors.Is(err, artifacts.ErrNotFound) && !errors.Is(err, errNoArtifacts) {
+			var exit *exitError
+			if err == nil || errors.As(err, &exit) {
+				return err
+			}
 			return artifactFailure(err)
 		}
 		cl, cerr := client.New(oc.nc, oc.names, client.WithAPIPrefix(c.apiPrefix))
@@ -109,7 +109,7 @@ func cmdArtifacts(ctx context.Context, args []string, io *stdio) error {
 		var recs []artifacts.Record
 		if err := f.withRunArtifacts(ctx, runID, func(ctx context.Context, s *artifacts.Store) error {
 			if recs, err = s.List(ctx, f.tenant, runID); err != nil {
-				return artifactFailure(err)
+				return err
 			}
 			if len(recs) == 0 {
 				return errNoArtifacts

@@ -273,9 +273,9 @@ func scope(b wire.Budget) string {
 
 // printHeld lists the runs holding a tenant's quota (run id → the unix
 // ms it was admitted at), oldest first.
-func printHeld(io *stdio, held map[string]int64) {
+func printHeld(io *stdio, held map[string]int64) error {
 	if len(held) == 0 {
-		return
+		return nil
 	}
 	ids := slices.SortedFunc(maps.Keys(held), func(a, b string) int { return cmp.Or(cmp.Compare(held[a], held[b]), cmp.Compare(a, b)) })
 	tw := tabwriter.NewWriter(io.stdout, 0, 4, 2, ' ', 0)
@@ -283,7 +283,7 @@ func printHeld(io *stdio, held map[string]int64) {
 	for _, id := range ids {
 		fmt.Fprintf(tw, "%s\t%s\n", id, time.UnixMilli(held[id]).UTC().Format(time.RFC3339))
 	}
-	_ = tw.Flush()
+	return tw.Flush()
 }
 
 // cmdQuota sets or shows a tenant's concurrency quota and the runs
@@ -326,8 +326,7 @@ func cmdQuota(ctx context.Context, args []string, io *stdio) error {
 			default:
 				fmt.Fprintf(io.stdout, "tenant %s: at most %d runs admitted and not ended; %d now\n", c.f.tenant, q.MaxRunning, len(held))
 			}
-			printHeld(io, held)
-			return nil
+			return printHeld(io, held)
 		}
 	}
 	return subcommand(ctx, "quota", args, io, map[string]func(context.Context, []string, *stdio) error{

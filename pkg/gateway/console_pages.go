@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math/big"
 	"net/http"
@@ -220,7 +219,6 @@ func (g *Gateway) consoleRunsLive(w http.ResponseWriter, r *http.Request, c *con
 		}
 	}
 	s := newSSE(w, "")
-	w.Header().Del("x-agentmesh-run-id")
 	s.open()
 	send := func(rec wire.RunRecord) bool {
 		match := f.keep(&rec) && (f.state == "" || f.state == "live" || string(rec.State) == f.state)
@@ -235,11 +233,8 @@ func (g *Gateway) consoleRunsLive(w http.ResponseWriter, r *http.Request, c *con
 		case <-ctx.Done():
 			return
 		case <-beat.C:
-			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+			if !s.comment("keep-alive") {
 				return
-			}
-			if s.flusher != nil {
-				s.flusher.Flush()
 			}
 		case rec, ok := <-updates:
 			if !ok {

@@ -15,9 +15,13 @@ type sse struct {
 	failed  bool // a write failed: the caller went away
 }
 
+// newSSE is the stream of w; a stream of one run names it in the header
+// x-agentmesh-run-id (runID "" for a stream of no one run).
 func newSSE(w http.ResponseWriter, runID string) *sse {
 	f, _ := w.(http.Flusher)
-	w.Header().Set("x-agentmesh-run-id", runID)
+	if runID != "" {
+		w.Header().Set("x-agentmesh-run-id", runID)
+	}
 	return &sse{w: w, flusher: f}
 }
 
@@ -37,6 +41,13 @@ func (s *sse) open() {
 	s.started = true
 }
 
+// comment writes a comment line (": text"), which a client ignores: a
+// keep-alive through proxies that close a quiet connection. It reports
+// whether the write went through.
+func (s *sse) comment(text string) bool {
+	return s.write([]byte(": " + text + "\n\n"))
+}
+
 // send writes one event: "event: <name>" when name is set, then "data:"
 // with v as JSON (or v itself when it is a string, as "[DONE]" is). It
 // reports whether the write went through.
@@ -47,7 +58,6 @@ func (s *sse) sendID(id, name string, v any) bool {
 	if s.failed {
 		return false
 	}
-	s.open()
 	var data []byte
 	if str, ok := v.(string); ok {
 		data = []byte(str)
@@ -65,7 +75,16 @@ func (s *sse) sendID(id, name string, v any) bool {
 		buf = append(append(append(buf, "event: "...), name...), '\n')
 	}
 	buf = append(append(append(buf, "data: "...), data...), "\n\n"...)
-	if _, err := s.w.Write(buf); err != nil {
+	return s.write(buf)
+}
+
+// write writes b and flushes it, the stream's headers first.
+func (s *sse) write(b []byte) bool {
+	if s.failed {
+		return false
+	}
+	s.open()
+	if _, err := s.w.Write(b); err != nil {
 		s.failed = true
 		return false
 	}

@@ -12,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/agentmesh/agentmesh/pkg/artifacts"
-	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/agentmesh/agentmesh/pkg/workspace"
 )
@@ -75,14 +74,14 @@ type Workspace struct {
 // AgenticRequestValidationError; nothing of the run's directory is left
 // on any error.
 func (w *Workspaces) Prepare(ctx context.Context, work wire.Work) (_ *Workspace, err error) {
-	var head *artifacts.Head
-	if from := work.Workspace; from != nil && from.FromRun != "" {
-		if from.Git != nil || from.Snapshot != "" {
-			return nil, wire.Errorf(wire.AgenticRequestValidationError, "workspace.from_run: name one of git, snapshot and from_run")
-		}
-		if err := subject.ValidToken("workspace.from_run", from.FromRun); err != nil {
+	if work.Workspace != nil {
+		// The router checked it; work from an older one may not be.
+		if err := work.Workspace.Check(); err != nil {
 			return nil, wire.Errorf(wire.AgenticRequestValidationError, "%v", err)
 		}
+	}
+	var head *artifacts.Head
+	if from := work.Workspace; from != nil && from.FromRun != "" {
 		h, err := w.Store.RunHead(ctx, work.Tenant, from.FromRun)
 		switch {
 		case errors.Is(err, artifacts.ErrNotFound):

@@ -97,10 +97,8 @@ func newOverlay(cfg cli.Config, dir string) (*overlay, error) {
 	return o, nil
 }
 
+// overlayErr is the run's error for err, a failure to build its overlay.
 func overlayErr(err error) error {
-	if err == nil {
-		return nil
-	}
 	return wire.Errorf(wire.ProviderProcessError, "%s: the run's agent directory: %v", Name, err)
 }
 
