@@ -128,12 +128,12 @@ func TestRunRequest(t *testing.T) {
 func TestParseUp(t *testing.T) {
 	io, _, _ := testIO(nil)
 	o, err := parseUp(nil, io)
-	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", console: true, fixtureDir: "testdata/fixture", profiles: "profiles", workspace: "."}
+	want := upOptions{listen: "127.0.0.1:4222", dataDir: ".agentmesh", http: "127.0.0.1:9465", gateway: "127.0.0.1:8080", console: true, fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", sync: "always"}
 	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp() = %+v, %v; want %+v", o, err, want)
 	}
-	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--console=false", "--demo", "--verbose", "--data-dir", "/tmp/x"}, io)
-	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true}
+	o, err = parseUp([]string{"--listen", "0.0.0.0:0", "--http", "", "--gateway", "", "--console=false", "--demo", "--verbose", "--data-dir", "/tmp/x", "--sync", "1s"}, io)
+	want = upOptions{listen: "0.0.0.0:0", dataDir: "/tmp/x", fixtureDir: "testdata/fixture", profiles: "profiles", workspace: ".", demo: true, verbose: true, sync: "1s"}
 	if err != nil || !reflect.DeepEqual(o, want) {
 		t.Errorf("parseUp(...) = %+v, %v; want %+v", o, err, want)
 	}
@@ -143,7 +143,8 @@ func TestParseUp(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"--listen", "4222"}, {"--listen", "h:99999"}, {"extra"}, {"--data-dir", ""}, {"--gateway", "8080"},
-		{"--runner-adapters", ""}, {"--runner-adapters", "acp,,pi"}, {"--runner-adapters", "acp,acp"}, {"--runner-adapters", "acp,none"}} {
+		{"--runner-adapters", ""}, {"--runner-adapters", "acp,,pi"}, {"--runner-adapters", "acp,acp"}, {"--runner-adapters", "acp,none"},
+		{"--sync", "never"}, {"--sync", "0s"}, {"--sync", "-1s"}} {
 		if _, err := parseUp(args, io); err == nil {
 			t.Errorf("parseUp(%q) succeeded, want a usage error", args)
 		}

@@ -33,8 +33,9 @@ type upOptions struct {
 	// runnerAdapters are the adapters up's own runner hosts: nil for
 	// every profile's, empty (--runner-adapters none) for none.
 	runnerAdapters []string
-	demo           bool // submit and print one demo run once up
-	verbose        bool // log the NATS server's notices and debug output
+	demo           bool   // submit and print one demo run once up
+	verbose        bool   // log the NATS server's notices and debug output
+	sync           string // the embedded server's sync policy
 }
 
 // demoPrompt is the prompt of the --demo run.
@@ -73,6 +74,7 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	})
 	fs.BoolVar(&o.demo, "demo", false, "once up, submit one demo run of the fixture profile and print it")
 	fs.BoolVar(&o.verbose, "verbose", false, "log the embedded NATS server's notices and debug output")
+	fs.StringVar(&o.sync, "sync", mesh.DefaultSync, `when the embedded server fsyncs what it acknowledged: "always" (before acknowledging it), or an interval such as 1s or 2m (what a power cut can take; docs/operating.md, "Sync policy")`)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return o, err
@@ -85,6 +87,9 @@ func parseUp(args []string, io *stdio) (upOptions, error) {
 	}
 	if o.dataDir == "" {
 		return o, usageErr("up: --data-dir must not be empty")
+	}
+	if _, err := mesh.ParseSync(o.sync); err != nil {
+		return o, usageErr("up: --sync: %v", err)
 	}
 	if o.gateway != "" {
 		if err := (gateway.Config{Addr: o.gateway, OperatorKeys: gateway.ParseKeyIDs(os.Getenv(gateway.OperatorKeysVar))}).Validate(); err != nil {
@@ -151,7 +156,7 @@ func up(ctx context.Context, o upOptions, io *stdio, ready func(natsURL string))
 	err = mesh.Up(ctx, cfg, mesh.UpOptions{
 		Listen: o.listen, DataDir: o.dataDir, HTTP: o.http, Gateway: o.gateway, Console: o.console,
 		RunnerAdapters: o.runnerAdapters, ProfilesDir: o.profiles, FixtureDir: o.fixtureDir, WorkspaceRoot: o.workspace,
-		Verbose: o.verbose,
+		Verbose: o.verbose, Sync: o.sync,
 		Ready: func(url string, d service.Deps) {
 			if o.demo {
 				wg.Go(func() { demo(ctx, d, io, log) })

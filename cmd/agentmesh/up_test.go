@@ -156,6 +156,20 @@ func TestUpDemo(t *testing.T) {
 	})
 }
 
+// TestUpSyncPolicy reads back the sync policy of up's embedded server, as
+// the server itself reports it: always by default, and the interval
+// --sync names.
+func TestUpSyncPolicy(t *testing.T) {
+	for flag, want := range map[string]string{"": "sync=always", "1s": "sync=1s"} {
+		o := upOptions{listen: "127.0.0.1:0", dataDir: t.TempDir(), http: "", fixtureDir: "../../testdata/fixture", profiles: "../../profiles", workspace: t.TempDir(), sync: flag}
+		m, stop := startUpStop(t, o)
+		if !regexp.MustCompile(`msg="agentmesh up" .*` + want + ` `).MatchString(m.stderr.String()) {
+			t.Errorf("--sync %q: up's start line has no %s:\n%s", flag, want, m.stderr)
+		}
+		stop()
+	}
+}
+
 func TestUpRunStatusCancel(t *testing.T) {
 	m := startUp(t, false)
 	ctx := context.Background()

@@ -121,6 +121,11 @@ type UpOptions struct {
 	// AGENTMESH_PROFILES_DIR, _FIXTURE_DIR and _WORKSPACE_ROOT for every
 	// service.
 	ProfilesDir, FixtureDir, WorkspaceRoot string
+	// Sync is the embedded server's sync policy (ParseSync): "" or
+	// "always" (DefaultSync) fsyncs every write before it is
+	// acknowledged; a duration is how often the server fsyncs what it has
+	// acknowledged (its own default, 2m, is what a power cut can take).
+	Sync string
 	// Verbose logs the embedded server's notices and debug output.
 	Verbose bool
 	// Ready, if set, is called with the server's client URL and up's own
@@ -255,7 +260,7 @@ func Up(ctx context.Context, c UpConfig, o UpOptions, log *slog.Logger) (err err
 	if sandboxGauge != nil {
 		infra.Deps.Metrics.Register(sandboxGauge)
 	}
-	log.Info("agentmesh up", "nats", s.ClientURL(), "data_dir", dir, "http", infra.HTTPAddr(),
+	log.Info("agentmesh up", "nats", s.ClientURL(), "data_dir", dir, "sync", ServerSync(s), "http", infra.HTTPAddr(),
 		"registry_version", profiles.Version(), "profiles", profiles.Names(), "adapters", adapters.Names(),
 		"runner_adapters", hosted.Names(), "own_runner", !withoutRunner, "sandbox", c.Runner.SandboxMode)
 	if o.Ready != nil {
@@ -313,6 +318,53 @@ func (c UpConfig) Mesh(o UpOptions, profiles *profile.Registry) Config {
 	return mc
 }
 
+// DefaultSync is the embedded server's sync policy unless UpOptions.Sync
+// says otherwise: every write is on the disk before it is acknowledged.
+// Up is one node, so nothing else holds a copy of what a power cut takes
+// from the page cache (docs/operating.md, "Sync policy").
+const DefaultSync = "always"
+
+// SyncPolicy is a JetStream server's sync setting: Always, or an Interval
+// between fsyncs of what the server has acknowledged.
+type SyncPolicy struct {
+	Always   bool
+	Interval time.Duration
+}
+
+// String is the policy as ParseSync reads it.
+func (p SyncPolicy) String() string {
+	if p.Always {
+		return "always"
+	}
+	return p.Interval.String()
+}
+
+// ParseSync reads a sync policy as nats-server's sync_interval does:
+// "always", or a positive duration ("" is DefaultSync).
+func ParseSync(v string) (SyncPolicy, error) {
+	if v == "" {
+		v = DefaultSync
+	}
+	if strings.EqualFold(v, "always") {
+		return SyncPolicy{Always: true}, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return SyncPolicy{}, fmt.Errorf("want always or a positive duration such as 1s, got %q", v)
+	}
+	return SyncPolicy{Interval: d}, nil
+}
+
+// ServerSync is the sync policy a running server applies, read back from
+// its JetStream configuration.
+func ServerSync(s *server.Server) SyncPolicy {
+	c := s.JetStreamConfig()
+	if c == nil {
+		return SyncPolicy{}
+	}
+	return SyncPolicy{Always: c.SyncAlways, Interval: c.SyncInterval}
+}
+
 // startServer starts the embedded JetStream server on dir and waits until
 // it accepts connections.
 func startServer(o UpOptions, dir string, log *slog.Logger) (*server.Server, error) {
@@ -320,15 +372,24 @@ func startServer(o UpOptions, dir string, log *slog.Logger) (*server.Server, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: --listen: %w", service.ErrConfig, err)
 	}
-	s, err := server.NewServer(&server.Options{
+	sync, err := ParseSync(o.Sync)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sync: %w", service.ErrConfig, err)
+	}
+	opts := &server.Options{
 		ServerName: "agentmesh",
 		Host:       host,
 		Port:       port,
 		JetStream:  true,
 		StoreDir:   dir,
+		SyncAlways: sync.Always,
 		NoSigs:     true, // up's caller handles the signals
 		NoLog:      true, // its logging goes through serverLog
-	})
+	}
+	if !sync.Always {
+		opts.SyncInterval = sync.Interval
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats server: %w", err)
 	}
