@@ -35,6 +35,9 @@ type nodeSpec struct {
 	RoutePort  int      `json:"route_port"`
 	Routes     []string `json:"routes"`
 	StoreDir   string   `json:"store_dir"`
+	// Advertise, when set, is the route address the node gossips to the
+	// others (server.ClusterOpts.Advertise).
+	Advertise string `json:"advertise,omitempty"`
 }
 
 // RunClusterNode makes the test binary a cluster node when RunCluster
@@ -64,7 +67,7 @@ func RunClusterNode() {
 		ServerName: spec.Name,
 		Host:       "127.0.0.1", Port: spec.ClientPort,
 		JetStream: true, StoreDir: spec.StoreDir,
-		Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: spec.RoutePort},
+		Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: spec.RoutePort, Advertise: spec.Advertise},
 		Routes:  routes,
 		NoLog:   true, NoSigs: true,
 	})
@@ -103,6 +106,10 @@ type Cluster struct {
 	specs []nodeSpec
 	race  string // GORACE log_path prefix for the nodes
 
+	// links[i][j] is the proxy node i dials node j's routes through (nil
+	// on the diagonal), or links is nil: the nodes dial each other directly.
+	links [][]*Proxy
+
 	mu    sync.Mutex
 	nodes []*exec.Cmd // nil: not running
 	done  []chan struct{}
@@ -116,16 +123,54 @@ type Cluster struct {
 // The package's TestMain must call RunClusterNode.
 func RunCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return runCluster(t, n, false)
+}
+
+// RunPartitionableCluster is RunCluster with every route connection
+// through a Proxy on loopback, one for each ordered pair of nodes, so
+// that Partition can cut a node off from the others while its client
+// port stays reachable. Each node dials every other node's routes through
+// its own proxy to it, and gossips a route address that refuses
+// connections: nats-server dials the route addresses it learns from its
+// peers (implicit routes) once, and one such dial past the proxies would
+// survive a partition.
+func RunPartitionableCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	return runCluster(t, n, true)
+}
+
+func runCluster(t testing.TB, n int, proxied bool) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: cluster of %d servers", n)
 	}
 	ports := freePorts(t, 2*n)
 	clientPorts, routePorts := ports[:n], ports[n:]
 	c := &Cluster{t: t, nodes: make([]*exec.Cmd, n), done: make([]chan struct{}, n), race: filepath.Join(t.TempDir(), "race")}
+	var nowhere string
+	if proxied {
+		c.links = make([][]*Proxy, n)
+		for i := range n {
+			c.links[i] = make([]*Proxy, n)
+			for j := range n {
+				if j != i {
+					c.links[i][j] = NewProxy(t, fmt.Sprintf("127.0.0.1:%d", routePorts[j]))
+				}
+			}
+		}
+		// A proxy cut for good: it accepts and closes every connection.
+		sink := NewProxy(t, "")
+		sink.Cut()
+		nowhere = sink.Addr()
+	}
 	for i := range n {
-		spec := nodeSpec{Name: fmt.Sprintf("n%d", i), ClientPort: clientPorts[i], RoutePort: routePorts[i], StoreDir: t.TempDir()}
+		spec := nodeSpec{Name: fmt.Sprintf("n%d", i), ClientPort: clientPorts[i], RoutePort: routePorts[i], StoreDir: t.TempDir(), Advertise: nowhere}
 		for j := range n {
-			if j != i {
+			switch {
+			case j == i:
+			case proxied:
+				spec.Routes = append(spec.Routes, "nats://"+c.links[i][j].Addr())
+			default:
 				spec.Routes = append(spec.Routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[j]))
 			}
 		}
@@ -171,8 +216,8 @@ func freePorts(t testing.TB, n int) []int {
 // URLs is every server's client URL, comma-separated (nats.Connect's form).
 func (c *Cluster) URLs() string {
 	urls := make([]string, len(c.specs))
-	for i, s := range c.specs {
-		urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", s.ClientPort)
+	for i := range c.specs {
+		urls[i] = c.ClientURL(i)
 	}
 	return strings.Join(urls, ",")
 }
@@ -188,6 +233,43 @@ func (c *Cluster) Index(name string) int {
 		}
 	}
 	return -1
+}
+
+// Partition cuts server i off from every other server: the proxies of
+// its route connections, both ways, close what they carry and refuse
+// new connections until Heal. Its clients stay connected to it. The
+// cluster must have been started with RunPartitionableCluster.
+func (c *Cluster) Partition(i int) {
+	for _, p := range c.linksOf(i) {
+		p.Cut()
+	}
+}
+
+// Heal lets server i's route connections through again; the servers
+// redial their routes within about a second.
+func (c *Cluster) Heal(i int) {
+	for _, p := range c.linksOf(i) {
+		p.Heal()
+	}
+}
+
+// linksOf is every proxy that carries server i's routes.
+func (c *Cluster) linksOf(i int) []*Proxy {
+	if c.links == nil {
+		c.t.Fatalf("natstest: the cluster has no proxies to cut (RunPartitionableCluster starts one that has)")
+	}
+	var ps []*Proxy
+	for j := range c.specs {
+		if j != i {
+			ps = append(ps, c.links[i][j], c.links[j][i])
+		}
+	}
+	return ps
+}
+
+// ClientURL is server i's client URL.
+func (c *Cluster) ClientURL(i int) string {
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.specs[i].ClientPort)
 }
 
 // Kill crashes server i (SIGKILL) and waits until it has exited. It does
