@@ -102,16 +102,17 @@ func Mount(backing, dir string) (*FS, error) {
 	return c, nil
 }
 
-// MountT mounts a cut file system over backing on a fresh directory of
-// the test's and unmounts it when the test ends. It skips the test,
-// saying why, where FUSE is not available (no /dev/fuse, or no
-// permission to mount).
-func MountT(t testing.TB, backing string) *FS {
+// MountT mounts a cut file system over backing at dir (a directory of
+// the test's, such as t.TempDir(), so that it is removed after the
+// unmount) and unmounts it when the test ends. It skips the test, saying
+// why, where FUSE is not available (no /dev/fuse, or no permission to
+// mount).
+func MountT(t testing.TB, backing, dir string) *FS {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("power-cut test needs /dev/fuse: %v", err)
 	}
-	c, err := Mount(backing, t.TempDir())
+	c, err := Mount(backing, dir)
 	if errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.EACCES) {
 		t.Skipf("power-cut test needs /dev/fuse and permission to mount it: %v", err)
 	}
@@ -129,7 +130,8 @@ func MountT(t testing.TB, backing string) *FS {
 // Dir is the mount point.
 func (c *FS) Dir() string { return c.dir }
 
-// Unmount unmounts the file system, if it still is. A mount still busy
+// Unmount unmounts the file system, if it still is mounted (a second
+// Unmount does nothing). A mount still busy
 // after go-fuse's retries is detached (the kernel finishes it once its
 // last user goes) and reported.
 func (c *FS) Unmount() error {

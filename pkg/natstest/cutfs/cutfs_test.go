@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func mount(t *testing.T) (c *cutfs.FS, backing string) {
 	t.Helper()
 	backing = t.TempDir()
-	return cutfs.MountT(t, backing), backing
+	return cutfs.MountT(t, backing, t.TempDir()), backing
 }
 
 // write writes b to name on the mount (created or truncated), running
@@ -335,7 +335,8 @@ func TestCutConcurrentAppends(t *testing.T) {
 // back to what it found.
 func TestMountAgain(t *testing.T) {
 	backing := t.TempDir()
-	first := cutfs.MountT(t, backing)
+	mnt := t.TempDir()
+	first := cutfs.MountT(t, backing, mnt)
 	write(t, filepath.Join(first.Dir(), "f"), 0, []byte("one"), fsync)
 	write(t, filepath.Join(first.Dir(), "f"), os.O_TRUNC, []byte("two"), nil)
 	if err := first.Cut(); err != nil {
@@ -344,7 +345,7 @@ func TestMountAgain(t *testing.T) {
 	if err := first.Unmount(); err != nil {
 		t.Fatal(err)
 	}
-	again := cutfs.MountT(t, backing)
+	again := cutfs.MountT(t, backing, mnt) // where the first was
 	name := filepath.Join(again.Dir(), "f")
 	if got := content(t, name); got != "one" {
 		t.Fatalf("after mounting again: %q, want one", got)
