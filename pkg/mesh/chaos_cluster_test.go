@@ -4,18 +4,17 @@ package mesh_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/client"
+	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/mesh"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
@@ -24,7 +23,6 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
-	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,65 +93,31 @@ func streamLeader(ctx context.Context, js jetstream.JetStream, stream string) st
 	return st.CachedInfo().Cluster.Leader
 }
 
-// runOutcome is what a client following one run saw.
-type runOutcome struct {
-	id     string
-	events []wire.Event
-	err    error
+// The cluster chaos tests' load: chaosInFlight runs at once, each of the
+// slow script's 20 chunks chaosDelayMS apart.
+const (
+	chaosInFlight = 48
+	chaosDelayMS  = 15
+)
+
+// chaosCluster is the mesh on a 3-node JetStream cluster, every stream
+// and bucket on 3 replicas, each node fsyncing every write (sync_interval
+// always, as deploy/nats/cluster.conf has it): two mesh processes' worth
+// of services (two routers, two runners, one sweeper), and a client.
+type chaosCluster struct {
+	cluster *natstest.Cluster
+	ops     jetstream.JetStream
+	c       *client.Client
+	grants  *consent.Store
+	logs    *logSink
 }
 
-// check says what is wrong with a run that should have succeeded with the
-// slow script's 20 chunks, or "".
-func (o runOutcome) check() string {
-	switch {
-	case o.id == "":
-		return "a run was never submitted (the trial ran out of time)"
-	case o.err != nil:
-		return fmt.Sprintf("%s: %v after %s", o.id, o.err, describe(o.events))
-	case len(o.events) == 0:
-		return fmt.Sprintf("%s: no events", o.id)
-	}
-	var states []wire.State
-	ticks := 0
-	for i, ev := range o.events {
-		if ev.Seq != uint64(i+1) {
-			return fmt.Sprintf("%s: event %d has seq %d: %s", o.id, i, ev.Seq, describe(o.events))
-		}
-		switch {
-		case ev.Kind == wire.KindStatus:
-			states = append(states, ev.Status.State)
-		case ev.Chunk.Type == wire.ChunkText:
-			ticks++
-			if want := fmt.Sprintf("tick %d\n", ticks); ev.Chunk.Content != want {
-				return fmt.Sprintf("%s: chunk %q, want %q: %s", o.id, ev.Chunk.Content, want, describe(o.events))
-			}
-		}
-	}
-	last := o.events[len(o.events)-1]
-	switch {
-	case len(states) < 4 || states[0] != wire.StateAccepted || states[1] != wire.StateRouted || states[2] != wire.StateRunning:
-		return fmt.Sprintf("%s: statuses %v, want accepted, routed, running, ..., succeeded", o.id, states)
-	case last.Kind != wire.KindStatus || last.Status.State != wire.StateSucceeded:
-		return fmt.Sprintf("%s: ended %s (%v): %s", o.id, last.Status.State, last.Status.Error, describe(o.events))
-	case ticks != 20:
-		return fmt.Sprintf("%s: %d chunks, want 20: %s", o.id, ticks, describe(o.events))
-	}
-	return ""
-}
-
-// TestChaosClusterLeaderKill runs the mesh on a 3-node JetStream cluster
-// with every stream and bucket on 3 replicas, two routers and two runners,
-// and kills stream leaders while runs are going: the events stream's
-// leader, then the work stream's. Every run must succeed with all its
-// events. AGENTMESH_CHAOS_TRIALS repeats the trial, killing in turn the
-// leaders of the events, work, submit and runs streams.
-func TestChaosClusterLeaderKill(t *testing.T) {
-	trials := chaosTrials(t, 1)
-	const runsPerTrial = 200
-	cluster := natstest.RunCluster(t, 3)
+func newChaosCluster(t *testing.T) *chaosCluster {
+	t.Helper()
+	cluster := natstest.RunCluster(t, 3, natstest.WithSync("always"))
 	urls := cluster.URLs()
-	logs := &logSink{}
-	log := slog.New(&errorLog{sink: logs})
+	cc := &chaosCluster{cluster: cluster, logs: &logSink{}}
+	log := slog.New(&errorLog{sink: cc.logs})
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -162,167 +126,209 @@ func TestChaosClusterLeaderKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	ops, err := jetstream.New(nc)
-	if err != nil {
+	if cc.ops, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
 	// A fresh cluster may take a while before it places R3 streams.
 	natstest.Eventually(t, 60*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return topology.Ensure(ctx, ops, topology.Config{Replicas: 3})
+		return topology.Ensure(ctx, cc.ops, topology.Config{Replicas: 3})
 	})
 	startClusterNode(t, urls, "node-a", log, true)
 	startClusterNode(t, urls, "node-b", log, false)
-
-	c, err := client.New(nc, subject.Names{})
-	if err != nil {
+	names := subject.Names{}
+	if cc.c, err = client.New(nc, names); err != nil {
 		t.Fatal(err)
 	}
-	names := subject.Names{}
+	if cc.grants, err = consent.Open(context.Background(), cc.ops, names); err != nil {
+		t.Fatal(err)
+	}
 	natstest.Eventually(t, 30*time.Second, func() error {
-		_, err := ops.Consumer(context.Background(), names.SubmitStream(), names.RouterConsumer())
+		_, err := cc.ops.Consumer(context.Background(), names.SubmitStream(), names.RouterConsumer())
 		return err
 	})
-	targets := []string{names.EventsStream(), names.WorkStream(), names.SubmitStream(), "KV_" + names.RunsBucket()}
+	return cc
+}
 
+// chaosTargets are the streams whose leaders the tests kill, in turn.
+func chaosTargets() []string {
+	names := subject.Names{}
+	return []string{names.EventsStream(), names.WorkStream(), names.SubmitStream(), "KV_" + names.RunsBucket()}
+}
+
+// trial runs one trial of test name: a load under way (chaosInFlight runs
+// ended), fault, the load going on until as many more runs ended, then
+// the check of every run and consent change acknowledged. It fails the
+// test at once, with the services' warnings, on anything lost,
+// duplicated, stuck, wrongly failed or inconsistent.
+func (cc *chaosCluster) trial(t *testing.T, name string, trial int, counts *chaosCounts, fault func(l *chaosLoad)) {
+	t.Helper()
+	h := &chaosHistory{}
+	l := h.startChaosLoad(t, cc.c, cc.grants, fmt.Sprintf("t%d", trial), chaosInFlight, chaosDelayMS)
+	defer l.stop()
+	if err := l.waitFinished(chaosInFlight, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fault(l)
+	if err := l.waitFinished(l.finished.Load()+chaosInFlight, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	l.stop()
+	before := *counts
+	h.check(t, cc.c, cc.ops, time.Minute, noFailureJustified, counts)
+	t.Logf("trial %d: %d runs, %d ok; unavailable %.1fs so far", trial, counts.runs-before.runs, counts.ok-before.ok, counts.unavailable.Seconds())
+	if counts.bad() > before.bad() {
+		counts.report(t, name)
+		cc.logs.mu.Lock()
+		for _, line := range cc.logs.lines[:min(len(cc.logs.lines), 40)] {
+			t.Log(line)
+		}
+		cc.logs.mu.Unlock()
+		t.FailNow()
+	}
+}
+
+// newLeader waits until stream has a leader other than old and returns
+// it.
+func (cc *chaosCluster) newLeader(t *testing.T, stream, old string) string {
+	t.Helper()
+	var now string
+	natstest.Eventually(t, time.Minute, func() error {
+		if now = streamLeader(context.Background(), cc.ops, stream); now == "" || now == old {
+			return fmt.Errorf("no new leader of %s yet", stream)
+		}
+		return nil
+	})
+	return now
+}
+
+// leaderOf returns the index of the server leading stream.
+func (cc *chaosCluster) leaderOf(t *testing.T, stream string) (int, string) {
+	t.Helper()
+	var leader string
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if leader = streamLeader(context.Background(), cc.ops, stream); cc.cluster.Index(leader) < 0 {
+			return fmt.Errorf("stream %s has no known leader (%q)", stream, leader)
+		}
+		return nil
+	})
+	return cc.cluster.Index(leader), leader
+}
+
+// TestChaosClusterLeaderKill kills stream leaders while runs of three
+// tenants are going and consent changes: the events stream's leader, then
+// the work stream's, each restarted once a new leader is elected and more
+// runs ended. Every acknowledged run must succeed with all its events,
+// and every spend entry and consent change be kept.
+// AGENTMESH_CHAOS_TRIALS repeats the trial, killing in turn the leaders of
+// the events, work, submit and runs streams; without it one trial runs
+// (part of make test, about a minute).
+func TestChaosClusterLeaderKill(t *testing.T) {
+	trials := chaosTrials(t, 1)
+	cc := newChaosCluster(t)
+	targets := chaosTargets()
+	var counts chaosCounts
 	for trial := range trials {
 		kills := []string{targets[(2*trial)%len(targets)], targets[(2*trial+1)%len(targets)]}
-		outcomes := chaosTrial(t, c, ops, cluster, fmt.Sprintf("t%d", trial), runsPerTrial, kills)
-		var bad []string
-		stalled := 0
-		for _, o := range outcomes {
-			msg := o.check()
-			if msg == "" {
-				continue
-			}
-			if o.err != nil && o.id != "" {
-				// The live follower gave up: judge the run by what a new
-				// follower reads now (the mesh's part), and count the stall
-				// (the client's part, see below).
-				now := o
-				now.events, now.err = refollow(c, o.id)
-				if now.check() == "" {
-					stalled++
-					continue
+		cc.trial(t, "leader kill", trial, &counts, func(l *chaosLoad) {
+			for _, stream := range kills {
+				if err := l.waitFinished(l.finished.Load()+chaosInFlight/2, 2*time.Minute); err != nil {
+					t.Fatal(err)
 				}
-				msg += "; now " + describe(now.events)
+				i, leader := cc.leaderOf(t, stream)
+				killed := time.Now()
+				cc.cluster.Kill(i)
+				now := cc.newLeader(t, stream, leader)
+				t.Logf("trial %d: killed %s, the leader of %s, with %d runs ended; %s leads after %s",
+					trial, leader, stream, l.finished.Load(), now, time.Since(killed).Round(10*time.Millisecond))
+				// Runs go on with two servers for a while, then it restarts.
+				if err := l.waitFinished(l.finished.Load()+chaosInFlight/2, 2*time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				cc.cluster.Restart(i)
 			}
-			bad = append(bad, msg)
-		}
-		if stalled > 0 {
-			// The client's follower gave up (its context ended) on a run
-			// the mesh completed: not a lost run, but worth seeing.
-			t.Logf("trial %d: %d live followers gave up on runs that completed", trial, stalled)
-		}
-		t.Logf("trial %d (killed the leaders of %v): %d runs, %d lost or wrongly failed or missing events", trial, kills, len(outcomes), len(bad))
-		if len(bad) > 0 {
-			for _, msg := range bad[:min(len(bad), 10)] {
-				t.Error(msg)
-			}
-			logs.mu.Lock()
-			for _, l := range logs.lines[:min(len(logs.lines), 40)] {
-				t.Log(l)
-			}
-			logs.mu.Unlock()
-			t.FailNow()
-		}
+		})
 	}
+	counts.report(t, "leader kill")
 }
 
-// refollow reads a run's events as a new follower does.
-func refollow(c *client.Client, runID string) ([]wire.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var evs []wire.Event
-	for ev, err := range c.Events(ctx, tenant, runID, 1) {
-		if err != nil {
-			return evs, err
-		}
-		evs = append(evs, ev)
+// chaosOnly skips a long chaos test unless AGENTMESH_CHAOS_TRIALS is set
+// (make chaos), and returns its trials.
+func chaosOnly(t *testing.T) int {
+	t.Helper()
+	if os.Getenv(chaosTrialsEnv) == "" {
+		t.Skipf("a chaos scenario of make chaos: set %s to run it", chaosTrialsEnv)
 	}
-	return evs, nil
+	return chaosTrials(t, 1)
 }
 
-// chaosTrial submits n runs, keeping at most inFlight unfinished, and
-// kills the leader of each stream in kills once a share of the runs is
-// under way, restarting the killed server after a new leader is elected
-// and more runs have finished. It returns what the client saw of each run.
-func chaosTrial(t *testing.T, c *client.Client, ops jetstream.JetStream, cluster *natstest.Cluster, prefix string, n int, kills []string) []runOutcome {
-	const inFlight = 48
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	outcomes := make([]runOutcome, n)
-	var started, finished atomic.Int64
-	slots := make(chan struct{}, inFlight)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := range n {
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				return
+// TestChaosClusterPauseKill is the recipe of nats-server #7567 with a
+// real crash: the two followers of a stream's leader are frozen
+// (SIGSTOP), the leader is SIGKILLed, and the followers resumed: they
+// elect a leader between them while it is down, and it comes back to a
+// stream that went on without it. Every acknowledged run, spend entry and
+// consent change must be kept. Trials target the events, work, submit
+// and runs streams' leaders in turn. It runs only in make chaos.
+func TestChaosClusterPauseKill(t *testing.T) {
+	trials := chaosOnly(t)
+	cc := newChaosCluster(t)
+	targets := chaosTargets()
+	var counts chaosCounts
+	for trial := range trials {
+		stream := targets[trial%len(targets)]
+		cc.trial(t, "pause+kill", trial, &counts, func(l *chaosLoad) {
+			i, leader := cc.leaderOf(t, stream)
+			var paused []int
+			for j := range cc.cluster.Len() {
+				if j != i {
+					cc.cluster.Pause(j)
+					paused = append(paused, j)
+				}
 			}
-			id := fmt.Sprintf("%s-%03d", prefix, i)
-			outcomes[i].id = id
-			wg.Go(func() {
-				defer func() { finished.Add(1); <-slots }()
-				req := runReq(t, fixtureReq{Prompt: "chaos", Script: "slow", DelayMS: 15})
-				req.RunID = id
-				if _, err := c.Submit(ctx, req); err != nil {
-					outcomes[i].err = fmt.Errorf("submit: %w", err)
-					return
-				}
-				started.Add(1)
-				for ev, err := range c.Events(ctx, tenant, id, 1) {
-					if err != nil {
-						outcomes[i].err = err
-						return
-					}
-					outcomes[i].events = append(outcomes[i].events, ev)
-				}
-				if len(outcomes[i].events) == 0 {
-					outcomes[i].err = errors.New("no events")
-				}
+			start := time.Now()
+			time.Sleep(time.Second) // the leader alone: nothing it takes reaches a quorum
+			cc.cluster.Kill(i)
+			time.Sleep(500 * time.Millisecond)
+			for _, j := range paused {
+				cc.cluster.Resume(j)
+			}
+			now := cc.newLeader(t, stream, leader)
+			t.Logf("trial %d: paused the followers of %s's leader %s, killed it, resumed them; %s leads %s after the pause, with %d runs ended",
+				trial, stream, leader, now, time.Since(start).Round(10*time.Millisecond), l.finished.Load())
+			if err := l.waitFinished(l.finished.Load()+chaosInFlight/2, 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			cc.cluster.Restart(i)
+		})
+	}
+	counts.report(t, "pause+kill")
+}
+
+// TestChaosClusterKillAll SIGKILLs all three servers at once while runs
+// are going and restarts them together: with every write fsynced, a
+// SIGKILL (which keeps the page cache anyway) loses nothing acknowledged,
+// and the mesh goes on once the cluster has a quorum again. It runs only
+// in make chaos.
+func TestChaosClusterKillAll(t *testing.T) {
+	trials := chaosOnly(t)
+	cc := newChaosCluster(t)
+	var counts chaosCounts
+	for trial := range trials {
+		cc.trial(t, "kill all", trial, &counts, func(l *chaosLoad) {
+			killed := time.Now()
+			cc.cluster.KillAll()
+			time.Sleep(time.Second)
+			cc.cluster.RestartAll()
+			natstest.Eventually(t, 2*time.Minute, func() error {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_, err := cc.ops.AccountInfo(ctx)
+				return err
 			})
-		}
-	})
-
-	for k, stream := range kills {
-		// Kill once runs are under way on both sides of the kill.
-		at := int64(n * (k + 1) / (len(kills) + 2))
-		natstest.Eventually(t, 3*time.Minute, func() error {
-			if started.Load() < at+inFlight/2 || finished.Load() < at {
-				return fmt.Errorf("%d runs started, %d finished; waiting for %d finished", started.Load(), finished.Load(), at)
-			}
-			return nil
+			t.Logf("trial %d: killed all three servers with %d runs ended; JetStream answers %s after the kill",
+				trial, l.finished.Load(), time.Since(killed).Round(10*time.Millisecond))
 		})
-		leader := streamLeader(ctx, ops, stream)
-		i := cluster.Index(leader)
-		if i < 0 {
-			t.Fatalf("stream %s has no known leader (%q)", stream, leader)
-		}
-		killed := time.Now()
-		cluster.Kill(i)
-		var now string
-		natstest.Eventually(t, time.Minute, func() error {
-			if now = streamLeader(ctx, ops, stream); now == "" || now == leader {
-				return fmt.Errorf("no new leader of %s yet", stream)
-			}
-			return nil
-		})
-		t.Logf("%s: killed %s, the leader of %s, with %d runs finished; %s leads after %s",
-			prefix, leader, stream, finished.Load(), now, time.Since(killed).Round(10*time.Millisecond))
-		// Let runs go on with two servers for a while, then restart it.
-		more := finished.Load() + int64(inFlight/2)
-		natstest.Eventually(t, 3*time.Minute, func() error {
-			if finished.Load() < min(more, int64(n)) {
-				return fmt.Errorf("%d runs finished, waiting for %d", finished.Load(), more)
-			}
-			return nil
-		})
-		cluster.Restart(i)
 	}
-	wg.Wait()
-	return outcomes
+	counts.report(t, "kill all")
 }

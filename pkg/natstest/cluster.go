@@ -38,6 +38,35 @@ type nodeSpec struct {
 	// Advertise, when set, is the route address the node gossips to the
 	// others (server.ClusterOpts.Advertise).
 	Advertise string `json:"advertise,omitempty"`
+	// Sync is the JetStream sync_interval: "" the server's default,
+	// "always", or a duration.
+	Sync string `json:"sync,omitempty"`
+}
+
+// ClusterOption changes the nodes RunCluster starts.
+type ClusterOption func(*nodeSpec)
+
+// WithSync runs every node with JetStream's sync_interval set to sync:
+// "always" (fsync after each write, as deploy/nats/cluster.conf has it)
+// or a duration such as "1s".
+func WithSync(sync string) ClusterOption {
+	return func(s *nodeSpec) { s.Sync = sync }
+}
+
+// syncOptions sets o's sync policy from a node spec's Sync.
+func syncOptions(o *server.Options, sync string) error {
+	switch sync {
+	case "":
+	case "always":
+		o.SyncAlways, o.SyncInterval = true, 2*time.Minute // as the config file's "always" sets them
+	default:
+		d, err := time.ParseDuration(sync)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("sync %q: want \"always\" or a positive duration", sync)
+		}
+		o.SyncInterval = d
+	}
+	return nil
 }
 
 // RunClusterNode makes the test binary a cluster node when RunCluster
@@ -63,14 +92,19 @@ func RunClusterNode() {
 		}
 		routes = append(routes, u)
 	}
-	s, err := server.NewServer(&server.Options{
+	opts := &server.Options{
 		ServerName: spec.Name,
 		Host:       "127.0.0.1", Port: spec.ClientPort,
 		JetStream: true, StoreDir: spec.StoreDir,
 		Cluster: server.ClusterOpts{Name: "natstest", Host: "127.0.0.1", Port: spec.RoutePort, Advertise: spec.Advertise},
 		Routes:  routes,
 		NoLog:   true, NoSigs: true,
-	})
+	}
+	if err := syncOptions(opts, spec.Sync); err != nil {
+		fmt.Fprintln(os.Stderr, "natstest:", err)
+		os.Exit(2)
+	}
+	s, err := server.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "natstest: server:", err)
 		os.Exit(2)
@@ -110,9 +144,10 @@ type Cluster struct {
 	// on the diagonal), or links is nil: the nodes dial each other directly.
 	links [][]*Proxy
 
-	mu    sync.Mutex
-	nodes []*exec.Cmd // nil: not running
-	done  []chan struct{}
+	mu     sync.Mutex
+	nodes  []*exec.Cmd // nil: not running
+	done   []chan struct{}
+	paused []bool // SIGSTOPped (Pause) and not yet resumed
 }
 
 // RunCluster starts n clustered JetStream servers (named n0, n1, ...), each
@@ -120,10 +155,11 @@ type Cluster struct {
 // loopback ports, so a server that is killed can be restarted where the
 // clients and the other servers expect it. It returns once the cluster
 // answers JetStream requests; every server is stopped when the test ends.
-// The package's TestMain must call RunClusterNode.
-func RunCluster(t testing.TB, n int) *Cluster {
+// The package's TestMain must call RunClusterNode. opts change every
+// node (WithSync).
+func RunCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	t.Helper()
-	return runCluster(t, n, false)
+	return runCluster(t, n, false, opts)
 }
 
 // RunPartitionableCluster is RunCluster with every route connection
@@ -134,19 +170,19 @@ func RunCluster(t testing.TB, n int) *Cluster {
 // connections: nats-server dials the route addresses it learns from its
 // peers (implicit routes) once, and one such dial past the proxies would
 // survive a partition.
-func RunPartitionableCluster(t testing.TB, n int) *Cluster {
+func RunPartitionableCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
 	t.Helper()
-	return runCluster(t, n, true)
+	return runCluster(t, n, true, opts)
 }
 
-func runCluster(t testing.TB, n int, proxied bool) *Cluster {
+func runCluster(t testing.TB, n int, proxied bool, opts []ClusterOption) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: cluster of %d servers", n)
 	}
 	ports := freePorts(t, 2*n)
 	clientPorts, routePorts := ports[:n], ports[n:]
-	c := &Cluster{t: t, nodes: make([]*exec.Cmd, n), done: make([]chan struct{}, n), race: filepath.Join(t.TempDir(), "race")}
+	c := &Cluster{t: t, nodes: make([]*exec.Cmd, n), done: make([]chan struct{}, n), paused: make([]bool, n), race: filepath.Join(t.TempDir(), "race")}
 	var nowhere string
 	if proxied {
 		c.links = make([][]*Proxy, n)
@@ -165,6 +201,9 @@ func runCluster(t testing.TB, n int, proxied bool) *Cluster {
 	}
 	for i := range n {
 		spec := nodeSpec{Name: fmt.Sprintf("n%d", i), ClientPort: clientPorts[i], RoutePort: routePorts[i], StoreDir: t.TempDir(), Advertise: nowhere}
+		for _, o := range opts {
+			o(&spec)
+		}
 		for j := range n {
 			switch {
 			case j == i:
@@ -276,15 +315,66 @@ func (c *Cluster) ClientURL(i int) string {
 // nothing if i is not running.
 func (c *Cluster) Kill(i int) { c.stop(i, syscall.SIGKILL) }
 
+// KillAll crashes every running server at once (a SIGKILL to each, sent
+// before any is waited for) and waits until all have exited.
+func (c *Cluster) KillAll() {
+	var wg sync.WaitGroup
+	for i := range c.specs {
+		wg.Go(func() { c.stop(i, syscall.SIGKILL) })
+	}
+	wg.Wait()
+}
+
+// RestartAll restarts every server that is not running, all at once (a
+// clustered server may wait for its peers), and returns once each accepts
+// connections. Call it from the test's goroutine.
+func (c *Cluster) RestartAll() {
+	c.t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.specs))
+	for i := range c.specs {
+		wg.Go(func() { errs[i] = c.start(i) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			c.t.Fatalf("natstest: %v", err)
+		}
+	}
+}
+
+// Pause freezes server i (SIGSTOP): its process and its connections stay,
+// it answers nothing until Resume. It does nothing if i is not running.
+func (c *Cluster) Pause(i int) { c.signalPaused(i, syscall.SIGSTOP, true) }
+
+// Resume lets a paused server i go on (SIGCONT).
+func (c *Cluster) Resume(i int) { c.signalPaused(i, syscall.SIGCONT, false) }
+
+func (c *Cluster) signalPaused(i int, sig syscall.Signal, paused bool) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nodes[i] == nil {
+		return
+	}
+	if err := c.nodes[i].Process.Signal(sig); err != nil {
+		c.t.Fatalf("natstest: %s to server %s: %v", sig, c.specs[i].Name, err)
+	}
+	c.paused[i] = paused
+}
+
 func (c *Cluster) stop(i int, sig syscall.Signal) {
 	c.mu.Lock()
-	cmd, done := c.nodes[i], c.done[i]
-	c.nodes[i] = nil
+	cmd, done, paused := c.nodes[i], c.done[i], c.paused[i]
+	c.nodes[i], c.paused[i] = nil, false
 	c.mu.Unlock()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(sig)
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a stopped process handles no SIGTERM
+	}
 	select {
 	case <-done:
 	case <-time.After(15 * time.Second):
@@ -306,24 +396,33 @@ func (c *Cluster) stopAll() {
 // test's goroutine.
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
+	if err := c.start(i); err != nil {
+		c.t.Fatalf("natstest: %v", err)
+	}
+}
+
+// start starts server i unless it runs and waits until it accepts
+// connections.
+func (c *Cluster) start(i int) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.nodes[i] != nil {
-		return
+	running := c.nodes[i] != nil
+	c.mu.Unlock()
+	if running {
+		return nil
 	}
 	spec, err := json.Marshal(c.specs[i])
 	if err != nil {
-		c.t.Fatalf("natstest: %v", err)
+		return err
 	}
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), clusterNodeEnv+"="+string(spec), "GORACE=exitcode=0 log_path="+c.race)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		c.t.Fatalf("natstest: %v", err)
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("natstest: start server %s: %v", c.specs[i].Name, err)
+		return fmt.Errorf("start server %s: %w", c.specs[i].Name, err)
 	}
 	done := make(chan struct{})
 	ready := make(chan bool, 1)
@@ -339,12 +438,15 @@ func (c *Cluster) Restart(i int) {
 	case ok := <-ready:
 		if !ok {
 			<-done
-			c.t.Fatalf("natstest: server %s exited before it was ready: %v", c.specs[i].Name, cmd.ProcessState)
+			return fmt.Errorf("server %s exited before it was ready: %v", c.specs[i].Name, cmd.ProcessState)
 		}
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
-		c.t.Fatalf("natstest: server %s not ready", c.specs[i].Name)
+		return fmt.Errorf("server %s not ready", c.specs[i].Name)
 	}
+	c.mu.Lock()
 	c.nodes[i], c.done[i] = cmd, done
+	c.mu.Unlock()
+	return nil
 }
