@@ -458,6 +458,11 @@ func (h *Host) pull(ctx, execCtx context.Context, a adapter.Adapter, workers *sy
 		for range k - got {
 			<-slots
 		}
+		if err == nil || idle(err) {
+			h.d.Quorum.Report(nil)
+		} else if ctx.Err() == nil {
+			h.d.Quorum.Report(err) // no responders: the consumer's leader is out of reach
+		}
 		if err != nil && !idle(err) && ctx.Err() == nil {
 			h.d.Log.Warn("fetch work", "adapter", name, "err", err)
 			select {

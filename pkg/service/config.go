@@ -39,6 +39,8 @@ type Config struct {
 	// snapshots and conversations' heads are kept (topology.Config).
 	ArtifactRetention time.Duration `split_words:"true" default:"168h" desc:"how long runs' artifacts, pushed workspace snapshots and conversation heads are kept (at least 1m)"`
 	LogLevel          string        `split_words:"true" default:"info"`
+	// NatsFailoverAfter is QuorumWatch's threshold.
+	NatsFailoverAfter time.Duration `split_words:"true" default:"3s" desc:"with more than one server in AGENTMESH_NATS_URL: how long JetStream may go unanswered on the connected server, while connected, before the service reconnects to another (a server cut off from its cluster keeps its clients); 0 disables"`
 
 	// NATSAuth names the files of the connection's credentials and TLS,
 	// AGENTMESH_NATS_CREDS ... AGENTMESH_NATS_TLS_SERVER_NAME (read at
@@ -221,6 +223,9 @@ func CheckCommon(c Config) error {
 	}
 	if c.RunRetention < time.Second || c.RunRetention < c.EventsMaxAge {
 		bad.Add("AGENTMESH_RUN_RETENTION", "must be at least 1s and at least AGENTMESH_EVENTS_MAX_AGE %s (a run id is free again once its record expired), got %s", c.EventsMaxAge, c.RunRetention)
+	}
+	if c.NatsFailoverAfter != 0 && c.NatsFailoverAfter < 300*time.Millisecond {
+		bad.Add("AGENTMESH_NATS_FAILOVER_AFTER", "must be 0 (off) or at least 300ms, got %s", c.NatsFailoverAfter)
 	}
 	if c.ArtifactRetention < time.Minute {
 		bad.Add("AGENTMESH_ARTIFACT_RETENTION", "must be at least 1m, got %s", c.ArtifactRetention)

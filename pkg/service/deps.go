@@ -20,4 +20,8 @@ type Deps struct {
 	Health  *Health
 	// Tracing is the process's OpenTelemetry tracing; nil is off.
 	Tracing *telemetry.Tracing
+	// Quorum moves NC off a server cut off from its cluster; components
+	// Report their JetStream calls' outcomes to it. Nil (a single server,
+	// or off) does nothing.
+	Quorum *QuorumWatch
 }

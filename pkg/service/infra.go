@@ -35,6 +35,8 @@ type Infra struct {
 // unless it configures an exporter), connects to cfg.NatsURL as client
 // name, ensures the topology, registers the metrics and, unless
 // cfg.HTTPAddr is empty, serves /metrics, /healthz and /readyz on it.
+// With more than one server in cfg.NatsURL it watches the connection's
+// JetStream (Deps.Quorum, QuorumWatch) unless cfg.NatsFailoverAfter is 0.
 // Readiness is what the components add to Deps.Health. On error, whatever
 // was started has been released. It blocks until all of that is done or
 // ctx ends.
@@ -70,11 +72,15 @@ func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (_ *I
 		cfg:      cfg,
 		closed:   closed,
 	}
+	if cfg.NatsFailoverAfter > 0 && ServerCount(cfg.NatsURL) > 1 {
+		i.Deps.Quorum = WatchQuorum(nc, js, log, i.Deps.Metrics, cfg.NatsFailoverAfter)
+	}
 	if cfg.HTTPAddr == "" {
 		log.Info("http disabled")
 		return i, nil
 	}
 	if i.http, err = ServeHTTP(cfg.HTTPAddr, reg, i.Deps.Health, log); err != nil {
+		i.Deps.Quorum.Stop()
 		nc.Close()
 		return nil, err
 	}
@@ -99,6 +105,7 @@ func (i *Infra) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), i.cfg.ShutdownTimeout)
 		defer cancel()
 		var errs []error
+		i.Deps.Quorum.Stop() // no forced reconnect while draining
 		if i.http != nil {
 			if err := i.http.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("shut down http: %w", err))

@@ -56,6 +56,8 @@ func TestRunMain(t *testing.T) {
 		{name: "log level", env: map[string]string{"AGENTMESH_LOG_LEVEL": "loud"}, wantCode: 2, wantErr: "svc: config: AGENTMESH_LOG_LEVEL"},
 		{name: "unparsable", env: map[string]string{"AGENTMESH_LEASE_TTL": "soon"}, wantCode: 2, wantErr: "AGENTMESH_LEASE_TTL"},
 		{name: "common", env: map[string]string{"AGENTMESH_REPLICAS": "7"}, wantCode: 2, wantErr: "AGENTMESH_REPLICAS"},
+		{name: "failover too eager", env: map[string]string{"AGENTMESH_NATS_FAILOVER_AFTER": "100ms"}, wantCode: 2,
+			wantErr: "AGENTMESH_NATS_FAILOVER_AFTER: must be 0 (off) or at least 300ms, got 100ms"},
 		{name: "retention unparsable", env: map[string]string{"AGENTMESH_RUN_RETENTION": "a week"}, wantCode: 2, wantErr: "AGENTMESH_RUN_RETENTION"},
 		{name: "retention below events", env: map[string]string{"AGENTMESH_RUN_RETENTION": "1h"}, wantCode: 2, wantErr: "AGENTMESH_RUN_RETENTION: must be at least 1s and at least AGENTMESH_EVENTS_MAX_AGE 24h0m0s"},
 		{name: "misspelt", env: map[string]string{"AGENTMESH_LEASE_TLL": "3s"}, wantCode: 2,

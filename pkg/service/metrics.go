@@ -65,6 +65,9 @@ type Metrics struct {
 	// GatewayDuration observes seconds from a gateway request's arrival to
 	// its answer's end (a stream's last event), by endpoint.
 	GatewayDuration *prometheus.HistogramVec
+	// ForcedReconnects counts the reconnects a QuorumWatch forced: the
+	// connection's server answered no JetStream request while connected.
+	ForcedReconnects prometheus.Counter
 	// GatewayFirstToken observes seconds from a gateway request's arrival
 	// to the first text or tool call of its run, by endpoint.
 	GatewayFirstToken *prometheus.HistogramVec
@@ -115,6 +118,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		GatewayFirstToken: histogramVec("agentmesh_gateway_time_to_first_token_seconds",
 			"Seconds from a gateway request's arrival to its run's first text or tool call, by endpoint.",
 			prometheus.ExponentialBuckets(0.001, 2, 18), "endpoint"),
+		ForcedReconnects: counter("agentmesh_nats_forced_reconnects_total",
+			"Reconnects to another NATS server forced because the connected one answered no JetStream request for AGENTMESH_NATS_FAILOVER_AFTER while connected."),
 		reg:        reg,
 		registered: map[prometheus.Collector]bool{},
 	}
