@@ -458,11 +458,7 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 			if err := r.commit(pub, cancel, c); err != nil {
 				return err, nil
 			}
-		} else if r.lease.StaleAt(now) {
-			// A process paused past its lease (a long GC, SIGSTOP) must not
-			// publish what it had in hand: the sweeper may have ended the run.
-			r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
-			cancel(errLeaseLost)
+		} else if r.lease.StaleAt(now) && !r.awaitLease(ctx, cancel) {
 			return nil, nil
 		} else if err := r.w.ChunkAsync(pub, c); err != nil {
 			return wire.Errorf(wire.ProviderTransportError, "publish chunk %d: %v", r.w.Seq()+1, err), nil
@@ -479,6 +475,28 @@ func (r *run) stream(ctx, pub context.Context, cancel context.CancelCauseFunc, c
 		}
 	}
 	return nil, nil
+}
+
+// awaitLease holds the run's output while its runner's lease is stale: a
+// loss of quorum or an election (the lease's renewal is failing) or a
+// process paused (SIGSTOP, a long GC) may have let the lease expire, and
+// the sweeper end the run. It reports true once a renewal kept the lease
+// (the bucket never expired it, so no one else ended the run), false
+// when the lease is lost (the run is abandoned: its end is another
+// writer's) or ctx ended (cancel, deadline: conclude ends it).
+func (r *run) awaitLease(ctx context.Context, cancel context.CancelCauseFunc) bool {
+	held := time.Now()
+	r.h.d.Log.Warn("lease renewal late; holding the run's output until it is renewed", r.logger()...)
+	err := r.lease.AwaitFresh(ctx)
+	switch {
+	case err == nil:
+		r.h.d.Log.Info("lease renewed; the run goes on", append(r.logger(), "held", time.Since(held).Round(time.Millisecond))...)
+		return true
+	case errors.Is(err, runs.ErrLeaseLost):
+		r.h.d.Log.Error("lease not renewed in time; abandoning run", r.logger()...)
+		cancel(errLeaseLost)
+	}
+	return false
 }
 
 // price is the exact cost of usage under the pin's pricing; empty when

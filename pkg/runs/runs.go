@@ -476,12 +476,13 @@ func (s *Store) HoldRunner(ctx context.Context, id string) (*Lease, error) {
 		return nil, err
 	}
 	key := RunnerLeaseKey(id)
+	sent := time.Now() // renewed at the send at the latest (see renew)
 	rev, err := retry(ctx, nil, func(ctx context.Context) (uint64, error) { return s.leases.Put(ctx, key, value) })
 	if err != nil {
 		return nil, fmt.Errorf("write lease %s: %w", key, err)
 	}
 	l := &Lease{s: s, key: key, epoch: epoch, value: value, rev: rev, done: make(chan struct{})}
-	l.renewed.Store(time.Now().UnixNano())
+	l.renewed.Store(sent.UnixNano())
 	return l, nil
 }
 
@@ -718,18 +719,26 @@ type Lease struct {
 	epoch   string
 	value   []byte
 	rev     uint64
-	inDoubt bool         // the last renewal failed in a way that may have been applied
-	renewed atomic.Int64 // unix ns of the last write
+	inDoubt bool // the last renewal failed in a way that may have been applied
+	// doubtSent is when the first of the renewals in doubt was sent.
+	doubtSent time.Time
+	renewed   atomic.Int64 // unix ns of the last write
 
 	once sync.Once
 	stop context.CancelFunc
 	done chan struct{}
 }
 
-// Keep renews the lease every TTL/3 until Stop. A renewal that fails is
-// tried again until the lease has gone unrenewed for 2/3 of its TTL (a
-// leader election is shorter than that); then, or at once if another
-// writer replaced the lease, onLost is called once and renewing stops.
+// Keep renews the lease every TTL/3 until Stop. A renewal that fails for
+// a transient reason (a leader election, a loss of quorum) is tried again
+// for as long as it takes: the bucket decides. While it has not expired
+// the lease (its TTL since the last renewal it stored has not passed; a
+// bucket without quorum expires nothing), the next renewal keeps it, and
+// its holder only holds its output back meanwhile (AwaitFresh); once it
+// has, the renewal is refused. onLost is called once, and renewing stops,
+// when a renewal is refused because another writer replaced the lease or
+// the bucket expired it, and after 2/3 of the TTL for an error that is
+// not transient.
 // Keep starts one goroutine, which Stop waits for; call it at most once.
 func (l *Lease) Keep(onLost func(error)) {
 	ctx, stop := context.WithCancel(context.Background())
@@ -748,10 +757,14 @@ func (l *Lease) Keep(onLost func(error)) {
 			err := l.renew(ctx)
 			switch {
 			case err == nil:
-				t.Reset(every)
+				// Every TTL/3 from when the renewal was sent: at once
+				// when it turns out to be an earlier attempt's, stored
+				// long ago (a process paused with it in flight).
+				t.Reset(max(0, time.Until(time.Unix(0, l.renewed.Load()).Add(every))))
 			case ctx.Err() != nil:
 				return
-			case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) || l.Stale():
+			case errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+				(!jsretry.Transient(err) && l.Stale()):
 				onLost(err)
 				return
 			default:
@@ -767,6 +780,13 @@ func (l *Lease) Keep(onLost func(error)) {
 func (l *Lease) renew(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(l.s.ttl/3, jsretry.AttemptTimeout))
 	defer cancel()
+	// The write is stored at some instant after it is sent: the lease
+	// counts as renewed at the send, never at the acknowledgement, which a
+	// process paused meanwhile may read long after the bucket stored it.
+	sent := time.Now()
+	if !l.inDoubt {
+		l.doubtSent = sent
+	}
 	next, err := l.s.leases.Update(ctx, l.key, l.value, l.rev)
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		// Decided on what the leader has stored, as in cas: our own
@@ -775,7 +795,9 @@ func (l *Lease) renew(ctx context.Context) error {
 		e, rerr := l.s.read(ctx, l.s.leasesName, l.key)
 		switch {
 		case rerr == nil && e.rev > l.rev && l.inDoubt && bytes.Equal(e.value, l.value):
-			next, err = e.rev, nil
+			// An earlier attempt's write, sent at the earliest at
+			// doubtSent.
+			next, err, sent = e.rev, nil, l.doubtSent
 		case rerr == nil && e.rev <= l.rev:
 			err = fmt.Errorf("renew lease %s: refused with nothing newer stored: %w", l.key, jsretry.ErrAckTimeout)
 		case rerr != nil && !errors.Is(rerr, jetstream.ErrKeyNotFound):
@@ -790,7 +812,7 @@ func (l *Lease) renew(ctx context.Context) error {
 		return err
 	}
 	l.rev = next
-	l.renewed.Store(time.Now().UnixNano())
+	l.renewed.Store(sent.UnixNano())
 	return nil
 }
 
@@ -813,6 +835,38 @@ func (l *Lease) Stale() bool { return l.StaleAt(time.Now()) }
 // StaleAt is Stale as of now (for a caller that has read the clock).
 func (l *Lease) StaleAt(now time.Time) bool {
 	return now.Sub(time.Unix(0, l.renewed.Load())) > 2*l.s.ttl/3
+}
+
+// ErrLeaseLost is AwaitFresh's error for a lease that is gone: replaced,
+// expired, or stopped.
+var ErrLeaseLost = errors.New("lease lost")
+
+// AwaitFresh returns nil at once if the lease is not stale, else waits
+// until a renewal makes it fresh again (a quorum loss or an election
+// shorter than what is left of its TTL), ErrLeaseLost once Keep has given
+// it up, or ctx's error. What its holder would publish waits meanwhile:
+// the lease may be expiring, and a run's end another writer's to write.
+func (l *Lease) AwaitFresh(ctx context.Context) error {
+	if !l.Stale() {
+		return nil
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			if l.Stale() {
+				return ErrLeaseLost
+			}
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if !l.Stale() {
+				return nil
+			}
+		}
+	}
 }
 
 // Stop stops renewing and waits for the renewing goroutine. It is
