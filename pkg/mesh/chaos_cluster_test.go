@@ -175,9 +175,10 @@ func (cc *chaosCluster) trial(t *testing.T, name string, trial int, counts *chao
 		t.Fatal(err)
 	}
 	l.stop()
-	before := *counts
+	before, checked := *counts, time.Now()
 	h.check(t, cc.c, cc.ops, time.Minute, noFailureJustified, counts)
-	t.Logf("trial %d: %d runs, %d ok; unavailable %.1fs so far", trial, counts.runs-before.runs, counts.ok-before.ok, counts.unavailable.Seconds())
+	t.Logf("trial %d: %d runs, %d ok, checked in %s; unavailable %.1fs so far", trial, counts.runs-before.runs, counts.ok-before.ok,
+		time.Since(checked).Round(100*time.Millisecond), counts.unavailable.Seconds())
 	if counts.bad() > before.bad() {
 		counts.report(t, name)
 		cc.logs.mu.Lock()
@@ -222,8 +223,8 @@ func (cc *chaosCluster) leaderOf(t *testing.T, stream string) (int, string) {
 // runs ended. Every acknowledged run must succeed with all its events,
 // and every spend entry and consent change be kept.
 // AGENTMESH_CHAOS_TRIALS repeats the trial, killing in turn the leaders of
-// the events, work, submit and runs streams; without it one trial runs
-// (part of make test, about a minute).
+// the events, work, submit and runs streams; without it one trial kills
+// the events stream's leader alone (part of make test, about a minute).
 func TestChaosClusterLeaderKill(t *testing.T) {
 	trials := chaosTrials(t, 1)
 	cc := newChaosCluster(t)
@@ -231,6 +232,9 @@ func TestChaosClusterLeaderKill(t *testing.T) {
 	var counts chaosCounts
 	for trial := range trials {
 		kills := []string{targets[(2*trial)%len(targets)], targets[(2*trial+1)%len(targets)]}
+		if os.Getenv(chaosTrialsEnv) == "" {
+			kills = kills[:1] // make test's short version: the events stream's leader
+		}
 		cc.trial(t, "leader kill", trial, &counts, func(l *chaosLoad) {
 			for _, stream := range kills {
 				if err := l.waitFinished(l.finished.Load()+chaosInFlight/2, 2*time.Minute); err != nil {

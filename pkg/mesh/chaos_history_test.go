@@ -317,7 +317,7 @@ func (h *chaosHistory) check(t *testing.T, c *client.Client, js jetstream.JetStr
 		end     time.Time
 	}
 	results := make([]result, len(runs))
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i, r := range runs {
 		wg.Go(func() {
