@@ -200,20 +200,29 @@ func acknowledge(t *testing.T, ctx context.Context, m *testMesh, runs int) power
 	t.Helper()
 	a := powerCutAck{tenants: map[string]*ackedTenant{}}
 	var mu sync.Mutex
+	var failed []string
 	jobs := make(chan int)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for i := range jobs {
 				tenant := powerCutTenants[i%len(powerCutTenants)]
-				out := m.must(t, ctx, exitOK, "run", "-p", "fixture", "--tenant", tenant, "--json", fmt.Sprintf("power cut %d", i))
-				evs := parseEvents(t, out)
-				if why := historyProblem(evs); why != "" {
-					t.Errorf("run %d: %s:\n%s", i, why, out)
-					continue
+				code, out, errOut := m.cli(ctx, "run", "-p", "fixture", "--tenant", tenant, "--json", fmt.Sprintf("power cut %d", i))
+				evs, err := decodeEvents(out)
+				if err == nil && code != exitOK {
+					err = fmt.Errorf("exit %d: %s", code, errOut)
+				}
+				if err == nil {
+					if why := historyProblem(evs); why != "" {
+						err = errors.New(why)
+					}
 				}
 				mu.Lock()
-				a.runs = append(a.runs, ackedRun{tenant: tenant, id: evs[0].RunID, events: evs})
+				if err != nil {
+					failed = append(failed, fmt.Sprintf("run %d: %v:\n%s", i, err, out))
+				} else {
+					a.runs = append(a.runs, ackedRun{tenant: tenant, id: evs[0].RunID, events: evs})
+				}
 				mu.Unlock()
 			}
 		})
@@ -223,8 +232,8 @@ func acknowledge(t *testing.T, ctx context.Context, m *testMesh, runs int) power
 	}
 	close(jobs)
 	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d runs did not succeed before the cut; the first: %s", len(failed), runs, failed[0])
 	}
 	for _, tenant := range powerCutTenants[:min(runs, len(powerCutTenants))] {
 		at := &ackedTenant{}
@@ -277,20 +286,29 @@ func spendOf(t *testing.T, ctx context.Context, m *testMesh, tenant string) spen
 	return s.Total
 }
 
-// parseEvents reads NDJSON events.
+// parseEvents reads NDJSON events, failing the test on a bad one.
 func parseEvents(t *testing.T, out string) []wire.Event {
 	t.Helper()
+	evs, err := decodeEvents(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// decodeEvents reads NDJSON events.
+func decodeEvents(out string) ([]wire.Event, error) {
 	var evs []wire.Event
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var ev wire.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("event %q: %v", sc.Text(), err)
+			return nil, fmt.Errorf("event %q: %w", sc.Text(), err)
 		}
 		evs = append(evs, ev)
 	}
-	return evs
+	return evs, sc.Err()
 }
 
 // check counts what of a is not on the mesh m as acknowledged.
