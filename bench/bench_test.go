@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(bench.NATSServerEnv); dir != "" {
 		os.Exit(bench.ServeNATS(dir, os.Stdin, os.Stdout, os.Stderr))
 	}
+	natstest.RunClusterNode() // BenchmarkSyncPolicyCluster's nodes
 	goleak.VerifyTestMain(m)
 }
 

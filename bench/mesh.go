@@ -51,6 +51,8 @@ type MeshConfig struct {
 	// built-in profiles (CLI.Adapter and CLI.Profile, for instance).
 	Adapters []adapter.Adapter
 	Profiles []profile.Profile
+	// Replicas of every stream and bucket (default 1; 3 on a cluster).
+	Replicas int
 }
 
 func (c *MeshConfig) setDefaults() {
@@ -133,6 +135,7 @@ func StartMeshAt(tb testing.TB, url string, cfg MeshConfig) *Mesh {
 	}
 	mc.Runner.DefaultMaxActive = cfg.MaxActive
 	mc.Topology.WorkQueueMax = cfg.WorkQueueMax
+	mc.Topology.Replicas = cfg.Replicas
 	mc.Topology.WorkQueueTenantMax = cfg.WorkQueueMax
 
 	exited := runMesh(tb, "mesh", d, profiles, adapters, mc)
