@@ -41,9 +41,12 @@ chaos:
 	grep -E 'trials=|^(--- FAIL|FAIL|ok |panic)' .cache/chaos.log | grep -v 'no tests to run'; \
 	echo "chaos: exit $$rc; full log in .cache/chaos.log"; exit $$rc
 
-## bench: every benchmark
+## bench: every benchmark; the sync-policy ones with their stores on the disk under BENCH_DISK (default .cache/bench-disk: a tmpfs /tmp makes an fsync free)
+BENCH_DISK ?= $(CURDIR)/.cache/bench-disk
 bench:
-	$(GO) test -run '^$$' -bench . $(BENCHFLAGS) ./...
+	$(GO) test -run '^$$' -bench . -skip 'BenchmarkSyncPolicy' $(BENCHFLAGS) ./...
+	@mkdir -p $(BENCH_DISK)
+	TMPDIR=$(BENCH_DISK) $(GO) test -run '^$$' -bench 'BenchmarkSyncPolicy' $(BENCHFLAGS) ./bench
 
 ## scale: 1,000 fixture runs at once on one runner, each followed, with no MaxWaiting or consumer-limit warning (also part of make test)
 .PHONY: scale
