@@ -549,7 +549,10 @@ func (s *Store) recordEnd(ctx context.Context, r Run, st wire.Status) error {
 		if by.Owner != "" {
 			rec.Owner, rec.Attempt = by.Owner, max(rec.Attempt, by.Attempt)
 		}
-		rec.Committed = rec.Committed || by.Committed
+		// A runner's terminal status counts the chunks it published: a
+		// repair (Repair), which has no writer's record, still records
+		// the output the run had.
+		rec.Committed = rec.Committed || by.Committed || (st.Summary != nil && st.Summary.Chunks > 0)
 		_, err := s.put(ctx, rec, r.Rev)
 		if err == nil {
 			return nil

@@ -251,8 +251,8 @@ func TestEndedRepairsARecordLeftBehind(t *testing.T) {
 }
 
 // The record of an ended run carries its terminal summary's usage and
-// exact cost, whether End wrote it or Repair did after a writer stopped
-// between the terminal event and the record.
+// exact cost, and whether it had output, whether End wrote it or Repair
+// did after a writer stopped between the terminal event and the record.
 func TestEndedRecordCarriesUsageAndCost(t *testing.T) {
 	s, _ := open(t)
 	ctx := context.Background()
@@ -293,5 +293,11 @@ func TestEndedRecordCarriesUsageAndCost(t *testing.T) {
 	}
 	if got.Record.State != wire.StateSucceeded || got.Record.Cost != "0.0041235" || got.Record.Usage == nil || *got.Record.Usage != *usage {
 		t.Fatalf("Repair: record %+v, want succeeded with the summary's usage and cost", got.Record)
+	}
+	// The summary's 3 chunks were output: the repaired record says so, as
+	// the runner's own would (TestChaosClusterKillAll found one that did
+	// not, after a runner's record write failed with the whole cluster down).
+	if !got.Record.Committed {
+		t.Fatalf("Repair: record %+v not committed, though its terminal status counts %d chunks", got.Record, st.Summary.Chunks)
 	}
 }
