@@ -18,6 +18,11 @@ import (
 // another server (AGENTMESH_NATS_FAILOVER_AFTER).
 const DefaultFailoverAfter = 3 * time.Second
 
+// electingFactor times the threshold is how long JetStream may answer
+// nothing but "no leader" before the watch moves: a meta leader election
+// takes 4 to 9 s, on every server at once.
+const electingFactor = 4
+
 // maxFailoverHold caps the wait between forced reconnects while no
 // server answers (a cluster without quorum anywhere).
 const maxFailoverHold = 30 * time.Second
@@ -31,7 +36,9 @@ const maxFailoverHold = 30 * time.Second
 // of its threshold, and the components report what their own JetStream
 // calls saw (Report). When either the probes or the reports have failed
 // without a success for the threshold, on one server, while the
-// connection stays up, it forces a reconnect: nats.go moves the server
+// connection stays up, it forces a reconnect (when all they got was
+// JetStream's "no leader" answer, which every server gives during an
+// election, only after four times the threshold): nats.go moves the server
 // to the end of its pool and dials the next one. If the next server
 // fails the same way, the watch waits twice as long before moving again
 // (up to 30 s), so a cluster that has lost quorum everywhere is not
@@ -54,7 +61,8 @@ type QuorumWatch struct {
 	server string        // the server id the failures below were seen on
 	first  [2]time.Time  // first failure of the current run, by signal; zero: none
 	last   [2]time.Time  // its latest failure
-	errs   [2]error      // and that failure's error
+	hard   [2]time.Time  // its latest failure that was not an election's (electing)
+	errs   [2]error      // and the latest failure's error
 	hold   time.Duration // the wait after the next forced reconnect
 	until  time.Time     // no forced reconnect before
 	stopMu sync.Once
@@ -165,27 +173,43 @@ func (w *QuorumWatch) observe(signal int, err error, now time.Time) {
 	}
 	switch {
 	case err == nil:
-		w.first[signal], w.last[signal], w.errs[signal] = time.Time{}, time.Time{}, nil
+		w.first[signal], w.last[signal], w.hard[signal], w.errs[signal] = time.Time{}, time.Time{}, time.Time{}, nil
 		if signal == signalProbe {
 			w.hold = w.after
 		}
+		return
 	case w.first[signal].IsZero() || now.Sub(w.last[signal]) >= w.after:
 		// The first failure, or the first after a silence: a new run.
-		w.first[signal], w.last[signal], w.errs[signal] = now, now, err
-	default:
-		w.last[signal], w.errs[signal] = now, err
+		w.first[signal], w.hard[signal] = now, time.Time{}
 	}
+	w.last[signal], w.errs[signal] = now, err
+	if !electing(err) {
+		w.hard[signal] = now
+	}
+}
+
+// electing reports whether err is JetStream saying it has no leader
+// right now (503 "JetStream system temporarily unavailable", or "not the
+// leader"). Every server of a healthy cluster answers so for the seconds
+// of a meta leader election, such as the one a healed node's return
+// starts; a server cut off from the majority answers so for good once it
+// has noticed, and times out before.
+func electing(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == 10008 || apiErr.ErrorCode == 10009)
 }
 
 // clear forgets every failure seen. w.mu is held.
 func (w *QuorumWatch) clear() {
-	w.first, w.last, w.errs = [2]time.Time{}, [2]time.Time{}, [2]error{}
+	w.first, w.last, w.hard, w.errs = [2]time.Time{}, [2]time.Time{}, [2]time.Time{}, [2]error{}
 }
 
 // due reports whether a signal has failed, with no success in between,
 // from a first failure to a latest one at least the threshold apart (and
 // the latest one recent: a component that stopped calling says nothing),
 // on the current server, past the wait after the last forced reconnect.
+// A run of nothing but election answers (electing) must last
+// electingFactor times the threshold: longer than an election.
 func (w *QuorumWatch) due(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -193,7 +217,11 @@ func (w *QuorumWatch) due(now time.Time) bool {
 		return false
 	}
 	for s := range w.first {
-		if !w.first[s].IsZero() && w.last[s].Sub(w.first[s]) >= w.after && now.Sub(w.last[s]) < w.after {
+		if w.first[s].IsZero() || now.Sub(w.last[s]) >= w.after {
+			continue
+		}
+		span := w.last[s].Sub(w.first[s])
+		if (span >= w.after && now.Sub(w.hard[s]) < w.after) || span >= electingFactor*w.after {
 			return true
 		}
 	}

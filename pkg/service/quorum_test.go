@@ -118,6 +118,31 @@ func TestQuorumWatchFollowsReports(t *testing.T) {
 	}
 }
 
+// TestQuorumWatchWaitsOutElections: JetStream's "no leader" answers,
+// which every server gives during an election, move the connection only
+// once they have lasted four times the threshold.
+func TestQuorumWatchWaitsOutElections(t *testing.T) {
+	a, b := natstest.RunJetStream(t), natstest.RunJetStream(t)
+	nc, w, m := watched(t, a, b, testFailoverAfter)
+	noLeader := &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for nc.ConnectedUrl() != b.ClientURL() && time.Since(start) < 10*time.Second {
+			w.Report(noLeader)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	if took := movesTo(t, nc, b, 10*time.Second); took < 3*testFailoverAfter {
+		t.Errorf("moved after %s of election answers, want at least %s", took, electingFactor*testFailoverAfter)
+	}
+	<-done
+	if n := testutil.ToFloat64(m.ForcedReconnects); n != 1 {
+		t.Errorf("agentmesh_nats_forced_reconnects_total = %v, want 1", n)
+	}
+}
+
 // TestStartWatchesQuorumWithSeveralServers: the service runtime starts a
 // watch for a list of servers, none for one server (agentmesh up) or
 // with AGENTMESH_NATS_FAILOVER_AFTER=0, and stops it on Close.
