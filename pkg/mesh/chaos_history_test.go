@@ -65,6 +65,10 @@ type chaosRun struct {
 	// live is what the submitter's follower saw, up to liveErr.
 	live    []wire.Event
 	liveErr error
+	// slow is how long the check's follower took to read it, when it
+	// took more than 20s (logged: the run ended late, or the follower
+	// was slow to catch up).
+	slow time.Duration
 }
 
 // consentChange is an acknowledged consent change.
@@ -330,6 +334,11 @@ func (h *chaosHistory) check(t *testing.T, c *client.Client, js jetstream.JetStr
 	wg.Wait()
 	var ended []wire.RunRecord
 	var ends []time.Time
+	for _, r := range runs {
+		if r.slow > 0 {
+			t.Logf("%s.%s: read in %s (acknowledged at %s)", r.tenant, r.id, r.slow.Round(100*time.Millisecond), r.acked.Format("15:04:05.000"))
+		}
+	}
 	for i, res := range results {
 		counts.runs++
 		switch res.verdict {
@@ -392,6 +401,12 @@ func longestGap(ts []time.Time, until time.Time) time.Duration {
 func checkChaosRun(ctx context.Context, c *client.Client, js jetstream.JetStream, r *chaosRun, justified justifier) (chaosVerdict, string, wire.RunRecord, time.Time) {
 	var evs []wire.Event
 	var followErr error
+	began := time.Now()
+	defer func() {
+		if d := time.Since(began); d > 20*time.Second {
+			r.slow = d
+		}
+	}()
 	for ev, err := range c.Events(ctx, r.tenant, r.id, 1) {
 		if err != nil {
 			followErr = err
@@ -412,8 +427,16 @@ func checkChaosRun(ctx context.Context, c *client.Client, js jetstream.JetStream
 
 	// Stored, raw: a seq stored twice must hold the same event (a batch
 	// retried through a failover), and one seq at most a terminal status.
-	if msg := checkStored(ctx, js, r); msg != "" {
-		return verdictDuplicated, msg, rec, time.Time{}
+	// Read with a bound of its own: the settle deadline is for the run to
+	// end, and a run that ended just before it is read all the same.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	dup, readErr := checkStored(sctx, js, r)
+	cancel()
+	switch {
+	case readErr != nil:
+		return verdictInconsistent, fmt.Sprintf("read stored events: %v", readErr), rec, time.Time{}
+	case dup != "":
+		return verdictDuplicated, dup, rec, time.Time{}
 	}
 	for i, ev := range evs {
 		if ev.Seq != uint64(i+1) {
@@ -521,16 +544,16 @@ func recordDisagrees(r *chaosRun, rec wire.RunRecord, st wire.Status, committed 
 
 // checkStored reads the run's events as stored (batches expanded) and
 // says what repeats, or "", retrying a read that fails (a server
-// restarting) until ctx ends.
-func checkStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) string {
+// restarting) until ctx ends, then returning its error.
+func checkStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) (string, error) {
 	for {
 		msg, err := readStored(ctx, js, r)
 		if err == nil {
-			return msg
+			return msg, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Sprintf("read stored events: %v", err) // counted: nothing may stay unreadable
+			return "", err // counted: nothing may stay unreadable
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
