@@ -5,6 +5,7 @@
 package jsretry
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,18 +63,22 @@ func Transient(err error) bool {
 }
 
 // Backoff is a capped exponential backoff with jitter, so that the writers
-// of many runs do not retry in step: 20 ms doubling to 1 s. The zero value
-// is ready to use.
-type Backoff struct{ next time.Duration }
+// of many runs do not retry in step: Min doubling to Max, each wait drawn
+// from the upper half of the current interval. The zero value is ready to
+// use, with Min 20 ms and Max 1 s.
+type Backoff struct {
+	Min, Max time.Duration
+	next     time.Duration
+}
 
 // Wait sleeps for the next backoff interval, or returns ctx's error if ctx
 // ends first.
 func (b *Backoff) Wait(ctx context.Context) error {
 	if b.next == 0 {
-		b.next = backoffMin
+		b.next = cmp.Or(b.Min, backoffMin)
 	}
 	d := b.next/2 + rand.N(b.next/2+1)
-	b.next = min(2*b.next, backoffMax)
+	b.next = min(2*b.next, cmp.Or(b.Max, backoffMax))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
