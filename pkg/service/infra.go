@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
+	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -33,7 +37,9 @@ type Infra struct {
 
 // Start sets up tracing from the OTEL_* environment (telemetry.Setup: off
 // unless it configures an exporter), connects to cfg.NatsURL as client
-// name, ensures the topology, registers the metrics and, unless
+// name, waiting while no server is reachable, ensures the topology,
+// waiting while the cluster forms or recovers (topology.Ensure, logged as
+// waiting for JetStream), registers the metrics and, unless
 // cfg.HTTPAddr is empty, serves /metrics, /healthz and /readyz on it.
 // With more than one server in cfg.NatsURL it watches the connection's
 // JetStream (Deps.Quorum, QuorumWatch) unless cfg.NatsFailoverAfter is 0.
@@ -50,13 +56,15 @@ func Start(ctx context.Context, name string, cfg Config, log *slog.Logger) (_ *I
 			_ = tracing.Shutdown(ctx)
 		}
 	}()
-	nc, js, err := ConnectConfig(cfg, name, log)
+	nc, js, err := connect(ctx, cfg, name, log)
 	if err != nil {
 		return nil, err
 	}
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := topology.Ensure(ctx, js, cfg.Topology()); err != nil {
+	topo := cfg.Topology()
+	topo.Log = log
+	if err := topology.Ensure(ctx, js, topo); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("ensure topology: %w", err)
 	}
@@ -127,4 +135,37 @@ func (i *Infra) Close() error {
 		i.closeErr = errors.Join(errs...)
 	})
 	return i.closeErr
+}
+
+// connect is ConnectConfig that waits while no server is reachable (a
+// node not started yet, or restarting): that is logged as "waiting for the
+// NATS server", at once and then at most every jsretry.WaitLogEvery
+// (jsretry.Waiting), and dialled again with backoff until ctx ends. Any
+// other failure, such as credentials or TLS refused, is returned at once.
+func connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	w := jsretry.Waiting{Log: log, Msg: "waiting for the NATS server", Attrs: []any{"url", RedactURL(cfg.NatsURL)}}
+	b := jsretry.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	for {
+		nc, js, err := ConnectConfig(cfg, name, log)
+		switch {
+		case err == nil:
+			w.Done()
+			return nc, js, nil
+		case !unreachable(err):
+			return nil, nil, err
+		}
+		w.Note(err)
+		if werr := b.Wait(ctx); werr != nil {
+			return nil, nil, fmt.Errorf("%w; last attempt: %w", werr, err)
+		}
+	}
+}
+
+// unreachable reports whether err, of nats.Connect, is that no server
+// answered: every one refused the connection or could not be dialled, or
+// none sent its greeting in time.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) ||
+		(errors.As(err, &op) && op.Op == "dial")
 }

@@ -38,11 +38,3 @@ func TestStartClose(t *testing.T) {
 		t.Errorf("second Close() = %v", err)
 	}
 }
-
-func TestStartUnreachable(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := Config{NatsURL: "nats://127.0.0.1:1", ShutdownTimeout: time.Second}
-	if _, err := Start(context.Background(), "test", cfg, log); err == nil {
-		t.Fatal("Start against a closed port succeeded")
-	}
-}

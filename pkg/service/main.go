@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -32,7 +33,8 @@ func (c *Config) Common() *Config { return c }
 // AGENTMESH_LOG_LEVEL and calls run with that Config and a context that
 // ends on SIGINT or SIGTERM. -h or --help prints the variables instead.
 //
-// Exit codes: 0 after a clean shutdown or help, 1 when run fails, 2 for a
+// Exit codes: 0 after a clean shutdown (also one while it waited for the
+// cluster at start) or help, 1 when run fails, 2 for a
 // bad argument or configuration, reported as "<name>: config: <problem
 // naming the variable>".
 func Main[C any, P Spec[C]](name string, run func(ctx context.Context, cfg C, log *slog.Logger) error) int {
@@ -71,7 +73,12 @@ func runMain(ctx context.Context, name string, args []string, stderr io.Writer, 
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	if err := run(ctx, log); err != nil {
+	err = run(ctx, log)
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled):
+		// Stopped while it waited for the cluster: nothing failed.
+		log.Info("stopped while starting", "err", err)
+	case err != nil:
 		log.Error("exiting", "err", err)
 		return 1
 	}

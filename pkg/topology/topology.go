@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,6 +70,9 @@ type Config struct {
 	ArtifactRetention time.Duration
 	// Storage of every resource (default file).
 	Storage jetstream.StorageType
+	// Log is where Ensure logs that it waits for JetStream (a cluster
+	// forming or recovering); nil: it waits without a word.
+	Log *slog.Logger
 }
 
 // DefaultArtifactRetention is how long artifacts, snapshots and heads are
@@ -133,12 +138,25 @@ func (c *Config) Validate() error {
 
 // Ensure creates or updates every resource. It is idempotent and safe to
 // call concurrently from several processes. It blocks until all resources
-// exist or ctx ends.
+// exist or ctx ends: while JetStream is not ready (a cluster forming or
+// recovering, no server reachable: jsretry.NotYet) it tries again with
+// backoff, logging the wait on cfg.Log (jsretry.Await). Each request keeps
+// the JetStream API's timeout. An invalid Config (ErrInvalidConfig) or an
+// error that is not NotYet, such as a stream that exists with a config
+// the server will not change, is returned at once.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	_, err := jsretry.Await(ctx, cfg.Log, "topology", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ensure(ctx, js, cfg)
+	})
+	return err
+}
+
+// ensure is one attempt of Ensure, on a valid Config with its defaults.
+func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	n := cfg.Names
 	// The submit stream keeps no dedupe window: JetStream's is
 	// stream-wide, keyed by Nats-Msg-Id alone, so within it one tenant's

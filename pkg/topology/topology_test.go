@@ -3,13 +3,21 @@ package topology_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/natstest"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
+	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 )
@@ -267,5 +275,78 @@ func TestEnsureConcurrentCreateWithRetention(t *testing.T) {
 	_, js := natstest.Connect(t, srv)
 	if got, err := topology.RunRetention(ctx, js, subject.Names{}); err != nil || got != 36*time.Hour {
 		t.Fatalf("retention = %s, %v; want 36h", got, err)
+	}
+}
+
+// A service that starts before its server: Ensure waits, saying so, and
+// ensures the topology once the server is up.
+func TestEnsureWaitsForTheServer(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs servicetest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- topology.Ensure(context.Background(), js, topology.Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	}()
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), `"msg":"waiting for JetStream","for":"topology"`) {
+			return errors.New("no wait logged yet")
+		}
+		return nil
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Ensure returned %v with no server", err)
+	default:
+	}
+	natstest.RunJetStreamWith(t, func(o *server.Options) { o.Port = port })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Ensure still waits 20 s after the server started")
+	}
+	if _, err := js.Stream(context.Background(), subject.Names{}.WorkStream()); err != nil {
+		t.Errorf("work stream: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"msg":"waiting for JetStream: done","for":"topology"`) {
+		t.Errorf("the end of the wait was not logged:\n%s", logs.String())
+	}
+}
+
+// A stream that exists with a config Ensure may not change is a
+// configuration error: Ensure returns it at once instead of waiting.
+func TestEnsureFailsAtOnceOnAConflictingStream(t *testing.T) {
+	srv := natstest.RunJetStream(t)
+	_, js := natstest.Connect(t, srv)
+	ctx := context.Background()
+	n := subject.Names{Prefix: "clash"}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: n.EventsStream(), Subjects: []string{n.EventsAll()}, Storage: jetstream.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	var logs servicetest.Buffer
+	start := time.Now()
+	err := topology.Ensure(ctx, js, topology.Config{Names: n, Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || jsretry.NotYet(err) {
+		t.Fatalf("Ensure = %v; want the server's refusal (a JetStream API error)", err)
+	}
+	if d := time.Since(start); d > 5*time.Second || strings.Contains(logs.String(), "waiting") {
+		t.Errorf("Ensure failed after %s, logged %q; want at once, without waiting", d, logs.String())
 	}
 }
