@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -45,12 +46,16 @@ func TestRunMain(t *testing.T) {
 		args     []string
 		env      map[string]string
 		runErr   error
+		stopped  bool // the process is stopped (SIGTERM) before run returns
 		wantCode int
 		wantErr  string // in stderr
 		wantRun  bool
 	}{
 		{name: "ok", wantCode: 0, wantRun: true},
 		{name: "run fails", runErr: errRun, wantCode: 1, wantErr: "run failed", wantRun: true},
+		{name: "stopped while waiting for the cluster", stopped: true, runErr: fmt.Errorf("ensure topology: %w; last attempt: no responders", context.Canceled),
+			wantCode: 0, wantErr: `"level":"INFO","msg":"stopped while starting"`, wantRun: true},
+		{name: "cancelled, not stopped", runErr: fmt.Errorf("ensure topology: %w", context.Canceled), wantCode: 1, wantErr: `"level":"ERROR","msg":"exiting"`, wantRun: true},
 		{name: "help", args: []string{"-h"}, wantCode: 0},
 		{name: "argument", args: []string{"serve"}, wantCode: 2, wantErr: `svc: unexpected argument "serve"`},
 		{name: "log level", env: map[string]string{"AGENTMESH_LOG_LEVEL": "loud"}, wantCode: 2, wantErr: "svc: config: AGENTMESH_LOG_LEVEL"},
@@ -76,7 +81,12 @@ func TestRunMain(t *testing.T) {
 			var cfg testConfig
 			var stderr bytes.Buffer
 			ran := false
-			code := runMain(context.Background(), "svc", tt.args, &stderr, &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			if tt.stopped {
+				stop()
+			}
+			code := runMain(ctx, "svc", tt.args, &stderr, &cfg, &cfg.Config, func(ctx context.Context, log *slog.Logger) error {
 				ran = true
 				log.Info("running")
 				return tt.runErr
