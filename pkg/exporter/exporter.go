@@ -117,12 +117,25 @@ type Exporter struct {
 }
 
 // New binds an exporter to the topology, which must exist, storing
-// trajectories in store.
+// trajectories in store. While JetStream is not ready (a cluster forming
+// or recovering) it waits, logging that (jsretry.Await), until ctx ends.
 func New(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config) (*Exporter, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	x, err := jsretry.Await(ctx, d.Log, "exporter", func(ctx context.Context) (*Exporter, error) {
+		return bind(ctx, d, store, cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	registerMetrics(d.Metrics)
+	return x, nil
+}
+
+// bind is one attempt of New.
+func bind(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config) (*Exporter, error) {
 	rs, err := runs.Open(ctx, d)
 	if err != nil {
 		return nil, err
@@ -139,7 +152,6 @@ func New(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config)
 	if err != nil {
 		return nil, err
 	}
-	registerMetrics(d.Metrics)
 	return &Exporter{d: d, cfg: cfg, runs: rs, records: records, consent: grants, rules: rules, store: store, now: time.Now}, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 )
 
 // Host is what a service process of the trajectory export runs on (the
@@ -44,7 +45,10 @@ func StartHost(ctx context.Context, name string, cfg service.Config, profilesDir
 	return &Host{Export: export, Infra: infra, Profiles: profiles}, nil
 }
 
-// OpenStore returns the trajectory store h's settings name (OpenStore).
+// OpenStore returns the trajectory store h's settings name (OpenStore),
+// waiting while JetStream is not ready (jsretry.Await) until ctx ends.
 func (h *Host) OpenStore(ctx context.Context) (trajstore.Store, error) {
-	return OpenStore(ctx, h.Infra.Deps.JS, h.Infra.Deps.Names, h.Export)
+	return jsretry.Await(ctx, h.Infra.Deps.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
+		return OpenStore(ctx, h.Infra.Deps.JS, h.Infra.Deps.Names, h.Export)
+	})
 }

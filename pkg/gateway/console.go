@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/ledger"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 	"github.com/nats-io/nats.go"
@@ -130,18 +131,24 @@ func (g *Gateway) EnableConsole(ctx context.Context, nc *nats.Conn, js jetstream
 	for _, id := range g.cfg.OperatorKeys {
 		c.operators[id] = true
 	}
-	retention, err := topology.RunRetention(ctx, js, names)
+	retention, err := jsretry.Await(ctx, g.log, "console", func(ctx context.Context) (time.Duration, error) {
+		retention, err := topology.RunRetention(ctx, js, names)
+		if err != nil {
+			return 0, fmt.Errorf("console: %w", err)
+		}
+		if c.ledger, err = ledger.Open(ctx, js, names); err != nil {
+			return 0, fmt.Errorf("console: %w", err)
+		}
+		if c.ledgerKV, err = js.KeyValue(ctx, names.LedgerBucket()); err != nil {
+			return 0, fmt.Errorf("console: open the ledger bucket: %w", err)
+		}
+		if c.exports, err = exports.Open(ctx, js, names); err != nil {
+			return 0, fmt.Errorf("console: %w", err)
+		}
+		return retention, nil
+	})
 	if err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	if c.ledger, err = ledger.Open(ctx, js, names); err != nil {
-		return fmt.Errorf("console: %w", err)
-	}
-	if c.ledgerKV, err = js.KeyValue(ctx, names.LedgerBucket()); err != nil {
-		return fmt.Errorf("console: open the ledger bucket: %w", err)
-	}
-	if c.exports, err = exports.Open(ctx, js, names); err != nil {
-		return fmt.Errorf("console: %w", err)
+		return err
 	}
 	c.index = newRunIndex(retention)
 	go watchRuns(ctx, js, names, c.index, g.log)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/runs"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -339,7 +340,9 @@ func (x *runIndex) query(f runFilter, after *runCursor, limit int) (runPage, err
 // values, then every change. It stops at the first failure, which x
 // then reports to every page.
 func watchRuns(ctx context.Context, js jetstream.JetStream, names subject.Names, x *runIndex, log *slog.Logger) {
-	w, err := runs.Watch(ctx, js, names)
+	w, err := jsretry.Await(ctx, log, "console's watch of the runs", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+		return runs.Watch(ctx, js, names)
+	})
 	if err != nil {
 		x.failed(fmt.Errorf("watch the runs bucket: %w", err))
 		log.Warn("console: cannot watch the runs bucket; the runs pages answer 503", "err", err)

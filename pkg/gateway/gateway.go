@@ -17,6 +17,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/client"
 	"github.com/agentmesh/agentmesh/pkg/profile"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -169,13 +170,25 @@ func New(c *client.Client, keys *Keys, turns *Turns, profiles *profile.Registry,
 }
 
 // Open is New on a service's deps: a client on d's connection and the
-// key and turn stores of d's deployment.
+// key and turn stores of d's deployment. While JetStream is not ready (a
+// cluster forming or recovering) it waits, logging that (jsretry.Await),
+// until ctx ends.
 func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg Config) (*Gateway, error) {
-	keys, err := OpenKeys(ctx, d.JS, d.Names)
-	if err != nil {
-		return nil, err
+	type stores struct {
+		keys      *Keys
+		turns     *Turns
+		artifacts *artifacts.Store
 	}
-	turns, err := OpenTurns(ctx, d.JS, d.Names)
+	st, err := jsretry.Await(ctx, d.Log, "gateway", func(ctx context.Context) (st stores, err error) {
+		if st.keys, err = OpenKeys(ctx, d.JS, d.Names); err != nil {
+			return st, err
+		}
+		if st.turns, err = OpenTurns(ctx, d.JS, d.Names); err != nil {
+			return st, err
+		}
+		st.artifacts, err = artifacts.Open(ctx, d.JS, d.Names)
+		return st, err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -183,15 +196,11 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 	if err != nil {
 		return nil, err
 	}
-	store, err := artifacts.Open(ctx, d.JS, d.Names)
+	g, err := New(c, st.keys, st.turns, profiles, d.Log, cfg)
 	if err != nil {
 		return nil, err
 	}
-	g, err := New(c, keys, turns, profiles, d.Log, cfg)
-	if err != nil {
-		return nil, err
-	}
-	g.SetArtifacts(store)
+	g.SetArtifacts(st.artifacts)
 	if cfg.Console {
 		if err := g.EnableConsole(ctx, d.NC, d.JS, d.Names); err != nil {
 			// Without the console's rights the API still serves.

@@ -19,6 +19,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/router"
 	"github.com/agentmesh/agentmesh/pkg/runner"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/sweeper"
 	"github.com/agentmesh/agentmesh/pkg/topology"
 )
@@ -80,13 +81,18 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if cfg.Exporter.Retention == 0 {
 		cfg.Exporter.Retention = cfg.Export.Retention
 	}
+	if cfg.Topology.Log == nil {
+		cfg.Topology.Log = d.Log
+	}
 	if err := topology.Ensure(ctx, d.JS, cfg.Topology); err != nil {
 		return err
 	}
 	var store trajstore.Store
 	if !cfg.WithoutSweeper || (!cfg.WithoutExporter && cfg.Export.Enabled) {
 		var err error
-		if store, err = exporter.OpenStore(ctx, d.JS, d.Names, cfg.Export); err != nil {
+		if store, err = jsretry.Await(ctx, d.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
+			return exporter.OpenStore(ctx, d.JS, d.Names, cfg.Export)
+		}); err != nil {
 			return err
 		}
 		// A copy: the caller's ExportsConfig may be shared by several

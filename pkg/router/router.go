@@ -136,12 +136,26 @@ type Router struct {
 	tally       service.Tally  // the counts of its micro stats
 }
 
-// New binds a router to the topology, which must exist.
+// New binds a router to the topology, which must exist. While JetStream
+// is not ready (a cluster forming or recovering) it waits, logging that
+// (jsretry.Await), until ctx ends.
 func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) (*Router, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	r, err := jsretry.Await(ctx, d.Log, "router", func(ctx context.Context) (*Router, error) {
+		return bind(ctx, d, profiles, adapters, cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.registerMetrics()
+	return r, nil
+}
+
+// bind is one attempt of New.
+func bind(ctx context.Context, d service.Deps, profiles *profile.Registry, adapters *adapter.Registry, cfg Config) (*Router, error) {
 	store, err := runs.Open(ctx, d)
 	if err != nil {
 		return nil, err
@@ -192,7 +206,6 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	r := &Router{d: d, cfg: cfg, profiles: profiles, adapters: adapters, store: store, sessions: sessions, checkpoints: checkpoints, convs: convs,
 		consent: grants, submit: cons, work: work, depth: depthCache{at: map[string]time.Time{}, n: map[string]uint64{}},
 		gate: gate, ledger: ledger.NewWriter(spend, store, d.Names.LedgerConsumer(), ledger.WriterConfig{AckWait: cfg.AckWait}, d.Log)}
-	r.registerMetrics()
 	return r, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/events"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go"
@@ -217,13 +218,14 @@ func (h *Host) holdsOther(key string, r *run) bool {
 func (h *Host) keepLease(ctx context.Context, ready chan<- struct{}) {
 	for {
 		var l *runs.Lease
+		wait := jsretry.Waiting{Log: h.d.Log, Msg: "waiting for JetStream", Attrs: []any{"for", "the runner's lease"}}
 		for l == nil {
 			var err error
 			if l, err = h.store.HoldRunner(ctx, h.cfg.ID); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				h.d.Log.Warn("take the runner's lease", "err", err)
+				wait.Note(err)
 				select {
 				case <-ctx.Done():
 					return
@@ -231,6 +233,7 @@ func (h *Host) keepLease(ctx context.Context, ready chan<- struct{}) {
 				}
 			}
 		}
+		wait.Done()
 		lost := make(chan error, 1)
 		l.Keep(func(err error) { lost <- err })
 		h.mu.Lock()
@@ -263,12 +266,26 @@ func (h *Host) keepLease(ctx context.Context, ready chan<- struct{}) {
 }
 
 // New binds a host to the topology, which must exist, and ensures the
-// durable consumer of each adapter's pool.
+// durable consumer of each adapter's pool. While JetStream is not ready (a
+// cluster forming or recovering) it waits, logging that (jsretry.Await),
+// until ctx ends.
 func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Config) (*Host, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	h, err := jsretry.Await(ctx, d.Log, "runner", func(ctx context.Context) (*Host, error) {
+		return bind(ctx, d, adapters, cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	h.registerMetrics()
+	return h, nil
+}
+
+// bind is one attempt of New.
+func bind(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Config) (*Host, error) {
 	h := &Host{d: d, cfg: cfg, adapters: adapters, cons: map[string]jetstream.Consumer{}, active: map[string]*run{}, profile: map[string]int{}}
 	var err error
 	if h.store, err = runs.Open(ctx, d); err != nil {
@@ -301,7 +318,6 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 		}
 		h.cons[name] = c
 	}
-	h.registerMetrics()
 	return h, nil
 }
 

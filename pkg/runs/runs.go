@@ -898,16 +898,20 @@ type Recorded struct {
 // runs bucket's stream: it delivers every record write, the ones stored
 // before it was created included, for a reader that reacts to runs
 // changing state (the exporter reacts to ended runs). Reading records
-// this way writes nothing; decode each delivery with DecodeRecorded.
+// this way writes nothing; decode each delivery with DecodeRecorded. A
+// service calls it as it starts: while JetStream is not ready it waits,
+// logging that (jsretry.Await), until ctx ends.
 func (s *Store) Follow(ctx context.Context, durable string, ackWait time.Duration, maxAckPending int) (jetstream.Consumer, error) {
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, "KV_"+s.runsName, jetstream.ConsumerConfig{
-		Durable:       durable,
-		FilterSubject: "$KV." + s.runsName + ".>",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       ackWait,
-		MaxAckPending: maxAckPending,
-		MaxDeliver:    -1,
+	cons, err := jsretry.Await(ctx, s.logger, "consumer "+durable, func(ctx context.Context) (jetstream.Consumer, error) {
+		return s.js.CreateOrUpdateConsumer(ctx, "KV_"+s.runsName, jetstream.ConsumerConfig{
+			Durable:       durable,
+			FilterSubject: "$KV." + s.runsName + ".>",
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       ackWait,
+			MaxAckPending: maxAckPending,
+			MaxDeliver:    -1,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s on the run records: %w", durable, err)

@@ -40,6 +40,7 @@ import (
 	"github.com/agentmesh/agentmesh/pkg/exports/consent"
 	"github.com/agentmesh/agentmesh/pkg/runs"
 	"github.com/agentmesh/agentmesh/pkg/service"
+	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/subject"
 	"github.com/agentmesh/agentmesh/pkg/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -176,7 +177,9 @@ type Sweeper struct {
 	tally service.Tally // the counts of its micro stats
 }
 
-// New binds a sweeper to the topology, which must exist.
+// New binds a sweeper to the topology, which must exist. While JetStream
+// is not ready (a cluster forming or recovering) it waits, logging that
+// (jsretry.Await), until ctx ends.
 func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -185,6 +188,18 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	if cfg.Exports != nil && cfg.Exports.Store == nil {
 		return nil, fmt.Errorf("%w: exports need a store", ErrInvalidConfig)
 	}
+	s, err := jsretry.Await(ctx, d.Log, "sweeper", func(ctx context.Context) (*Sweeper, error) {
+		return bind(ctx, d, cfg)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.registerMetrics()
+	return s, nil
+}
+
+// bind is one attempt of New.
+func bind(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	s := &Sweeper{d: d, cfg: cfg, seen: map[string]time.Time{}}
 	var err error
 	if s.store, err = runs.Open(ctx, d); err != nil {
@@ -209,7 +224,6 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	}
 	s.artifacts = &origin{name: "artifacts", tally: tallyArtifactsSwept, every: cfg.ArtifactsEvery,
 		o: &artifacts.Sweeper{Store: store, Bytes: cfg.ArtifactBytes, AbandonAfter: cfg.ArtifactsAbandonAfter}}
-	s.registerMetrics()
 	return s, nil
 }
 
@@ -301,7 +315,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 	}
 	defer func() { _ = svc.Stop() }()
-	watcher, err := s.store.WatchLeases(ctx)
+	watcher, err := jsretry.Await(ctx, s.d.Log, "sweeper's watch of the leases", s.store.WatchLeases)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing to report
