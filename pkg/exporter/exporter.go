@@ -124,7 +124,7 @@ func New(ctx context.Context, d service.Deps, store trajstore.Store, cfg Config)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	x, err := jsretry.Await(ctx, d.Log, "exporter", func(ctx context.Context) (*Exporter, error) {
+	x, err := jsretry.Await(ctx, d.NC, d.Log, "exporter", func(ctx context.Context) (*Exporter, error) {
 		return bind(ctx, d, store, cfg)
 	})
 	if err != nil {
@@ -180,8 +180,11 @@ func (x *Exporter) Run(ctx context.Context) error {
 // WatchRules loads the tenants' redaction rules and keeps them current
 // until stop is called or ctx ends; Run does it. Export needs it: without
 // the rules it exports nothing.
+// It waits while JetStream is not ready (jsretry.Await) until ctx ends.
 func (x *Exporter) WatchRules(ctx context.Context) (stop func(), err error) {
-	return x.rules.Watch(ctx, x.d.Log)
+	return jsretry.Await(ctx, x.d.NC, x.d.Log, "redaction rules", func(ctx context.Context) (func(), error) {
+		return x.rules.Watch(ctx, x.d.Log)
+	})
 }
 
 // handle exports the run of one record write, if it is an ended,

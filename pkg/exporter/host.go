@@ -48,7 +48,7 @@ func StartHost(ctx context.Context, name string, cfg service.Config, profilesDir
 // OpenStore returns the trajectory store h's settings name (OpenStore),
 // waiting while JetStream is not ready (jsretry.Await) until ctx ends.
 func (h *Host) OpenStore(ctx context.Context) (trajstore.Store, error) {
-	return jsretry.Await(ctx, h.Infra.Deps.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
+	return jsretry.Await(ctx, h.Infra.Deps.NC, h.Infra.Deps.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
 		return OpenStore(ctx, h.Infra.Deps.JS, h.Infra.Deps.Names, h.Export)
 	})
 }

@@ -98,9 +98,7 @@ func decodeRules(b []byte) ([]redact.Rule, error) {
 // called. It returns once the stored rules have all been read, so an
 // export right after it uses them.
 func (r *Rules) Watch(ctx context.Context, log *slog.Logger) (stop func(), err error) {
-	w, err := jsretry.Await(ctx, log, "redaction rules", func(ctx context.Context) (jetstream.KeyWatcher, error) {
-		return r.kv.WatchAll(ctx)
-	})
+	w, err := r.kv.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("watch the redaction rules: %w", err)
 	}

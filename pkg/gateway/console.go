@@ -131,7 +131,7 @@ func (g *Gateway) EnableConsole(ctx context.Context, nc *nats.Conn, js jetstream
 	for _, id := range g.cfg.OperatorKeys {
 		c.operators[id] = true
 	}
-	retention, err := jsretry.Await(ctx, g.log, "console", func(ctx context.Context) (time.Duration, error) {
+	retention, err := jsretry.Await(ctx, nc, g.log, "console", func(ctx context.Context) (time.Duration, error) {
 		retention, err := topology.RunRetention(ctx, js, names)
 		if err != nil {
 			return 0, fmt.Errorf("console: %w", err)

@@ -340,7 +340,7 @@ func (x *runIndex) query(f runFilter, after *runCursor, limit int) (runPage, err
 // values, then every change. It stops at the first failure, which x
 // then reports to every page.
 func watchRuns(ctx context.Context, js jetstream.JetStream, names subject.Names, x *runIndex, log *slog.Logger) {
-	w, err := jsretry.Await(ctx, log, "console's watch of the runs", func(ctx context.Context) (jetstream.KeyWatcher, error) {
+	w, err := jsretry.Await(ctx, js.Conn(), log, "console's watch of the runs", func(ctx context.Context) (jetstream.KeyWatcher, error) {
 		return runs.Watch(ctx, js, names)
 	})
 	if err != nil {

@@ -179,7 +179,7 @@ func Open(ctx context.Context, d service.Deps, profiles *profile.Registry, cfg C
 		turns     *Turns
 		artifacts *artifacts.Store
 	}
-	st, err := jsretry.Await(ctx, d.Log, "gateway", func(ctx context.Context) (st stores, err error) {
+	st, err := jsretry.Await(ctx, d.NC, d.Log, "gateway", func(ctx context.Context) (st stores, err error) {
 		if st.keys, err = OpenKeys(ctx, d.JS, d.Names); err != nil {
 			return st, err
 		}

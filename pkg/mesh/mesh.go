@@ -90,7 +90,7 @@ func run(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	var store trajstore.Store
 	if !cfg.WithoutSweeper || (!cfg.WithoutExporter && cfg.Export.Enabled) {
 		var err error
-		if store, err = jsretry.Await(ctx, d.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
+		if store, err = jsretry.Await(ctx, d.NC, d.Log, "trajectory store", func(ctx context.Context) (trajstore.Store, error) {
 			return exporter.OpenStore(ctx, d.JS, d.Names, cfg.Export)
 		}); err != nil {
 			return err

@@ -144,7 +144,7 @@ func New(ctx context.Context, d service.Deps, profiles *profile.Registry, adapte
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := jsretry.Await(ctx, d.Log, "router", func(ctx context.Context) (*Router, error) {
+	r, err := jsretry.Await(ctx, d.NC, d.Log, "router", func(ctx context.Context) (*Router, error) {
 		return bind(ctx, d, profiles, adapters, cfg)
 	})
 	if err != nil {

@@ -274,7 +274,7 @@ func New(ctx context.Context, d service.Deps, adapters *adapter.Registry, cfg Co
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h, err := jsretry.Await(ctx, d.Log, "runner", func(ctx context.Context) (*Host, error) {
+	h, err := jsretry.Await(ctx, d.NC, d.Log, "runner", func(ctx context.Context) (*Host, error) {
 		return bind(ctx, d, adapters, cfg)
 	})
 	if err != nil {

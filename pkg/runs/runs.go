@@ -902,7 +902,7 @@ type Recorded struct {
 // service calls it as it starts: while JetStream is not ready it waits,
 // logging that (jsretry.Await), until ctx ends.
 func (s *Store) Follow(ctx context.Context, durable string, ackWait time.Duration, maxAckPending int) (jetstream.Consumer, error) {
-	cons, err := jsretry.Await(ctx, s.logger, "consumer "+durable, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := jsretry.Await(ctx, s.js.Conn(), s.logger, "consumer "+durable, func(ctx context.Context) (jetstream.Consumer, error) {
 		return s.js.CreateOrUpdateConsumer(ctx, "KV_"+s.runsName, jetstream.ConsumerConfig{
 			Durable:       durable,
 			FilterSubject: "$KV." + s.runsName + ".>",

@@ -188,7 +188,7 @@ func New(ctx context.Context, d service.Deps, cfg Config) (*Sweeper, error) {
 	if cfg.Exports != nil && cfg.Exports.Store == nil {
 		return nil, fmt.Errorf("%w: exports need a store", ErrInvalidConfig)
 	}
-	s, err := jsretry.Await(ctx, d.Log, "sweeper", func(ctx context.Context) (*Sweeper, error) {
+	s, err := jsretry.Await(ctx, d.NC, d.Log, "sweeper", func(ctx context.Context) (*Sweeper, error) {
 		return bind(ctx, d, cfg)
 	})
 	if err != nil {
@@ -315,7 +315,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 	}
 	defer func() { _ = svc.Stop() }()
-	watcher, err := jsretry.Await(ctx, s.d.Log, "sweeper's watch of the leases", s.store.WatchLeases)
+	watcher, err := jsretry.Await(ctx, s.d.NC, s.d.Log, "sweeper's watch of the leases", s.store.WatchLeases)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing to report

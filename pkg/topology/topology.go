@@ -149,7 +149,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	_, err := jsretry.Await(ctx, cfg.Log, "topology", func(ctx context.Context) (struct{}, error) {
+	_, err := jsretry.Await(ctx, js.Conn(), cfg.Log, "topology", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, ensure(ctx, js, cfg)
 	})
 	return err

@@ -350,3 +350,44 @@ func TestEnsureFailsAtOnceOnAConflictingStream(t *testing.T) {
 		t.Errorf("Ensure failed after %s, logged %q; want at once, without waiting", d, logs.String())
 	}
 }
+
+// A request the server's permissions refuse gets no answer, only a
+// timeout, like one to a cluster still electing its leader: Ensure tells
+// them apart by the violation the server reports, and fails with it at
+// once instead of waiting for ever.
+func TestEnsureFailsOnAPermissionViolation(t *testing.T) {
+	srv := natstest.RunJetStreamWith(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "svc", Password: "pw", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.CREATE.>"}},
+		}}}
+	})
+	// No async error handler: nats.go's default prints the violation.
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("svc", "pw"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs servicetest.Buffer
+	// A context without a deadline, as a service's: each request then has
+	// the JetStream API's own timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- topology.Ensure(ctx, js, topology.Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))}) }()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatalf("Ensure still waits after 20 s: %v", <-done)
+	}
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("Ensure = %v; want the permissions violation", err)
+	}
+	if strings.Contains(logs.String(), "waiting") {
+		t.Errorf("a refusal was logged as a wait:\n%s", logs.String())
+	}
+}

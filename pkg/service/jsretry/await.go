@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,14 +64,19 @@ func NotYet(err error) bool {
 
 // Await calls f until it returns nil or an error that is not NotYet, or
 // ctx ends, waiting between attempts with a capped exponential backoff
-// with jitter (50 ms to 2 s). It is how a service starts on a cluster
+// with jitter (50 ms to 2 s). A request the server's permissions refuse
+// gets no answer, only a timeout: when nc (f's connection; nil: none)
+// reports a permissions violation, Await returns that at once with the
+// attempt's error, instead of waiting. It is how a service starts on a cluster
 // that is forming or recovering: what waits is logged as waiting for
 // JetStream, for what, with the last error (Waiting), not as a failure.
-// f's requests keep their own timeouts (the JetStream API's default of 5 s
-// when f's context has no deadline). The error returned when ctx ends
+// f's requests keep their own timeouts: the JetStream API's default of 5 s
+// when f's context has no deadline, so give Await a context that is
+// cancelled rather than one with a deadline, which would be every
+// request's. The error returned when ctx ends
 // wraps ctx's error and f's last one. log may be nil: then the wait is not
 // logged. It blocks.
-func Await[T any](ctx context.Context, log *slog.Logger, what string, f func(context.Context) (T, error)) (T, error) {
+func Await[T any](ctx context.Context, nc *nats.Conn, log *slog.Logger, what string, f func(context.Context) (T, error)) (T, error) {
 	w := Waiting{Log: log, Msg: "waiting for JetStream", Attrs: []any{"for", what}}
 	b := Backoff{Min: awaitBackoffMin, Max: awaitBackoffMax}
 	for {
@@ -86,6 +92,8 @@ func Await[T any](ctx context.Context, log *slog.Logger, what string, f func(con
 			return v, fmt.Errorf("%w; last attempt: %w", ctx.Err(), err)
 		case !NotYet(err):
 			return v, err
+		case nc != nil && errors.Is(nc.LastError(), nats.ErrPermissionViolation):
+			return v, fmt.Errorf("%w (%w)", nc.LastError(), err)
 		}
 		w.Note(err)
 		if werr := b.Wait(ctx); werr != nil {

@@ -52,7 +52,7 @@ func TestAwaitWaitsAndLogsIt(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	n := 0
-	v, err := jsretry.Await(context.Background(), log, "topology", func(ctx context.Context) (string, error) {
+	v, err := jsretry.Await(context.Background(), nil, log, "topology", func(ctx context.Context) (string, error) {
 		if _, ok := ctx.Deadline(); ok {
 			t.Error("an attempt has a deadline of Await's: its requests keep their own")
 		}
@@ -81,7 +81,7 @@ func TestAwaitWaitsAndLogsIt(t *testing.T) {
 func TestAwaitFailsAtOnceOnAConfigError(t *testing.T) {
 	var logs bytes.Buffer
 	n := 0
-	_, err := jsretry.Await(context.Background(), slog.New(slog.NewJSONHandler(&logs, nil)), "topology", func(context.Context) (int, error) {
+	_, err := jsretry.Await(context.Background(), nil, slog.New(slog.NewJSONHandler(&logs, nil)), "topology", func(context.Context) (int, error) {
 		n++
 		return 0, jetstream.ErrStreamNameAlreadyInUse
 	})
@@ -94,7 +94,7 @@ func TestAwaitEndsWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := jsretry.Await(ctx, nil, "topology", func(context.Context) (int, error) {
+	_, err := jsretry.Await(ctx, nil, nil, "topology", func(context.Context) (int, error) {
 		return 0, &jetstream.APIError{Code: 503, ErrorCode: 10008}
 	})
 	var apiErr *jetstream.APIError
