@@ -175,7 +175,41 @@ func RunPartitionableCluster(t testing.TB, n int, opts ...ClusterOption) *Cluste
 	return runCluster(t, n, true, opts)
 }
 
+// NewCluster is RunCluster with no server started: Restart starts each,
+// so a test can start its clients before the cluster has formed. Every
+// server started is stopped when the test ends. The package's TestMain
+// must call RunClusterNode.
+func NewCluster(t testing.TB, n int, opts ...ClusterOption) *Cluster {
+	t.Helper()
+	return newCluster(t, n, false, opts)
+}
+
 func runCluster(t testing.TB, n int, proxied bool, opts []ClusterOption) *Cluster {
+	t.Helper()
+	c := newCluster(t, n, proxied, opts)
+	for i := range n {
+		c.Restart(i)
+	}
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("natstest: connect to the cluster: %v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := js.AccountInfo(ctx) // answered once there is a meta leader
+		return err
+	})
+	return c
+}
+
+// newCluster is the cluster of runCluster, no server started.
+func newCluster(t testing.TB, n int, proxied bool, opts []ClusterOption) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("natstest: cluster of %d servers", n)
@@ -216,24 +250,6 @@ func runCluster(t testing.TB, n int, proxied bool, opts []ClusterOption) *Cluste
 		c.specs = append(c.specs, spec)
 	}
 	t.Cleanup(c.stopAll)
-	for i := range n {
-		c.Restart(i)
-	}
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatalf("natstest: connect to the cluster: %v", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx) // answered once there is a meta leader
-		return err
-	})
 	return c
 }
 
