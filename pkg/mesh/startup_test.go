@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmesh/agentmesh/pkg/exports"
 	"github.com/agentmesh/agentmesh/pkg/mesh/meshtest"
 	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service/servicetest"
@@ -22,8 +23,10 @@ import (
 )
 
 // startupServices are the service binaries TestChaosStartup starts: the
-// router, a runner of the fixture profile and the sweeper.
-var startupServices = []string{"router", "subprocess-runner", "sweeper"}
+// router, a runner of the fixture profile, the sweeper, the exporter
+// (trajectory export enabled) and the gateway with its console. The
+// remote-runner starts as the subprocess-runner does (runnerservice).
+var startupServices = []string{"router", "subprocess-runner", "sweeper", "exporter", "gateway"}
 
 // startupProcess is one service binary started by TestChaosStartup.
 type startupProcess struct {
@@ -65,6 +68,10 @@ func startStartupServices(t *testing.T, bin, urls, logs string, round int) []*st
 			"AGENTMESH_FIXTURE_DIR":      filepath.Join(root, "testdata", "fixture"),
 			"AGENTMESH_LOG_LEVEL":        "info",
 			"AGENTMESH_SHUTDOWN_TIMEOUT": "10s",
+			exports.EnvEnabled:           "1",
+		}
+		if name == "gateway" {
+			env["AGENTMESH_GATEWAY_ADDR"], env["AGENTMESH_GATEWAY_CONSOLE"] = "127.0.0.1:0", "true"
 		}
 		if name == "subprocess-runner" {
 			env["AGENTMESH_RUNNER_ID"] = fmt.Sprintf("startup-%d", round)
@@ -246,9 +253,10 @@ func streamsAnswer(js jetstream.JetStream, within time.Duration) time.Time {
 	return time.Time{}
 }
 
-// TestChaosStartup starts the router, a runner and the sweeper, each its
-// service binary, on a 3-node JetStream cluster that is not there yet
-// (issue 38, acceptance 6): with no server running, each waits for one;
+// TestChaosStartup starts every service binary (startupServices), each
+// configured only by its AGENTMESH_* variables, on a 3-node JetStream
+// cluster that is not there yet (issue 38, acceptance 6): with no server
+// running, each waits for one;
 // with one node of three, which cannot elect a meta leader, each waits
 // for JetStream; once the other two have joined, each comes up, without
 // being restarted, and a run submitted through them succeeds. Then every
