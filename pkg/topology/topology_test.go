@@ -377,7 +377,9 @@ func TestEnsureFailsOnAPermissionViolation(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- topology.Ensure(ctx, js, topology.Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))}) }()
+	go func() {
+		done <- topology.Ensure(ctx, js, topology.Config{Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	}()
 	select {
 	case err = <-done:
 	case <-time.After(20 * time.Second):
