@@ -53,7 +53,8 @@ type QuorumWatch struct {
 	log    *slog.Logger
 	m      *Metrics
 	after  time.Duration
-	stop   chan struct{}
+	ctx    context.Context // ends with Stop
+	stop   context.CancelFunc
 	done   chan struct{}
 	closed chan nats.Status
 
@@ -65,7 +66,6 @@ type QuorumWatch struct {
 	errs   [2]error      // and the latest failure's error
 	hold   time.Duration // the wait after the next forced reconnect
 	until  time.Time     // no forced reconnect before
-	stopMu sync.Once
 }
 
 // The two signals a QuorumWatch follows.
@@ -92,9 +92,10 @@ func ServerCount(url string) int {
 // closing nc. Start (the service runtime) starts one when the URL list
 // has more than one server.
 func WatchQuorum(nc *nats.Conn, js jetstream.JetStream, log *slog.Logger, m *Metrics, after time.Duration) *QuorumWatch {
+	ctx, cancel := context.WithCancel(context.Background())
 	w := &QuorumWatch{
 		nc: nc, js: js, log: log, m: m, after: after, hold: after,
-		stop: make(chan struct{}), done: make(chan struct{}),
+		ctx: ctx, stop: cancel, done: make(chan struct{}),
 		closed: nc.StatusChanged(nats.CLOSED),
 	}
 	if m != nil {
@@ -109,7 +110,7 @@ func (w *QuorumWatch) Stop() {
 	if w == nil {
 		return
 	}
-	w.stopMu.Do(func() { close(w.stop) })
+	w.stop()
 	<-w.done
 	w.nc.RemoveStatusListener(w.closed)
 }
@@ -134,7 +135,7 @@ func (w *QuorumWatch) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case <-w.stop:
+		case <-w.ctx.Done():
 			return
 		case <-w.closed:
 			return
@@ -143,9 +144,12 @@ func (w *QuorumWatch) run() {
 		if !w.nc.IsConnected() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(w.ctx, every)
 		_, err := w.js.AccountInfo(ctx)
 		cancel()
+		if w.ctx.Err() != nil {
+			return
+		}
 		now := time.Now()
 		w.observe(signalProbe, err, now)
 		if w.due(now) {
