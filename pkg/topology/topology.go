@@ -296,11 +296,13 @@ const SpendEntryAge = 40 * 24 * time.Hour
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
 	st, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateOrUpdateStream(ctx, want)
-		return err
+		if _, err = js.CreateOrUpdateStream(ctx, want); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("info: %w", err)
 	}
 	have := st.CachedInfo().Config
 	if slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention && have.Discard == want.Discard &&
@@ -309,8 +311,10 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		have.Replicas == want.Replicas && have.AllowDirect == want.AllowDirect {
 		return nil
 	}
-	_, err = js.CreateOrUpdateStream(ctx, want)
-	return err
+	if _, err = js.CreateOrUpdateStream(ctx, want); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	return nil
 }
 
 // awaitSources waits until every source of the stream name is active.

@@ -77,7 +77,9 @@ func NotYet(err error) bool {
 // wraps ctx's error and f's last one. log may be nil: then the wait is not
 // logged. It blocks.
 func Await[T any](ctx context.Context, nc *nats.Conn, log *slog.Logger, what string, f func(context.Context) (T, error)) (T, error) {
-	w := Waiting{Log: log, Msg: "waiting for JetStream", Attrs: []any{"for", what}}
+	// The wait counts from the first attempt, which may itself have waited
+	// for a request's timeout.
+	w := Waiting{Log: log, Msg: "waiting for JetStream", Attrs: []any{"for", what}, start: time.Now()}
 	b := Backoff{Min: awaitBackoffMin, Max: awaitBackoffMax}
 	for {
 		v, err := f(ctx)
