@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -141,6 +142,98 @@ func TestQuorumWatchWaitsOutElections(t *testing.T) {
 	if n := testutil.ToFloat64(m.ForcedReconnects); n != 1 {
 		t.Errorf("agentmesh_nats_forced_reconnects_total = %v, want 1", n)
 	}
+}
+
+// TestQuorumWatchLeavesPartitionedNode is the case of issue 38 on a real
+// cluster: a connection whose server is cut off from the other two
+// (through the cluster's route proxies) stays up, and the watch moves it
+// to the majority a few seconds after the cut, on what a component's
+// JetStream calls report (here: stream info of a stream the majority
+// leads, which the cut-off node cannot answer), whichever server leads
+// the meta group.
+func TestQuorumWatchLeavesPartitionedNode(t *testing.T) {
+	c := natstest.RunPartitionableCluster(t, 3)
+	const cut = 2
+	mnc, majority := natstest.ConnectURL(t, c.ClientURL(0))
+	ctx := context.Background()
+	natstest.Eventually(t, time.Minute, func() error {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := majority.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q"}, Replicas: 3})
+		return err
+	})
+	// The stream's leader on the majority.
+	natstest.Eventually(t, time.Minute, func() error {
+		st, err := majority.Stream(ctx, "Q")
+		if err != nil {
+			return err
+		}
+		if cl := st.CachedInfo().Cluster; cl != nil && cl.Leader != "" && cl.Leader != fmt.Sprintf("n%d", cut) {
+			return nil
+		}
+		_, _ = mnc.Request("$JS.API.STREAM.LEADER.STEPDOWN.Q", []byte(`{"placement":{"preferred":"n0"}}`), 5*time.Second)
+		time.Sleep(time.Second)
+		return errors.New("stream Q led by the node to cut off")
+	})
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc, js, err := Connect(c.ClientURL(cut)+","+c.ClientURL(0)+","+c.ClientURL(1), "partition-test", log, nats.DontRandomize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	m := NewMetrics(prometheus.NewRegistry())
+	w := WatchQuorum(nc, js, log, m, DefaultFailoverAfter)
+	t.Cleanup(w.Stop)
+	done := make(chan struct{})
+	reporting := make(chan struct{})
+	go func() {
+		defer close(reporting)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := js.Stream(ctx, "Q")
+			cancel()
+			w.Report(err)
+		}
+	}()
+	defer func() { close(done); <-reporting }()
+	natstest.Eventually(t, 10*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := js.Stream(ctx, "Q")
+		return err
+	})
+	if nc.ConnectedUrl() != c.ClientURL(cut) {
+		t.Fatalf("connected to %s, want the first server %s", nc.ConnectedUrl(), c.ClientURL(cut))
+	}
+
+	cutAt := time.Now()
+	c.Partition(cut)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !nc.IsConnected() || nc.ConnectedUrl() == c.ClientURL(cut) {
+			return natstest.Errorf("still on the cut-off node %s", c.ClientURL(cut))
+		}
+		return nil
+	})
+	took := time.Since(cutAt)
+	t.Logf("moved to %s %s after the cut", nc.ConnectedUrl(), took.Round(10*time.Millisecond))
+	if took < DefaultFailoverAfter*2/3 || took > 3*DefaultFailoverAfter {
+		t.Errorf("moved %s after the cut, want about %s", took, DefaultFailoverAfter)
+	}
+	if n := testutil.ToFloat64(m.ForcedReconnects); n != 1 {
+		t.Errorf("agentmesh_nats_forced_reconnects_total = %v, want 1", n)
+	}
+	natstest.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := js.Stream(ctx, "Q")
+		return err
+	})
 }
 
 // TestStartWatchesQuorumWithSeveralServers: the service runtime starts a

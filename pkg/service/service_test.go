@@ -9,12 +9,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentmesh/agentmesh/pkg/natstest"
 	"github.com/agentmesh/agentmesh/pkg/service"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	natstest.RunClusterNode() // when a partition test started this binary as a JetStream node
+	goleak.VerifyTestMain(m)
+}
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
