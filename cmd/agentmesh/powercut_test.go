@@ -153,7 +153,7 @@ type spendTotal struct {
 
 // powerCutTrial makes runs runs and the tenants' other writes on up with
 // --sync flag (none if ""), cuts the power, starts up again and counts
-// what is not as acknowledged.
+// what is not as acknowledged; a run after the restart must succeed.
 func powerCutTrial(t *testing.T, flag string, runs int) powerCutCounts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -179,6 +179,12 @@ func powerCutTrial(t *testing.T, flag string, runs int) powerCutCounts {
 	second := startUpProcess(t, dataDir, workspace, flag)
 	c := check(t, ctx, second, acked)
 	c.recovery = second.ready.Sub(restart)
+	// And the mesh is whole again: a new run goes through.
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	if code, out, errOut := second.mesh.cli(rctx, "run", "-p", "fixture", "--tenant", powerCutTenants[0], "after the cut"); code != exitOK || !strings.Contains(out, "[succeeded") {
+		t.Errorf("a run after the restart: exit %d\n%s%s", code, out, errOut)
+	}
 	second.stop(t)
 	if err := disk.Unmount(); err != nil {
 		t.Error(err)
