@@ -20,7 +20,9 @@ package mesh_test
 // fault of the scenario to explain it (failed_justified counts those a
 // fault explains, such as a run with output whose runner was killed);
 // inconsistent: a gap in its seqs, output before running, or a record that
-// disagrees with the terminal status. ledger_missing counts ended runs
+// disagrees with the terminal status; unreadable: stored to its terminal
+// status, but a new follower could not read it to its end within the
+// settle deadline. ledger_missing counts ended runs
 // without their spend entry, or a tenant's rollup that disagrees with its
 // entries; consent_lost acknowledged consent changes not in force.
 // unavailable is the longest stretch in which no submission was
@@ -90,11 +92,11 @@ type chaosHistory struct {
 
 // chaosCounts are a chaos test's results over all its trials.
 type chaosCounts struct {
-	trials, runs, ok, lost, duplicated, stuck, wronglyFailed, justified, inconsistent int
-	ledgerMissing, consentChanges, consentLost, refused                               int
-	unavailable                                                                       time.Duration
-	notes                                                                             []string
-	noted                                                                             map[string]int // notes by kind
+	trials, runs, ok, lost, duplicated, stuck, wronglyFailed, justified, inconsistent, unreadable int
+	ledgerMissing, consentChanges, consentLost, refused                                           int
+	unavailable                                                                                   time.Duration
+	notes                                                                                         []string
+	noted                                                                                         map[string]int // notes by kind
 }
 
 // note keeps a few notes of each kind.
@@ -109,18 +111,18 @@ func (c *chaosCounts) note(kind, msg string) {
 
 // bad is the sum of the counts a test fails on.
 func (c *chaosCounts) bad() int {
-	return c.lost + c.duplicated + c.stuck + c.wronglyFailed + c.inconsistent + c.ledgerMissing + c.consentLost
+	return c.lost + c.duplicated + c.stuck + c.wronglyFailed + c.inconsistent + c.unreadable + c.ledgerMissing + c.consentLost
 }
 
 // report logs the test's line and fails the test on anything lost,
 // duplicated, stuck, wrongly failed or inconsistent.
 func (c *chaosCounts) report(t *testing.T, name string) {
 	t.Helper()
-	t.Logf("chaos %s: trials=%d runs=%d ok=%d lost=%d duplicated=%d stuck=%d wrongly_failed=%d failed_justified=%d inconsistent=%d ledger_missing=%d consent_changes=%d consent_lost=%d refused_submissions=%d unavailable=%.1fs",
-		name, c.trials, c.runs, c.ok, c.lost, c.duplicated, c.stuck, c.wronglyFailed, c.justified, c.inconsistent,
+	t.Logf("chaos %s: trials=%d runs=%d ok=%d lost=%d duplicated=%d stuck=%d wrongly_failed=%d failed_justified=%d inconsistent=%d unreadable=%d ledger_missing=%d consent_changes=%d consent_lost=%d refused_submissions=%d unavailable=%.1fs",
+		name, c.trials, c.runs, c.ok, c.lost, c.duplicated, c.stuck, c.wronglyFailed, c.justified, c.inconsistent, c.unreadable,
 		c.ledgerMissing, c.consentChanges, c.consentLost, c.refused, c.unavailable.Seconds())
 	if c.bad() > 0 {
-		t.Errorf("chaos %s: want lost=0 duplicated=0 stuck=0 wrongly_failed=0 inconsistent=0 ledger_missing=0 consent_lost=0:\n%s", name, strings.Join(c.notes, "\n"))
+		t.Errorf("chaos %s: want lost=0 duplicated=0 stuck=0 wrongly_failed=0 inconsistent=0 unreadable=0 ledger_missing=0 consent_lost=0:\n%s", name, strings.Join(c.notes, "\n"))
 	}
 }
 
@@ -281,7 +283,7 @@ func (l *chaosLoad) consenter(ctx context.Context) {
 type chaosVerdict int
 
 func (v chaosVerdict) String() string {
-	return [...]string{"ok", "lost", "duplicated", "stuck", "wrongly failed", "failed justified", "inconsistent"}[v]
+	return [...]string{"ok", "lost", "duplicated", "stuck", "wrongly failed", "failed justified", "inconsistent", "unreadable"}[v]
 }
 
 const (
@@ -292,6 +294,7 @@ const (
 	verdictWronglyFailed
 	verdictJustified
 	verdictInconsistent
+	verdictUnreadable
 )
 
 // justifier says whether a run's ending other than succeeded is explained
@@ -356,6 +359,8 @@ func (h *chaosHistory) check(t *testing.T, c *client.Client, js jetstream.JetStr
 			counts.justified++
 		case verdictInconsistent:
 			counts.inconsistent++
+		case verdictUnreadable:
+			counts.unreadable++
 		}
 		if res.verdict != verdictOK && res.verdict != verdictJustified {
 			counts.note(res.verdict.String(), fmt.Sprintf("%s.%s: %s", runs[i].tenant, runs[i].id, res.msg))
@@ -416,6 +421,19 @@ func checkChaosRun(ctx context.Context, c *client.Client, js jetstream.JetStream
 	}
 	sawSucceeded := len(r.live) > 0 && r.live[len(r.live)-1].Terminal() && r.live[len(r.live)-1].Status.State == wire.StateSucceeded
 	rec, recErr := recordTerminal(c, r.tenant, r.id)
+	// Stored, raw: a seq stored twice must hold the same event (a batch
+	// retried through a failover), and one seq at most a terminal status.
+	// Read with a bound of its own: the settle deadline is for the run to
+	// end, and a run that ended just before it is read all the same.
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	dup, stored, readErr := checkStored(sctx, js, r)
+	cancel()
+	if followErr != nil && readErr == nil && dup == "" && stored.ended {
+		// Stored to its end, and a new follower could not read it to its
+		// end within the deadline: not lost, but not readable either.
+		return verdictUnreadable, fmt.Sprintf("a new follower read %d events within the deadline (%v); %d seqs stored, to a terminal status; record %s",
+			len(evs), followErr, stored.seqs, rec.State), rec, time.Time{}
+	}
 	switch {
 	case len(evs) == 0 && errors.Is(recErr, client.ErrNotFound):
 		return verdictLost, fmt.Sprintf("acknowledged, and now no events and no record (%v)", followErr), rec, time.Time{}
@@ -425,13 +443,6 @@ func checkChaosRun(ctx context.Context, c *client.Client, js jetstream.JetStream
 		return verdictLost, fmt.Sprintf("no record; events %s", describe(evs)), rec, time.Time{}
 	}
 
-	// Stored, raw: a seq stored twice must hold the same event (a batch
-	// retried through a failover), and one seq at most a terminal status.
-	// Read with a bound of its own: the settle deadline is for the run to
-	// end, and a run that ended just before it is read all the same.
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	dup, readErr := checkStored(sctx, js, r)
-	cancel()
 	switch {
 	case readErr != nil:
 		return verdictInconsistent, fmt.Sprintf("read stored events: %v", readErr), rec, time.Time{}
@@ -545,21 +556,29 @@ func recordDisagrees(r *chaosRun, rec wire.RunRecord, st wire.Status, committed 
 // checkStored reads the run's events as stored (batches expanded) and
 // says what repeats, or "", retrying a read that fails (a server
 // restarting) until ctx ends, then returning its error.
-func checkStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) (string, error) {
+func checkStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) (string, storedRun, error) {
 	for {
-		msg, err := readStored(ctx, js, r)
+		var sr storedRun
+		msg, err := readStored(ctx, js, r, &sr)
 		if err == nil {
-			return msg, nil
+			return msg, sr, nil
 		}
 		select {
 		case <-ctx.Done():
-			return "", err // counted: nothing may stay unreadable
+			return "", storedRun{}, err // counted: nothing may stay unreadable
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-func readStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) (string, error) {
+// storedRun is what is stored of a run: how many seqs, and whether one
+// is a terminal status.
+type storedRun struct {
+	seqs  int
+	ended bool
+}
+
+func readStored(ctx context.Context, js jetstream.JetStream, r *chaosRun, sr *storedRun) (string, error) {
 	names := subject.Names{}
 	st, err := js.Stream(ctx, names.EventsStream())
 	if err != nil {
@@ -590,8 +609,10 @@ func readStored(ctx context.Context, js jetstream.JetStream, r *chaosRun) (strin
 				continue
 			}
 			bySeq[ev.Seq] = ev
+			sr.seqs++
 			if ev.Terminal() {
 				terminal = append(terminal, ev.Seq)
+				sr.ended = true
 			}
 		}
 	}
