@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	"github.com/agentmesh/agentmesh/pkg/service/jsretry"
 	"github.com/agentmesh/agentmesh/pkg/service/telemetry"
@@ -144,7 +143,7 @@ func (i *Infra) Close() error {
 // other failure, such as credentials or TLS refused, is returned at once.
 func connect(ctx context.Context, cfg Config, name string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	w := jsretry.Waiting{Log: log, Msg: "waiting for the NATS server", Attrs: []any{"url", RedactURL(cfg.NatsURL)}}
-	b := jsretry.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	b := jsretry.StartBackoff()
 	for {
 		nc, js, err := ConnectConfig(cfg, name, log)
 		switch {

@@ -12,13 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// What Await waits between attempts: 50 ms doubling to 2 s, so a service
-// comes up within about two seconds of the cluster being ready, without
-// many services' requests hammering a cluster that is still forming.
-const (
-	awaitBackoffMin = 50 * time.Millisecond
-	awaitBackoffMax = 2 * time.Second
-)
+// StartBackoff is what Await, and a service dialling a server not up yet,
+// wait between attempts: 50 ms doubling to 2 s, so a service comes up
+// within about two seconds of the cluster being ready, without many
+// services' requests hammering a cluster that is still forming.
+func StartBackoff() Backoff { return Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second} }
 
 // WaitLogEvery is how often a wait (Await, Waiting) is logged again while
 // it lasts.
@@ -80,7 +78,7 @@ func Await[T any](ctx context.Context, nc *nats.Conn, log *slog.Logger, what str
 	// The wait counts from the first attempt, which may itself have waited
 	// for a request's timeout.
 	w := Waiting{Log: log, Msg: "waiting for JetStream", Attrs: []any{"for", what}, start: time.Now()}
-	b := Backoff{Min: awaitBackoffMin, Max: awaitBackoffMax}
+	b := StartBackoff()
 	for {
 		v, err := f(ctx)
 		switch {
